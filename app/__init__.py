@@ -1,0 +1,39 @@
+"""The Flask application factory. No I/O here: engines connect lazily, the broker on first publish."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from app.settings import Settings
+
+
+def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
+    from app import cli, errors, session
+    from app.api import health, tasks
+    from app.extensions import Liaison
+    from models.db import Database
+    from webhooks import inbound
+    from workers.celery_app import celery_init_app
+    from workers.outbox import Publisher
+    from workers.providers import build_providers
+
+    settings = settings or Settings.from_env()
+    app = Flask("liaison")
+    app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes, CELERY=celery_config or {})
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    db = Database(settings.database_url)
+    celery = celery_init_app(app, settings)
+    app.extensions["liaison"] = Liaison(
+        settings=settings, db=db, providers=build_providers(settings), publisher=Publisher(celery, db)
+    )
+
+    errors.init_app(app)
+    session.init_app(app)
+    app.register_blueprint(tasks.bp)
+    app.register_blueprint(health.bp)
+    app.register_blueprint(inbound.bp)
+    app.cli.add_command(cli.group)
+    return app

@@ -1,0 +1,37 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+from kombu.exceptions import KombuError
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.errors import problem
+from app.extensions import liaison
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    ctx = liaison()
+    problems: list[str] = []
+    try:
+        with ctx.db.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        problems.append(f"database unreachable ({type(exc).__name__})")
+    try:
+        with ctx.publisher.celery.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except (KombuError, OSError) as exc:
+        problems.append(f"broker unreachable ({type(exc).__name__})")
+    if problems:
+        return problem(503, "Service Unavailable", "; ".join(problems))
+    return jsonify({"status": "ready"})

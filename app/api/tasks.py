@@ -1,0 +1,97 @@
+"""Domain apps' API: submit, get and list tasks. Parse, call the core, commit, respond."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request, url_for
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.api.representation import decode_cursor, encode_cursor, task_body
+from app.api.validation import parse_submit, valid_idempotency_key
+from app.auth import current_client
+from app.errors import BadRequest, Conflict, NotFound, UnsupportedMediaType, ValidationFailed
+from app.extensions import liaison
+from app.session import db_session
+from models import service
+from models.base import utcnow
+from models.states import State
+from models.task import ExternalTask, TaskEvent
+
+bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
+
+
+def json_body() -> Any:
+    if not request.is_json:
+        raise UnsupportedMediaType("send Content-Type: application/json")
+    try:
+        return json.loads(request.get_data(cache=True))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+
+
+@bp.post("")
+def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
+    ctx = liaison()
+    client = current_client()
+    key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
+    now = utcnow()
+    req = parse_submit(
+        json_body(), providers=ctx.settings.providers, default_provider=ctx.settings.default_provider,
+        client_callback_url=client.callback_url, now=now,
+    )
+    session = db_session()
+    for attempt in (1, 2):
+        try:
+            result = service.submit_task(session, client, req, key, now)
+            session.commit()
+            break
+        except IntegrityError:
+            # A concurrent identical request won the unique constraint; the retry returns its task.
+            session.rollback()
+            if attempt == 2:
+                raise
+        except (service.IdempotencyConflict, service.CorrelationConflict) as exc:
+            session.rollback()
+            raise Conflict(str(exc)) from None
+    ctx.publisher.publish(result.outbox)
+    body = task_body(result.task)
+    if not result.created:
+        return jsonify(body), 200
+    location = url_for("tasks.get_task", correlation_id=result.task.correlation_id)
+    return jsonify(body), 202, {"Location": location}
+
+
+@bp.get("/<correlation_id>")
+def get_task(correlation_id: str) -> Response:
+    session = db_session()
+    task = service.find_task(session, current_client(), correlation_id)
+    if task is None:
+        raise NotFound("no such task")
+    events = session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)).all()
+    return jsonify(task_body(task, list(events)))
+
+
+@bp.get("")
+def list_tasks() -> Response:
+    client = current_client()
+    try:
+        limit = int(request.args.get("limit", 50))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 200:
+        raise ValidationFailed("bad limit", errors=[{"field": "limit", "message": "1 to 200"}])
+    query = select(ExternalTask).where(ExternalTask.client_id == client.id)
+    state = request.args.get("state")
+    if state:
+        if state not in set(State):
+            raise ValidationFailed("bad state", errors=[{"field": "state", "message": f"one of {', '.join(State)}"}])
+        query = query.where(ExternalTask.state == state)
+    if cursor := request.args.get("cursor"):
+        query = query.where(ExternalTask.id < decode_cursor(cursor))
+    tasks = db_session().scalars(query.order_by(ExternalTask.id.desc()).limit(limit + 1)).all()
+    page = tasks[:limit]
+    next_cursor = encode_cursor(page[-1].id) if len(tasks) > limit else None
+    return jsonify({"tasks": [task_body(t) for t in page], "next_cursor": next_cursor})

@@ -1,0 +1,135 @@
+"""Pure: a ``POST /api/v1/tasks`` body → a SubmitRequest, or every field problem at once (422)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from app.errors import ValidationFailed
+from app.settings import ProviderSettings
+from models.service import SubmitRequest
+
+CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+FIELDS = {
+    "input", "correlation_id", "provider", "callback_url", "acceptance_timeout_s",
+    "acceptance_deadline", "execution_timeout_s", "execution_deadline", "on_deadline",
+}
+MAX_TIMEOUT_S = 366 * 24 * 3600
+
+
+def fingerprint(body: Any) -> str:
+    """Same body (whatever its key order or spacing) → same fingerprint."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def is_http_url(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) > 2000:
+        return False
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def valid_idempotency_key(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not IDEMPOTENCY_KEY.match(value):
+        raise ValidationFailed(
+            "bad Idempotency-Key",
+            errors=[{"field": "Idempotency-Key", "message": "1–200 printable ASCII characters, no spaces"}],
+        )
+    return value
+
+
+def _deadline(
+    body: Mapping[str, Any], name: str, now: datetime, default_s: int | None, errors: list[dict[str, str]]
+) -> datetime | None:
+    timeout_key, deadline_key = f"{name}_timeout_s", f"{name}_deadline"
+    if timeout_key in body and deadline_key in body:
+        errors.append({"field": deadline_key, "message": f"give {timeout_key} or {deadline_key}, not both"})
+        return None
+    if timeout_key in body:
+        value = body[timeout_key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_TIMEOUT_S:
+            errors.append({"field": timeout_key, "message": f"a whole number of seconds, 1 to {MAX_TIMEOUT_S}"})
+            return None
+        return now + timedelta(seconds=value)
+    if deadline_key in body:
+        value = body[deadline_key]
+        try:
+            when = datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            errors.append({"field": deadline_key, "message": "an ISO 8601 time with an offset, e.g. 2026-01-01T12:00:00Z"})
+            return None
+        if when <= now:
+            errors.append({"field": deadline_key, "message": "must be in the future"})
+            return None
+        return when.astimezone(UTC)
+    return now + timedelta(seconds=default_s) if default_s else None
+
+
+def parse_submit(
+    body: Any,
+    *,
+    providers: Mapping[str, ProviderSettings],
+    default_provider: str | None,
+    client_callback_url: str | None,
+    now: datetime,
+) -> SubmitRequest:
+    if not isinstance(body, dict):
+        raise ValidationFailed("the body must be a JSON object")
+    errors: list[dict[str, str]] = []
+    for name in sorted(set(body) - FIELDS):
+        errors.append({"field": name, "message": "unknown field"})
+
+    if "input" not in body or body["input"] is None:
+        errors.append({"field": "input", "message": "required"})
+    elif not isinstance(body["input"], (dict, str)):
+        errors.append({"field": "input", "message": "must be an object or a string"})
+
+    correlation_id = body.get("correlation_id")
+    if correlation_id is not None and (not isinstance(correlation_id, str) or not CORRELATION_ID.match(correlation_id)):
+        errors.append({"field": "correlation_id", "message": "1–200 characters of A-Z a-z 0-9 . _ : @ -"})
+
+    provider = body.get("provider", default_provider)
+    if provider is None:
+        errors.append({"field": "provider", "message": "required: more than one provider is configured"})
+    elif provider not in providers:
+        errors.append({"field": "provider", "message": f"unknown provider; configured: {', '.join(sorted(providers)) or 'none'}"})
+    provider_settings = providers.get(provider) if isinstance(provider, str) else None
+
+    callback_url = body.get("callback_url")
+    if callback_url is not None and not is_http_url(callback_url):
+        errors.append({"field": "callback_url", "message": "an http(s) URL of at most 2000 characters"})
+    elif callback_url is None and not client_callback_url:
+        errors.append({"field": "callback_url", "message": "required: this client has no default callback_url"})
+
+    on_deadline = body.get("on_deadline", "escalate")
+    if on_deadline not in ("escalate", "cancel"):
+        errors.append({"field": "on_deadline", "message": "escalate or cancel"})
+
+    acceptance = _deadline(body, "acceptance", now, provider_settings and provider_settings.acceptance_timeout_s, errors)
+    execution = _deadline(body, "execution", now, provider_settings and provider_settings.execution_timeout_s, errors)
+    if acceptance and execution and acceptance > execution:
+        errors.append({"field": "acceptance_deadline", "message": "must not be after the execution deadline"})
+
+    if errors:
+        raise ValidationFailed("the task request has invalid fields", errors=errors)
+    return SubmitRequest(
+        input=body["input"],
+        correlation_id=correlation_id,
+        provider=provider,
+        callback_url=callback_url,
+        acceptance_deadline=acceptance,
+        execution_deadline=execution,
+        on_deadline=on_deadline,
+        fingerprint=fingerprint(body),
+    )

@@ -1,0 +1,139 @@
+"""The visible demo: a pretend domain app that submits tasks to a running Liaison and follows them.
+
+It plays the domain app end to end: creates a client, listens for signed callbacks on a local
+port, submits tasks through the public API (some told to fail), prints every state change as it
+happens, and checks each callback's signature.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+import requests
+from flask import Flask
+from werkzeug.serving import WSGIRequestHandler, make_server
+from werkzeug.wrappers import Request, Response
+
+from models.client import Client, generate_api_key, hash_api_key
+from models.states import TERMINAL
+from webhooks.signing import SignatureError, generate_secret, verify
+
+SCENARIOS: list[tuple[str, dict[str, Any], str]] = [
+    ("quick-report", {"complete_delay_s": 1.5}, "succeeded"),
+    ("slow-report", {"complete_delay_s": 6}, "succeeded"),
+    ("vendor-says-failed", {"outcome": "failed", "complete_delay_s": 2}, "failed"),
+    ("rejected-input", {"reject": True}, "failed"),
+    ("flaky-vendor", {"transient_failures": 2}, "succeeded"),
+    ("duplicate-webhooks", {"duplicate": 3, "complete_delay_s": 2}, "succeeded"),
+    ("out-of-order-webhooks", {"reorder": True, "complete_delay_s": 2}, "succeeded"),
+]
+
+
+@dataclass
+class Callbacks:
+    """What the pretend domain app received, keyed by correlation id."""
+
+    secret: str
+    received: dict[str, list[str]] = field(default_factory=dict)
+    bad_signatures: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        request = Request(environ)
+        body = request.get_data()
+        try:
+            verify([self.secret], request.headers, body, time.time())
+        except SignatureError:
+            with self.lock:
+                self.bad_signatures += 1
+            return Response(status=401)(environ, start_response)
+        event = json.loads(body)
+        with self.lock:
+            self.received.setdefault(event["correlation_id"], []).append(event["type"])
+        return Response(status=204)(environ, start_response)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        """The demo prints what the callbacks mean; the access log would only be noise."""
+
+
+def _create_client(app: Flask, callback_url: str) -> tuple[str, str]:
+    api_key, secret = generate_api_key(), generate_secret()
+    with app.extensions["liaison"].db.transaction() as session:
+        session.add(
+            Client(name=f"demo-{uuid.uuid4().hex[:8]}", api_key_hash=hash_api_key(api_key),
+                   callback_secrets=[secret], callback_url=callback_url)
+        )
+    return api_key, secret
+
+
+def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int) -> bool:
+    requests.get(f"{vendor_url}/healthz", timeout=5).raise_for_status()
+    requests.get(f"{web_url}/healthz", timeout=5).raise_for_status()
+    server = make_server("127.0.0.1", 0, None, threaded=True, request_handler=_QuietHandler)  # app set below, once we have the secret
+    callback_url = f"http://127.0.0.1:{server.server_port}/callbacks"
+    api_key, secret = _create_client(app, callback_url)
+    callbacks = Callbacks(secret)
+    server.app = callbacks
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    auth = {"Authorization": f"Bearer {api_key}"}
+    run = uuid.uuid4().hex[:6]
+
+    click.secho(f"Submitting {len(SCENARIOS)} tasks to {web_url} (vendor: {vendor_url})", bold=True)
+    expected: dict[str, str] = {}
+    for name, simulate, final in SCENARIOS:
+        correlation_id = f"demo-{run}-{name}"
+        response = requests.post(
+            f"{web_url}/api/v1/tasks", headers={**auth, "Idempotency-Key": correlation_id},
+            json={"correlation_id": correlation_id, "input": {"report": name, "simulate": simulate}}, timeout=10,
+        )
+        if response.status_code != 202:
+            click.secho(f"  submit {name}: HTTP {response.status_code} {response.text}", fg="red")
+            return False
+        expected[correlation_id] = final
+        click.echo(f"  {correlation_id:<40} 202 accepted, expect {final}")
+
+    start, states = time.monotonic(), {cid: "requested" for cid in expected}
+    attempts = {cid: 0 for cid in expected}
+    click.secho("Following each task until it reaches its final state and its callback arrives:", bold=True)
+    while True:
+        for cid in expected:
+            body = requests.get(f"{web_url}/api/v1/tasks/{cid}", headers=auth, timeout=10).json()
+            stamp = f"  [{time.monotonic() - start:5.1f}s] {cid:<40}"
+            if body["state"] == "requested" and body["next_attempt_at"] and body["attempts"] != attempts[cid]:
+                click.echo(f"{stamp}   retrying: attempt {body['attempts']} failed ({body['last_error']}),"
+                           f" next at {body['next_attempt_at']}")
+            attempts[cid] = body["attempts"]
+            if body["state"] != states[cid]:
+                click.echo(f"{stamp} {states[cid]:>10} -> {body['state']}")
+                states[cid] = body["state"]
+        with callbacks.lock:
+            done = all(states[c] in TERMINAL and "task.completed" in callbacks.received.get(c, []) for c in expected)
+        if done or time.monotonic() - start > timeout_s:
+            break
+        time.sleep(0.5)
+    server.shutdown()
+
+    click.secho("\nFinal states and callbacks received by the domain app:", bold=True)
+    all_ok = True
+    for cid, final in expected.items():
+        got = callbacks.received.get(cid, [])
+        ok = states[cid] == final and "task.completed" in got
+        all_ok &= ok
+        click.secho(f"  {'OK ' if ok else 'BAD'} {cid:<40} {states[cid]:<10} callbacks: {', '.join(got) or 'none'}",
+                    fg="green" if ok else "red")
+    total = sum(len(v) for v in callbacks.received.values())
+    verdict = "demo finished" if all_ok and not callbacks.bad_signatures else "demo FAILED"
+    click.secho(
+        f"{verdict}: {sum(s in TERMINAL for s in states.values())}/{len(expected)} tasks final, "
+        f"{total} signed callbacks received, {callbacks.bad_signatures} with a bad signature, "
+        f"{time.monotonic() - start:.1f}s", bold=True, fg="green" if all_ok else "red",
+    )
+    return all_ok and not callbacks.bad_signatures

@@ -1,0 +1,91 @@
+"""The API's error tree, rendered as RFC 9457 ``application/problem+json``.
+
+    ApiError
+    ├── BadRequest (400)        ├── Conflict (409)
+    ├── Unauthorized (401)      ├── PayloadTooLarge (413)
+    ├── Forbidden (403)         ├── UnsupportedMediaType (415)
+    ├── NotFound (404)          └── ValidationFailed (422, with ``errors`` per field)
+
+Werkzeug's own HTTP errors (405, 413 from MAX_CONTENT_LENGTH, …) render the same way; anything
+unexpected is a 500 problem that names no internals.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, json
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger(__name__)
+PROBLEM = "application/problem+json"
+
+
+class ApiError(Exception):
+    status = 500
+    title = "Internal Server Error"
+
+    def __init__(self, detail: str | None = None, *, errors: list[dict[str, str]] | None = None, **extra: Any) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail
+        self.errors = errors
+        self.extra = extra
+
+
+class BadRequest(ApiError):
+    status, title = 400, "Bad Request"
+
+
+class Unauthorized(ApiError):
+    status, title = 401, "Unauthorized"
+
+
+class Forbidden(ApiError):
+    status, title = 403, "Forbidden"
+
+
+class NotFound(ApiError):
+    status, title = 404, "Not Found"
+
+
+class Conflict(ApiError):
+    status, title = 409, "Conflict"
+
+
+class PayloadTooLarge(ApiError):
+    status, title = 413, "Payload Too Large"
+
+
+class UnsupportedMediaType(ApiError):
+    status, title = 415, "Unsupported Media Type"
+
+
+class ValidationFailed(ApiError):
+    status, title = 422, "Unprocessable Content"
+
+
+def problem(status: int, title: str, detail: str | None = None, **extra: Any) -> Response:
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
+    if detail:
+        body["detail"] = detail
+    body.update({k: v for k, v in extra.items() if v is not None})
+    response = Response(json.dumps(body), status=status, mimetype=PROBLEM)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def init_app(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(exc: ApiError) -> Response:
+        return problem(exc.status, exc.title, exc.detail, errors=exc.errors, **exc.extra)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        return problem(exc.code or 500, exc.name, exc.description)
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        log.exception("unhandled error")
+        return problem(500, "Internal Server Error", "an unexpected error occurred; it has been logged")

@@ -1,0 +1,22 @@
+"""One database session per request, closed at teardown; views commit explicitly."""
+
+from __future__ import annotations
+
+from flask import Flask, g
+from sqlalchemy.orm import Session
+
+from app.extensions import liaison
+
+
+def db_session() -> Session:
+    if "db_session" not in g:
+        g.db_session = liaison().db.sessionmaker()
+    return g.db_session
+
+
+def init_app(app: Flask) -> None:
+    @app.teardown_appcontext
+    def _close(_exc: BaseException | None) -> None:
+        session = g.pop("db_session", None)
+        if session is not None:
+            session.close()

@@ -1,0 +1,195 @@
+"""One frozen settings object, read from the environment once and shared by web, worker and beat.
+
+Every setting is declared here with its type and default; a bad value fails at start-up with a
+message that names the variable (never at the first request that needs it). ``.env.example``
+documents the same names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the variable, never its value."""
+
+
+def _str(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip()
+    return value or default
+
+
+def _number(env: Mapping[str, str], name: str, default: float, minimum: float, cast=float):
+    raw = env.get(name, "").strip()
+    if not raw:
+        return cast(default)
+    try:
+        value = cast(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    return _number(env, name, default, minimum, int)
+
+
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float = 0.0) -> float:
+    return _number(env, name, default, minimum, float)
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = _str(env, name, default).lower()
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}")
+    return value
+
+
+def _url(env: Mapping[str, str], name: str, default: str) -> str:
+    value = _str(env, name, default)
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{name} must be an http(s) URL")
+    return value.rstrip("/")
+
+
+def _delays(env: Mapping[str, str], name: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        values = tuple(float(v) for v in raw.split(","))
+    except ValueError:
+        raise ConfigError(f"{name} must be comma-separated seconds") from None
+    if any(v < 0 for v in values):
+        raise ConfigError(f"{name} must not be negative")
+    return values
+
+
+def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    values = tuple(s.strip() for s in env.get(name, "").split(",") if s.strip())
+    for value in values:
+        try:
+            decode_secret(value)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+    return values
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """One external system, named in configuration (``LIAISON_PROVIDER_<NAME>_*``)."""
+
+    name: str
+    kind: str  # which adapter class speaks to it; "rest" is the built-in generic REST provider
+    base_url: str
+    webhook_secrets: tuple[str, ...]
+    connect_timeout_s: float = 3.05
+    read_timeout_s: float = 10.0
+    api_key: str = field(default="", repr=False)
+    acceptance_timeout_s: int | None = None  # default deadline to reach `accepted`
+    execution_timeout_s: int | None = None  # default deadline to reach a final state
+    submit_max_attempts: int = 6
+    submit_backoff_base_s: float = 2.0
+    submit_backoff_cap_s: float = 300.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], name: str) -> ProviderSettings:
+        prefix = f"LIAISON_PROVIDER_{name.upper()}_"
+        kind = _choice(env, prefix + "KIND", "rest", ("rest",))
+        if not env.get(prefix + "BASE_URL", "").strip():
+            raise ConfigError(f"{prefix}BASE_URL is required for provider {name!r}")
+        secrets = _secrets(env, prefix + "WEBHOOK_SECRETS")
+        if not secrets:
+            raise ConfigError(f"{prefix}WEBHOOK_SECRETS is required for provider {name!r}")
+        acceptance = _int(env, prefix + "ACCEPTANCE_TIMEOUT_S", 0, 0)
+        execution = _int(env, prefix + "EXECUTION_TIMEOUT_S", 0, 0)
+        return cls(
+            name=name,
+            kind=kind,
+            base_url=_url(env, prefix + "BASE_URL", ""),
+            webhook_secrets=secrets,
+            connect_timeout_s=_float(env, prefix + "CONNECT_TIMEOUT_S", 3.05, 0.01),
+            read_timeout_s=_float(env, prefix + "READ_TIMEOUT_S", 10.0, 0.01),
+            api_key=env.get(prefix + "API_KEY", "").strip(),
+            acceptance_timeout_s=acceptance or None,
+            execution_timeout_s=execution or None,
+            submit_max_attempts=_int(env, prefix + "SUBMIT_MAX_ATTEMPTS", 6, 1),
+            submit_backoff_base_s=_float(env, prefix + "SUBMIT_BACKOFF_BASE_S", 2.0, 0.0),
+            submit_backoff_cap_s=_float(env, prefix + "SUBMIT_BACKOFF_CAP_S", 300.0, 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str
+    broker_url: str
+    broker_folder: Path  # only used by the embedded filesystem:// broker
+    public_url: str  # where external systems reach our /webhooks/<provider>
+    admin_token: str = field(repr=False)
+    providers: Mapping[str, ProviderSettings]
+    default_provider: str | None
+    max_body_bytes: int = 256 * 1024
+    webhook_tolerance_s: int = DEFAULT_TOLERANCE_S
+    processed_retention_s: int = 96 * 3600
+    outbox_grace_s: int = 10  # a row unpublished this long after commit is the sweep's
+    outbox_lease_s: int = 1800  # a published row not done this long is presumed lost
+    relay_timeout_s: float = 15.0
+    relay_max_attempts: int = 8
+    # Standard-Webhooks-like: after the first try, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (±20 %).
+    relay_schedule_s: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    log_format: str = "console"
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        var_dir = Path(_str(env, "LIAISON_VAR_DIR", "var")).resolve()
+        names = [n.strip().lower() for n in env.get("LIAISON_PROVIDERS", "").split(",") if n.strip()]
+        for name in names:
+            if not name.isidentifier():
+                raise ConfigError("LIAISON_PROVIDERS must be comma-separated simple names")
+        providers = {name: ProviderSettings.from_env(env, name) for name in names}
+        default_provider = _str(env, "LIAISON_DEFAULT_PROVIDER", names[0] if len(names) == 1 else "")
+        if default_provider and default_provider not in providers:
+            raise ConfigError("LIAISON_DEFAULT_PROVIDER must name one of LIAISON_PROVIDERS")
+        settings = cls(
+            database_url=_str(env, "DATABASE_URL", f"sqlite:///{var_dir / 'liaison.db'}"),
+            broker_url=_str(env, "CELERY_BROKER_URL", "filesystem://"),
+            broker_folder=Path(_str(env, "LIAISON_BROKER_FOLDER", str(var_dir / "broker"))),
+            public_url=_url(env, "LIAISON_PUBLIC_URL", "http://127.0.0.1:5000"),
+            admin_token=env.get("LIAISON_ADMIN_TOKEN", "").strip(),
+            providers=providers,
+            default_provider=default_provider or None,
+            max_body_bytes=_int(env, "LIAISON_MAX_BODY_BYTES", 256 * 1024, 1024),
+            webhook_tolerance_s=_int(env, "LIAISON_WEBHOOK_TOLERANCE_S", DEFAULT_TOLERANCE_S, 1),
+            processed_retention_s=_int(env, "LIAISON_PROCESSED_RETENTION_S", 96 * 3600, 1),
+            outbox_grace_s=_int(env, "LIAISON_OUTBOX_GRACE_S", 10, 0),
+            outbox_lease_s=_int(env, "LIAISON_OUTBOX_LEASE_S", 1800, 1),
+            relay_timeout_s=_float(env, "LIAISON_RELAY_TIMEOUT_S", 15.0, 0.01),
+            relay_max_attempts=_int(env, "LIAISON_RELAY_MAX_ATTEMPTS", 8, 1),
+            relay_schedule_s=_delays(env, "LIAISON_RELAY_SCHEDULE_S", (5, 300, 1800, 7200, 18000, 36000, 36000)),
+            log_format=_choice(env, "LIAISON_LOG_FORMAT", "console", ("console", "json")),
+            log_level=_choice(env, "LIAISON_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper(),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Cross-setting rules, checked at start-up."""
+        if self.processed_retention_s <= 2 * self.webhook_tolerance_s:
+            # A redelivered message older than the retention must be refused by its timestamp,
+            # or it would be processed a second time once its ProcessedMessage row is pruned.
+            raise ConfigError(
+                "LIAISON_PROCESSED_RETENTION_S must exceed twice LIAISON_WEBHOOK_TOLERANCE_S"
+            )
+        if self.broker_url.startswith("memory://"):
+            raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")

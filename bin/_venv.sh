@@ -1,0 +1,14 @@
+# Sourced by bin/*: make sure .venv exists and matches the requirements files (re-created when they change).
+# Usage: ensure_venv requirements-dev.txt   (or requirements.txt)
+ensure_venv() {
+  local req="$1" stamp=".venv/.requirements-$(basename "$req" .txt).sha256" want
+  want=$(cat requirements*.txt | sha256sum | cut -d' ' -f1)
+  if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  echo "== preparing .venv from $req (first run only)" >&2
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req" >&2
+  echo "$want" > "$stamp"
+}

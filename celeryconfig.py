@@ -1,0 +1,38 @@
+"""Celery settings that are policy, each with the reason it is set. The broker URL and its
+per-transport options come from ``app.settings`` (see ``workers.celery_app``)."""
+
+from beat_schedule import BEAT_SCHEDULE
+
+# --- Reliability (DESIGN §1) ---
+# Ack only after the task body ran: a worker that dies mid-task leaves the message to be redelivered.
+task_acks_late = True
+# With acks_late alone a killed child is still acked (lost); this puts the message back instead.
+task_reject_on_worker_lost = True
+# Tasks are long network I/O: take one message at a time so idle workers can take the rest.
+worker_prefetch_multiplier = 1
+# Redis redelivers a message unacked this long; it must outlast the longest countdown (relay: 10 h).
+broker_transport_options = {"visibility_timeout": 12 * 3600}
+# The code default (None) falls back to broker_connection_retry and warns; say what we mean.
+broker_connection_retry_on_startup = True
+# A lost broker connection means unacked messages come back: stop running them rather than run twice.
+worker_cancel_long_running_tasks_on_connection_loss = True
+# Never run tasks in-process: tests use a real worker (celery.contrib.testing).
+task_always_eager = False
+
+# --- Messages ---
+task_serializer = "json"
+result_serializer = "json"
+accept_content = ["json"]
+# All state lives in our database; no result backend to run or to fill.
+task_ignore_result = True
+task_default_queue = "liaison"
+timezone = "UTC"
+enable_utc = True
+
+# --- Visibility for Flower ---
+worker_send_task_events = True
+task_send_sent_event = True
+
+# --- What the worker and beat load ---
+imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.maintenance")
+beat_schedule = BEAT_SCHEDULE

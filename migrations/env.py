@@ -1,0 +1,39 @@
+"""Alembic environment: URL from app.settings (or the caller's config), batch mode for SQLite."""
+
+from logging.config import fileConfig
+from pathlib import Path
+
+from alembic import context
+from sqlalchemy import create_engine
+
+from app.settings import Settings
+from models import Base
+
+config = context.config
+if config.config_file_name is not None and not config.attributes.get("skip_logging"):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+url = config.attributes.get("database_url") or Settings.from_env().database_url
+if url.startswith("sqlite:///"):
+    Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+
+def run_offline() -> None:
+    context.configure(url=url, target_metadata=Base.metadata, render_as_batch=True, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

@@ -1,0 +1,19 @@
+"""Liaison's tables and the one place that changes them (``models.service``)."""
+
+from models.base import Base
+from models.client import Client
+from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
+from models.operations import Incident, OrphanEvent
+from models.task import ExternalTask, TaskEvent
+
+__all__ = [
+    "Base",
+    "Client",
+    "DeadLetter",
+    "ExternalTask",
+    "Incident",
+    "OrphanEvent",
+    "OutboxMessage",
+    "ProcessedMessage",
+    "TaskEvent",
+]

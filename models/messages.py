@@ -1,0 +1,75 @@
+"""Messages in and out: inbox dedup, transactional outbox, dead letters."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base, Id, Json, UtcDateTime, utcnow
+
+
+class ProcessedMessage(Base):
+    """Inbox: a (source, message_id) seen once. The unique constraint is the deduplication."""
+
+    __tablename__ = "processed_messages"
+    __table_args__ = (UniqueConstraint("source", "message_id"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    source: Mapped[str] = mapped_column(String(100))
+    message_id: Mapped[str] = mapped_column(String(200))
+    message_type: Mapped[str] = mapped_column(String(64))
+    processed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+
+
+class OutboxKind:
+    SUBMIT = "submit"
+    CANCEL = "cancel"
+    RELAY = "relay"
+
+    ALL = (SUBMIT, CANCEL, RELAY)
+
+
+class OutboxMessage(Base):
+    """Work a state change causes, committed with it and published to Celery after commit."""
+
+    __tablename__ = "outbox_messages"
+    __table_args__ = (
+        # The sweep reads only rows that are not done, oldest first.
+        Index("ix_outbox_messages_pending", "done_at", "dispatched_at", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    # Stable across every retry and replay: the relay's webhook-id, the consumer's dedup key.
+    message_id: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    task_id: Mapped[int | None] = mapped_column(index=True)
+    correlation_id: Mapped[str | None] = mapped_column(String(200))
+    payload: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    attempts: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # When a scheduled retry is due: the sweep's lease runs from here, not from the publish.
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    done_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class DeadLetter(Base):
+    """Work that could not be done. Never evicted; replay keeps the original message_id."""
+
+    __tablename__ = "dead_letters"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    message_id: Mapped[str] = mapped_column(String(64), index=True)
+    outbox_id: Mapped[int | None] = mapped_column()
+    correlation_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    error: Mapped[str] = mapped_column(Text)
+    fault: Mapped[str] = mapped_column(String(16))  # caller | system
+    attempts: Mapped[int] = mapped_column(default=0)
+    first_failed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_failed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    state: Mapped[str] = mapped_column(String(16), default="open", index=True)

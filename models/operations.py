@@ -1,0 +1,43 @@
+"""What a person must look at: events that match no task, and incidents."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base, Id, Json, UtcDateTime, utcnow
+
+
+class OrphanEvent(Base):
+    """A vendor event for a job we do not (yet) know; bound when a task learns that job id."""
+
+    __tablename__ = "orphan_events"
+    __table_args__ = (
+        UniqueConstraint("source", "message_id"),
+        Index("ix_orphan_events_lookup", "source", "vendor_job_id", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    source: Mapped[str] = mapped_column(String(100))
+    message_id: Mapped[str] = mapped_column(String(200))
+    vendor_job_id: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[dict[str, Any]] = mapped_column(Json)
+    received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    state: Mapped[str] = mapped_column(String(16), default="open")  # open | resolved | discarded
+    resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class Incident(Base):
+    __tablename__ = "incidents"
+    __table_args__ = (Index("ix_incidents_open", "resolved_at", "kind"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    correlation_id: Mapped[str | None] = mapped_column(String(200), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[str] = mapped_column(Text)
+    owner: Mapped[str | None] = mapped_column(String(100))
+    opened_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -1,0 +1,322 @@
+"""The operations that change state: the one place that writes.
+
+Each function runs inside the caller's transaction and returns the outbox rows it wrote, so the
+caller commits once and publishes after the commit. ``now`` is always passed in. Every state change
+goes through :func:`models.states.transition` / :func:`models.states.decide`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from models.client import Client
+from models.messages import DeadLetter, OutboxKind, OutboxMessage, ProcessedMessage
+from models.operations import Incident, OrphanEvent
+from models.states import RELAYED, TERMINAL, State, decide, transition
+from models.task import ExternalTask, TaskEvent
+from webhooks.events import VendorEvent, parse_event
+
+
+class ServiceError(Exception):
+    """Root of the domain errors the API maps to 4xx responses."""
+
+
+class IdempotencyConflict(ServiceError):
+    """The Idempotency-Key was used before with a different body (→ 409)."""
+
+
+class CorrelationConflict(ServiceError):
+    """The correlation_id belongs to another client (→ 409, without saying whose)."""
+
+
+def new_message_id() -> str:
+    return "msg_" + uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """A validated ``POST /api/v1/tasks`` body (see ``app.api.validation``)."""
+
+    input: Any
+    correlation_id: str | None
+    provider: str
+    callback_url: str | None
+    acceptance_deadline: datetime | None
+    execution_deadline: datetime | None
+    on_deadline: str
+    fingerprint: str
+
+
+@dataclass
+class SubmitResult:
+    task: ExternalTask
+    created: bool
+    outbox: list[OutboxMessage] = field(default_factory=list)
+
+
+def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **detail: Any) -> None:
+    session.add(TaskEvent(task_id=task.id, at=now, kind=kind, detail=detail))
+
+
+def _outbox(session: Session, kind: str, task: ExternalTask, now: datetime, **payload: Any) -> OutboxMessage:
+    row = OutboxMessage(
+        message_id=payload.pop("message_id", None) or new_message_id(),
+        kind=kind,
+        task_id=task.id,
+        correlation_id=task.correlation_id,
+        payload=payload,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask | None:
+    task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id))
+    return task if task is not None and task.client_id == client.id else None
+
+
+def submit_task(
+    session: Session, client: Client, req: SubmitRequest, idempotency_key: str | None, now: datetime
+) -> SubmitResult:
+    """Record a task and its ``submit`` outbox row, or return the task this request already made.
+
+    A race between two identical requests ends at the unique constraints: the loser's commit raises
+    IntegrityError, and the caller retries once, which then finds the winner's row here.
+    """
+    if idempotency_key is not None:
+        existing = session.scalar(
+            select(ExternalTask).where(
+                ExternalTask.client_id == client.id, ExternalTask.idempotency_key == idempotency_key
+            )
+        )
+        if existing is not None:
+            if existing.request_fingerprint != req.fingerprint:
+                raise IdempotencyConflict("Idempotency-Key was already used with a different body")
+            return SubmitResult(existing, created=False)
+    correlation_id = req.correlation_id or str(uuid.uuid4())
+    existing = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id))
+    if existing is not None:
+        if existing.client_id != client.id:
+            raise CorrelationConflict("correlation_id is already in use")
+        return SubmitResult(existing, created=False)
+
+    task = ExternalTask(
+        correlation_id=correlation_id,
+        client_id=client.id,
+        provider=req.provider,
+        state=State.REQUESTED.value,
+        input=req.input,
+        callback_url=req.callback_url,
+        idempotency_key=idempotency_key,
+        request_fingerprint=req.fingerprint,
+        acceptance_deadline=req.acceptance_deadline,
+        execution_deadline=req.execution_deadline,
+        on_deadline=req.on_deadline,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(task)
+    session.flush()
+    add_event(session, task, "requested", now, provider=req.provider)
+    row = _outbox(session, OutboxKind.SUBMIT, task, now)
+    return SubmitResult(task, created=True, outbox=[row])
+
+
+def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
+    """Lock an outbox row for its consumer; None when it is gone or already done (idempotency)."""
+    row = session.scalar(
+        select(OutboxMessage).where(OutboxMessage.id == outbox_id).with_for_update()
+    )
+    if row is None or row.done_at is not None:
+        return None
+    return row
+
+
+def lock_task(session: Session, task_id: int) -> ExternalTask:
+    """Events for one task apply serially: every writer takes the task's row lock first."""
+    return session.scalars(
+        select(ExternalTask).where(ExternalTask.id == task_id).with_for_update()
+    ).one()
+
+
+def _move(session: Session, task: ExternalTask, target: State, now: datetime, **detail: Any) -> list[OutboxMessage]:
+    """Apply a validated move and write the relay row the domain app must receive."""
+    previous = task.state
+    task.state = transition(task.state, target).value
+    task.updated_at = now
+    if target in TERMINAL:
+        task.next_attempt_at = None
+    add_event(session, task, f"state.{target.value}", now, previous=previous, **detail)
+    callback_type = RELAYED.get(target)
+    if callback_type is None:
+        return []
+    return [
+        _outbox(
+            session,
+            OutboxKind.RELAY,
+            task,
+            now,
+            type=callback_type,
+            correlation_id=task.correlation_id,
+            state=task.state,
+            outcome=task.outcome,
+            occurred_at=now.isoformat(),
+        )
+    ]
+
+
+def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now: datetime) -> list[OutboxMessage]:
+    """The vendor gave us a job id: remember it, move to ``submitted``, apply any early events."""
+    task = lock_task(session, outbox.task_id)
+    outbox.done_at = now
+    out: list[OutboxMessage] = []
+    task.vendor_job_id = task.vendor_job_id or job_id
+    task.attempts += 1
+    task.last_error = None
+    task.next_attempt_at = None
+    if task.state == State.REQUESTED:
+        out += _move(session, task, State.SUBMITTED, now, attempt=task.attempts)
+    else:
+        add_event(session, task, "submission.late", now, state=task.state)
+    out += _bind_orphans(session, task, now)
+    return out
+
+
+def _bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
+    """Events that overtook the submit response are applied now, in the order they arrived."""
+    orphans = session.scalars(
+        select(OrphanEvent)
+        .where(
+            OrphanEvent.source == task.provider,
+            OrphanEvent.vendor_job_id == task.vendor_job_id,
+            OrphanEvent.state == "open",
+        )
+        .order_by(OrphanEvent.received_at, OrphanEvent.id)
+    ).all()
+    out: list[OutboxMessage] = []
+    for orphan in orphans:
+        orphan.state = "resolved"
+        orphan.resolved_at = now
+        out += _apply(session, task, parse_event(orphan.payload), orphan.message_id, now, bound=True)[1]
+    return out
+
+
+def _apply(
+    session: Session, task: ExternalTask, event: VendorEvent, message_id: str, now: datetime, **detail: Any
+) -> tuple[bool, list[OutboxMessage]]:
+    """Apply an event forward-only; a stale one is recorded on the timeline and changes nothing."""
+    decision = decide(task.state, event.target)
+    if decision.new_state is None:
+        add_event(
+            session, task, "event.ignored", now,
+            event=event.type.value, message_id=message_id, reason=decision.reason,
+        )
+        return False, []
+    if event.outcome is not None:
+        task.outcome = event.outcome
+    rows = _move(session, task, decision.new_state, now, event=event.type.value, message_id=message_id, **detail)
+    return True, rows
+
+
+@dataclass(frozen=True)
+class EventResult:
+    status: str  # applied | ignored | duplicate | orphan
+    outbox: list[OutboxMessage] = field(default_factory=list)
+
+
+def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
+    """Store and apply one verified vendor event, at most once per (source, message_id).
+
+    The ProcessedMessage insert runs in a savepoint: a concurrent duplicate waits on the unique
+    index until the first commits, then fails here and is answered as a duplicate.
+    """
+    try:
+        with session.begin_nested():
+            session.add(
+                ProcessedMessage(source=source, message_id=message_id, message_type=event.type.value, processed_at=now)
+            )
+    except IntegrityError:
+        return EventResult("duplicate")
+    task = session.scalar(
+        select(ExternalTask)
+        .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
+        .with_for_update()
+    )
+    if task is None:
+        session.add(
+            OrphanEvent(
+                source=source, message_id=message_id, vendor_job_id=event.job_id,
+                payload=event.as_payload(), received_at=now,
+            )
+        )
+        return EventResult("orphan")
+    applied, rows = _apply(session, task, event, message_id, now)
+    return EventResult("applied" if applied else "ignored", rows)
+
+
+def record_attempt_failure(
+    session: Session, outbox: OutboxMessage, error: str, next_attempt_at: datetime | None, now: datetime
+) -> None:
+    """One failed attempt, visible on the task's timeline with when the next one is due."""
+    outbox.attempts += 1
+    outbox.next_attempt_at = next_attempt_at
+    if outbox.task_id is None:
+        return
+    task = lock_task(session, outbox.task_id)
+    task.attempts += outbox.kind == OutboxKind.SUBMIT
+    task.last_error = error
+    task.next_attempt_at = next_attempt_at
+    add_event(
+        session, task, f"{outbox.kind}.attempt_failed", now,
+        attempt=outbox.attempts, error=error,
+        next_attempt_at=next_attempt_at.isoformat() if next_attempt_at else None,
+    )
+
+
+def dead_letter(
+    session: Session, outbox: OutboxMessage, error: str, fault: str, now: datetime
+) -> list[OutboxMessage]:
+    """Work that cannot be done: a DeadLetter and an Incident, and the task learns of it."""
+    outbox.done_at = now
+    session.add(
+        DeadLetter(
+            kind=outbox.kind, message_id=outbox.message_id, outbox_id=outbox.id,
+            correlation_id=outbox.correlation_id, payload=outbox.payload, error=error, fault=fault,
+            attempts=outbox.attempts, first_failed_at=outbox.created_at, last_failed_at=now,
+        )
+    )
+    session.add(
+        Incident(
+            correlation_id=outbox.correlation_id, kind=f"{outbox.kind}_failed",
+            detail=f"{outbox.kind} dead-lettered ({fault}): {error}", opened_at=now,
+        )
+    )
+    if outbox.task_id is None:
+        return []
+    task = lock_task(session, outbox.task_id)
+    task.last_error = error
+    task.next_attempt_at = None
+    add_event(session, task, f"{outbox.kind}.dead_lettered", now, error=error, fault=fault)
+    if outbox.kind == OutboxKind.SUBMIT and task.state not in TERMINAL:
+        # A submission that failed for good reaches the domain app as task.completed / failed.
+        task.outcome = {"error": error, "fault": fault}
+        return _move(session, task, State.FAILED, now, reason="submission failed")
+    return []
+
+
+def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
+    outbox.done_at = now
+    outbox.attempts += 1
+    if outbox.task_id is not None:
+        task = session.get(ExternalTask, outbox.task_id)
+        if task is not None:
+            add_event(session, task, event, now, message_id=outbox.message_id, **detail)

@@ -1,0 +1,67 @@
+"""The one record of a job, and its timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from models.base import Base, Id, Json, UtcDateTime, utcnow
+from models.client import Client
+from models.states import State
+
+
+class ExternalTask(Base):
+    __tablename__ = "external_tasks"
+    __table_args__ = (
+        # Idempotency is the database's job: two racing requests cannot both insert.
+        UniqueConstraint("client_id", "idempotency_key"),
+        UniqueConstraint("provider", "vendor_job_id"),
+        Index("ix_external_tasks_client_id_id", "client_id", "id"),
+        Index("ix_external_tasks_state_updated_at", "state", "updated_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    correlation_id: Mapped[str] = mapped_column(String(200), unique=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
+    provider: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(32), default=State.REQUESTED.value)
+    input: Mapped[Any] = mapped_column(Json)
+    outcome: Mapped[Any | None] = mapped_column(Json)
+    callback_url: Mapped[str | None] = mapped_column(String(2000))
+    vendor_job_id: Mapped[str | None] = mapped_column(String(200))  # never shown to clients
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    acceptance_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    execution_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    on_deadline: Mapped[str] = mapped_column(String(16), default="escalate")
+    escalated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    attempts: Mapped[int] = mapped_column(default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
+
+    client: Mapped[Client] = relationship()
+    events: Mapped[list[TaskEvent]] = relationship(
+        back_populates="task", order_by="TaskEvent.id", cascade="all, delete-orphan"
+    )
+
+    def __repr__(self) -> str:
+        return f"<ExternalTask {self.correlation_id} {self.state}>"
+
+
+class TaskEvent(Base):
+    """The task's audit trail: every request, attempt, event and callback, in order."""
+
+    __tablename__ = "task_events"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("external_tasks.id"), index=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    kind: Mapped[str] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+
+    task: Mapped[ExternalTask] = relationship(back_populates="events")

@@ -1,0 +1,52 @@
+"""The vendor simulator: a small Flask app playing the external system for the demo and tests.
+
+It implements the provider contract of DESIGN §5 (jobs, cancel, lookup by reference, signed
+webhooks) and can be told, per job or globally, to fail, flap, answer slowly, drop, duplicate or
+reorder webhooks. All state is in memory, so run it as ONE process (threads are fine)::
+
+    gunicorn -w 1 --threads 8 'simulator:create_app()'
+    flask --app simulator run
+
+Nothing happens at import; ``create_app`` reads the settings and fails fast on a bad secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask
+from werkzeug.exceptions import HTTPException
+
+from simulator import control, views
+from simulator.dispatch import Dispatcher
+from simulator.engine import Engine
+from simulator.problems import http_error
+from simulator.runtime import EXTENSION_KEY, Runtime
+from simulator.settings import Settings, SettingsError, load_settings
+from simulator.store import Store
+
+__all__ = ["create_app", "Settings", "SettingsError"]
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """Build a simulator app.
+
+    ``config`` keys (else environment variables of the same name): ``SIMULATOR_WEBHOOK_SECRET``
+    (required, ``whsec_...``), ``SIMULATOR_ACCEPT_DELAY_S`` (0.5), ``SIMULATOR_COMPLETE_DELAY_S``
+    (2.0), ``SIMULATOR_WEBHOOK_TIMEOUT_S`` (5), ``SIMULATOR_RETRY_BACKOFF_S`` (0.2,0.5,1,2: the
+    pauses between webhook re-sends). Other keys go to ``app.config`` as usual.
+    Raises :class:`SettingsError` when the settings are unusable.
+    """
+    settings = load_settings(config)
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
+    app.config.update(config or {})
+
+    store = Store()
+    dispatcher = Dispatcher(settings, store)
+    app.extensions[EXTENSION_KEY] = Runtime(settings, store, Engine(settings, store, dispatcher))
+
+    app.register_blueprint(views.bp)
+    app.register_blueprint(control.bp)
+    app.register_error_handler(HTTPException, http_error)
+    return app

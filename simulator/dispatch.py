@@ -1,0 +1,112 @@
+"""Sending signed webhooks to a job's ``callback_url``, the way a real vendor would.
+
+``deliver`` blocks (re-sends included), so callers run it in a background thread, never in a
+request thread. Each event keeps one webhook-id for all duplicates and re-sends: that is what lets
+the receiver deduplicate, and what the tests check. Every attempt is recorded in the store.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import requests
+
+from simulator.settings import Settings
+from simulator.store import Delivery, Job, Store
+from webhooks.signing import sign
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    """The exact bytes that are signed and sent (compact, so the signature covers what arrives)."""
+    return json.dumps(payload, separators=(",", ":")).encode("utf-8")
+
+
+class Dispatcher:
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self._settings = settings
+        self._store = store
+
+    def deliver(self, job: Job, event_type: str, payload: dict[str, Any]) -> None:
+        """Send one event (``behaviour.duplicate`` concurrent copies); return when all are done."""
+        webhook_id = job.webhook_ids[event_type]
+        if event_type in job.behaviour.drop:
+            self._record(job, event_type, 1, 0, None, None, "dropped")
+            return
+        body = encode(payload)
+        copies = job.behaviour.duplicate
+        if copies == 1:
+            self._send_with_retries(job, event_type, webhook_id, body, 1)
+            return
+        threads = [
+            threading.Thread(
+                target=self._send_with_retries,
+                args=(job, event_type, webhook_id, body, copy),
+                name=f"sim-webhook-{job.job_id}-{copy}",
+                daemon=True,
+            )
+            for copy in range(1, copies + 1)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _send_with_retries(
+        self, job: Job, event_type: str, webhook_id: str, body: bytes, copy: int
+    ) -> None:
+        backoff = self._settings.retry_backoff_s
+        attempts = len(backoff) + 1
+        for attempt in range(1, attempts + 1):
+            if self._store.get(job.job_id) is None:  # reset while we were retrying
+                return
+            status, error = self._post(job.callback_url, webhook_id, body)
+            if status is not None and 200 <= status < 300:
+                self._record(job, event_type, copy, attempt, status, None, "delivered")
+                return
+            last = attempt == attempts
+            result = "gave_up" if last else "retrying"
+            self._record(job, event_type, copy, attempt, status, error, result)
+            if not last:
+                time.sleep(backoff[attempt - 1])
+
+    def _post(self, url: str, webhook_id: str, body: bytes) -> tuple[int | None, str | None]:
+        headers = sign(self._settings.webhook_secret, webhook_id, int(time.time()), body).as_dict()
+        headers["Content-Type"] = "application/json"
+        try:
+            response = requests.post(
+                url,
+                data=body,
+                headers=headers,
+                timeout=self._settings.webhook_timeout_s,
+                allow_redirects=False,  # a vendor does not follow redirects with a signed POST
+            )
+        except requests.RequestException as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+        status = response.status_code
+        return status, None if 200 <= status < 300 else f"HTTP {status}"
+
+    def _record(
+        self,
+        job: Job,
+        event_type: str,
+        copy: int,
+        attempt: int,
+        status: int | None,
+        error: str | None,
+        result: str,
+    ) -> None:
+        self._store.record_delivery(
+            Delivery(
+                job_id=job.job_id,
+                type=event_type,
+                webhook_id=job.webhook_ids[event_type],
+                copy=copy,
+                attempt=attempt,
+                status=status,
+                error=error,
+                result=result,
+            )
+        )

@@ -1,0 +1,54 @@
+"""Fixtures on real services: PostgreSQL, Redis, RabbitMQ, a real worker and the simulator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+import simulator
+from tests.integration import services
+from tests.integration.stack import Stack, build_stack
+from tests.support.servers import ServerThread
+from webhooks.signing import generate_secret
+
+COMBOS = [(db, broker) for db in ("sqlite", "postgres") for broker in ("redis", "rabbitmq")]
+
+
+@pytest.fixture(scope="session")
+def vendor_secret() -> str:
+    return generate_secret()
+
+
+@pytest.fixture(scope="session")
+def vendor(vendor_secret: str) -> Iterator[ServerThread]:
+    app = simulator.create_app({
+        "SIMULATOR_WEBHOOK_SECRET": vendor_secret,
+        "SIMULATOR_ACCEPT_DELAY_S": 0.1,
+        "SIMULATOR_COMPLETE_DELAY_S": 0.3,
+        "SIMULATOR_RETRY_BACKOFF_S": "0.1,0.2,0.4,0.8",
+    })
+    with ServerThread(app) as server:
+        yield server
+        requests.post(server.url + "/_sim/reset", timeout=5)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    url, name = services.create_postgres_database()
+    yield url
+    services.drop_postgres_database(name)
+
+
+@pytest.fixture(scope="module", params=COMBOS, ids=lambda c: f"{c[0]}-{c[1]}")
+def stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+    db, broker = request.param
+    broker_url = services.BROKERS[broker]
+    services.require(broker_url, broker)
+    tmp = tmp_path_factory.mktemp(f"{db}-{broker}")
+    database_url = request.getfixturevalue("postgres_url") if db == "postgres" else f"sqlite:///{tmp / 'liaison.db'}"
+    built = build_stack(f"{db}-{broker}", database_url=database_url, broker_url=broker_url,
+                        vendor_url=vendor.url, vendor_secret=vendor_secret, tmp=tmp)
+    yield built
+    built.close()

@@ -1,0 +1,148 @@
+"""A whole Liaison on real services, in one test process: web over HTTP, a real Celery worker
+(``celery.contrib.testing``), the simulator as the vendor, and a pretend domain app."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+from celery.contrib.testing.worker import start_worker
+from flask import Flask
+
+from app import create_app
+from app.cli import alembic_config
+from app.settings import Settings
+from models.client import Client, generate_api_key, hash_api_key
+from models.states import TERMINAL
+from tests.support.servers import CallbackRecorder, ServerThread
+from webhooks.signing import generate_secret
+
+
+def liaison_env(*, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, public_url: str) -> dict[str, str]:
+    """Settings for tests: short retry policies so failures play out in seconds."""
+    return {
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker_url,
+        "LIAISON_PUBLIC_URL": public_url,
+        "LIAISON_PROVIDERS": "sim",
+        "LIAISON_PROVIDER_SIM_BASE_URL": vendor_url,
+        "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": f"{generate_secret()},{vendor_secret}",
+        "LIAISON_PROVIDER_SIM_READ_TIMEOUT_S": "2",
+        "LIAISON_PROVIDER_SIM_SUBMIT_MAX_ATTEMPTS": "4",
+        "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_BASE_S": "0.2",
+        "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_CAP_S": "1",
+        "LIAISON_RELAY_SCHEDULE_S": "0.2,0.4,0.8",
+        "LIAISON_RELAY_MAX_ATTEMPTS": "4",
+        "LIAISON_RELAY_TIMEOUT_S": "3",
+        "LIAISON_ADMIN_TOKEN": "test-admin-token-" + uuid.uuid4().hex,
+        "LIAISON_LOG_LEVEL": "warning",
+    }
+
+
+def migrate(database_url: str) -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(database_url), "head")
+
+
+@dataclass
+class Stack:
+    name: str
+    app: Flask
+    web: ServerThread
+    vendor_url: str
+    callbacks: CallbackRecorder
+    callback_server: ServerThread
+    queue: str
+    _exit: ExitStack = field(default_factory=ExitStack)
+
+    @property
+    def settings(self) -> Settings:
+        return self.app.extensions["liaison"].settings
+
+    @property
+    def db(self):  # type: ignore[no-untyped-def]
+        return self.app.extensions["liaison"].db
+
+    @property
+    def celery(self):  # type: ignore[no-untyped-def]
+        return self.app.extensions["celery"]
+
+    def new_client(self, path: str | None = None) -> tuple[str, str, str]:
+        """(api key, callback secret, callback path) of a fresh client."""
+        path = path or f"/cb/{uuid.uuid4().hex[:8]}"
+        api_key, secret = generate_api_key(), generate_secret()
+        with self.db.transaction() as session:
+            session.add(Client(name=f"client-{uuid.uuid4().hex[:8]}", api_key_hash=hash_api_key(api_key),
+                               callback_secrets=[secret], callback_url=self.callback_server.url + path))
+        return api_key, secret, path
+
+    def submit(self, api_key: str, body: dict[str, Any], key: str | None = None, url: str | None = None) -> requests.Response:
+        headers = {"Authorization": f"Bearer {api_key}"}
+        if key:
+            headers["Idempotency-Key"] = key
+        return requests.post(f"{url or self.web.url}/api/v1/tasks", json=body, headers=headers, timeout=10)
+
+    def get(self, api_key: str, correlation_id: str) -> dict[str, Any]:
+        response = requests.get(f"{self.web.url}/api/v1/tasks/{correlation_id}",
+                                headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def wait_for_task(
+        self, api_key: str, correlation_id: str, until: Callable[[dict[str, Any]], bool] | None = None, timeout: float = 20
+    ) -> dict[str, Any]:
+        until = until or (lambda body: body["state"] in TERMINAL)
+        deadline = time.monotonic() + timeout
+        while True:
+            body = self.get(api_key, correlation_id)
+            if until(body):
+                return body
+            if time.monotonic() > deadline:
+                raise AssertionError(f"task {correlation_id} did not get there in {timeout}s: {body}")
+            time.sleep(0.1)
+
+    def vendor(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        return requests.request(method, self.vendor_url + path, timeout=10, **kwargs)
+
+    def close(self) -> None:
+        self._exit.close()
+
+
+def build_stack(
+    name: str, *, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, tmp: Path
+) -> Stack:
+    exit_stack = ExitStack()
+    callbacks = CallbackRecorder()
+    callback_server = exit_stack.enter_context(ServerThread(callbacks))
+    from tests.integration.services import free_port
+
+    port = free_port()
+    env = liaison_env(
+        database_url=database_url, broker_url=broker_url, vendor_url=vendor_url,
+        vendor_secret=vendor_secret, public_url=f"http://127.0.0.1:{port}",
+    )
+    env["LIAISON_VAR_DIR"] = str(tmp)
+    queue = f"liaison-test-{uuid.uuid4().hex[:8]}"
+    migrate(database_url)
+    app = create_app(Settings.from_env(env), celery_config={"task_default_queue": queue})
+    exit_stack.callback(app.extensions["liaison"].db.dispose)
+    web = exit_stack.enter_context(ServerThread(app, port=port))
+    celery = app.extensions["celery"]
+    exit_stack.callback(_delete_queue, celery, queue)
+    exit_stack.enter_context(
+        start_worker(celery, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING",
+                     shutdown_timeout=30)
+    )
+    return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack)
+
+
+def _delete_queue(celery: Any, queue: str) -> None:
+    with celery.connection_for_write() as conn:
+        conn.default_channel.queue_delete(queue)

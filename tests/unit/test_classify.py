@@ -1,0 +1,145 @@
+"""Failure classification (workers.classify): which failures retry, and Retry-After parsing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from email.utils import format_datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from workers.classify import Failure, Kind, classify_failure, classify_status, parse_retry_after
+
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+
+# --- statuses -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
+def test_success_is_none(status):
+    assert classify_status(status) is None
+
+
+@pytest.mark.parametrize("status", [408, 425, 429, 500, 501, 502, 503, 504, 599])
+def test_transient_statuses(status):
+    """Timeouts, too-early, rate limits and every 5xx are worth another try."""
+    assert classify_status(status) is Kind.TRANSIENT
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 405, 409, 410, 413, 415, 422, 451, 301, 304])
+def test_permanent_statuses(status):
+    """Any other 4xx (and an unexpected redirect) will fail the same way again."""
+    assert classify_status(status) is Kind.PERMANENT
+
+
+@given(st.integers(100, 599))
+def test_every_status_has_exactly_one_answer(status):
+    kind = classify_status(status)
+    if 200 <= status < 300:
+        assert kind is None
+    elif status in (408, 425, 429) or status >= 500:
+        assert kind is Kind.TRANSIENT
+    else:
+        assert kind is Kind.PERMANENT
+
+
+# --- transport failures -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [
+        (Failure.CONNECT_ERROR, Kind.TRANSIENT),
+        (Failure.CONNECT_TIMEOUT, Kind.TRANSIENT),
+        (Failure.READ_TIMEOUT, Kind.UNCERTAIN),
+        (Failure.RESET_AFTER_SEND, Kind.UNCERTAIN),
+        (Failure.BAD_RESPONSE, Kind.PERMANENT),
+    ],
+)
+def test_failure_labels(failure, kind):
+    """Nothing sent → transient; sent but no answer → uncertain (may have acted); bad answer → permanent."""
+    assert classify_failure(failure) is kind
+    assert classify_failure(failure.value) is kind
+
+
+def test_every_failure_label_is_classified():
+    assert {classify_failure(f) for f in Failure} == set(Kind)
+
+
+def test_unknown_failure_label_is_value_error():
+    with pytest.raises(ValueError):
+        classify_failure("dns_error")
+
+
+# --- Retry-After --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("120", 120.0), ("0", 0.0), (" 30 ", 30.0), ("007", 7.0)])
+def test_retry_after_delta_seconds(value, seconds):
+    result = parse_retry_after(value, NOW)
+    assert result == seconds
+    assert isinstance(result, float)
+
+
+def test_retry_after_http_date():
+    value = format_datetime(NOW + timedelta(seconds=90), usegmt=True)
+    assert parse_retry_after(value, NOW) == pytest.approx(90.0, abs=1.0)
+
+
+def test_retry_after_http_date_other_offset():
+    """A date with a numeric offset is the same instant as its GMT form."""
+    when = (NOW + timedelta(seconds=600)).astimezone(timezone(timedelta(hours=2)))
+    assert parse_retry_after(format_datetime(when), NOW) == pytest.approx(600.0, abs=1.0)
+
+
+def test_retry_after_http_date_with_non_utc_now():
+    now = NOW.astimezone(timezone(timedelta(hours=-5)))
+    value = format_datetime(NOW + timedelta(seconds=45), usegmt=True)
+    assert parse_retry_after(value, now) == pytest.approx(45.0, abs=1.0)
+
+
+@pytest.mark.parametrize("seconds_ago", [1, 3600, 86400 * 365])
+def test_retry_after_past_date_is_zero(seconds_ago):
+    value = format_datetime(NOW - timedelta(seconds=seconds_ago), usegmt=True)
+    assert parse_retry_after(value, NOW) == 0.0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "   ",
+        "soon",
+        "-5",
+        "1.5",
+        "1e3",
+        "12 34",
+        "Mon, 99 Foo 2025 00:00:00 GMT",
+        "Mon, 01 Jan 99999 00:00:00 GMT",
+        "Wed, 01 Jan 2025 00:00:00 -0000",  # "-0000": no known zone → naive → refused
+        "Wed, 01 Jan 2025 00:00:00",  # no zone at all
+    ],
+)
+def test_retry_after_junk_is_none(value):
+    assert parse_retry_after(value, NOW) is None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: parse_retry_after uses str.isdigit(), which is True for superscript digits; "
+    "float('²') then raises ValueError. '²'/'³'/'¹' are latin-1 (bytes 0xB2/0xB3/0xB9), so "
+    "a WSGI header can carry them",
+)
+@pytest.mark.parametrize("value", ["²", "³", "¹", "1²"])
+def test_retry_after_superscript_digits_are_junk(value):
+    assert parse_retry_after(value, NOW) is None
+
+
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=40))
+def test_retry_after_is_total_on_ascii(value):
+    """Any ASCII header value: a non-negative float or None, never an exception."""
+    result = parse_retry_after(value, NOW)
+    assert result is None or result >= 0.0

@@ -1,0 +1,1 @@
+"""Celery workers: submission, relay and maintenance tasks, and the policy they follow."""

@@ -1,0 +1,53 @@
+"""The Celery app, built the way Flask's own ``examples/celery`` does: tasks run inside the Flask
+app context, configuration is applied at construction, nothing connects at import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery, Task
+from celery.signals import worker_process_init
+from flask import Flask
+
+from app.settings import Settings
+
+
+def broker_options(settings: Settings, base: dict[str, Any]) -> dict[str, Any]:
+    """Per-transport options: the embedded filesystem broker needs its shared folders."""
+    options = dict(base)
+    if settings.broker_url.startswith("filesystem://"):
+        folder = settings.broker_folder
+        for sub in ("queue", "control", "processed"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        options.update(
+            data_folder_in=str(folder / "queue"),
+            data_folder_out=str(folder / "queue"),
+            control_folder=str(folder / "control"),
+            processed_folder=str(folder / "processed"),
+            store_processed=False,
+        )
+    return options
+
+
+def celery_init_app(app: Flask, settings: Settings) -> Celery:
+    class FlaskTask(Task):
+        def __call__(self, *args: object, **kwargs: object) -> object:
+            with app.app_context():
+                return self.run(*args, **kwargs)
+
+    celery_app = Celery(app.name, task_cls=FlaskTask)
+    celery_app.config_from_object("celeryconfig")
+    celery_app.conf.update(
+        broker_url=settings.broker_url,
+        broker_transport_options=broker_options(settings, celery_app.conf.broker_transport_options),
+    )
+    celery_app.conf.update(app.config.get("CELERY", {}))
+    celery_app.set_default()
+    app.extensions["celery"] = celery_app
+
+    @worker_process_init.connect(weak=False)
+    def _after_fork(**_: object) -> None:
+        # Prefork children must not reuse the parent's pooled database connections.
+        app.extensions["liaison"].db.after_fork()
+
+    return celery_app

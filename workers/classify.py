@@ -1,0 +1,65 @@
+"""Pure: a failed call → transient, permanent or uncertain. Only transient failures retry.
+
+The caller reduces whatever went wrong to plain data first: an HTTP status, or one of the
+``Failure`` labels (which say *when* the transport failed: before the request left, or after).
+"""
+
+from __future__ import annotations
+
+from email.utils import parsedate_to_datetime
+from datetime import datetime
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+    UNCERTAIN = "uncertain"
+
+
+class Failure(StrEnum):
+    CONNECT_ERROR = "connect_error"  # refused / DNS / reset before the request was sent
+    CONNECT_TIMEOUT = "connect_timeout"  # nothing was sent
+    READ_TIMEOUT = "read_timeout"  # sent; the other side may have acted on it
+    RESET_AFTER_SEND = "reset_after_send"  # sent; connection dropped before the answer
+    BAD_RESPONSE = "bad_response"  # an answer that breaks the contract
+
+
+TRANSIENT_STATUSES = frozenset({408, 425, 429})
+
+_FAILURES: dict[Failure, Kind] = {
+    Failure.CONNECT_ERROR: Kind.TRANSIENT,
+    Failure.CONNECT_TIMEOUT: Kind.TRANSIENT,
+    Failure.READ_TIMEOUT: Kind.UNCERTAIN,
+    Failure.RESET_AFTER_SEND: Kind.UNCERTAIN,
+    Failure.BAD_RESPONSE: Kind.PERMANENT,
+}
+
+
+def classify_status(status: int) -> Kind | None:
+    """None for success (2xx); otherwise what the status means for a retry."""
+    if 200 <= status < 300:
+        return None
+    if status in TRANSIENT_STATUSES or status >= 500:
+        return Kind.TRANSIENT
+    return Kind.PERMANENT
+
+
+def classify_failure(failure: Failure | str) -> Kind:
+    return _FAILURES[Failure(failure)]
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date; None if absent or junk."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - now).total_seconds())

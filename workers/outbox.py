@@ -1,0 +1,99 @@
+"""Publish outbox rows to Celery after their transaction committed, and sweep what was missed.
+
+Publishing can fail (broker down) or be lost (a crash between commit and publish, a broker that
+loses messages): the row stays in the database and the sweep publishes it again. Consumers are
+idempotent on the outbox id, so publishing twice is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from celery import Celery
+from kombu.exceptions import KombuError, OperationalError
+from sqlalchemy import and_, func, or_, select, update
+
+from models.base import utcnow
+from models.db import Database
+from models.messages import OutboxKind, OutboxMessage
+
+log = logging.getLogger(__name__)
+
+TASK_FOR_KIND = {
+    OutboxKind.SUBMIT: "liaison.submit",
+    OutboxKind.CANCEL: "liaison.cancel",
+    OutboxKind.RELAY: "liaison.relay",
+}
+#: Reconnect once (a pooled connection may be stale after a broker restart), then leave it to the
+#: sweep: a request must not hang on a broker that is down.
+PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+
+
+class Publisher:
+    def __init__(self, celery: Celery, db: Database) -> None:
+        self.celery = celery
+        self.db = db
+
+    def _send(self, rows: Iterable[OutboxMessage]) -> list[int]:
+        sent: list[int] = []
+        for row in rows:
+            try:
+                self.celery.send_task(
+                    TASK_FOR_KIND[row.kind], args=[row.id], retry=True, retry_policy=PUBLISH_RETRY,
+                    headers={"liaison_message_id": row.message_id},
+                )
+            except (OperationalError, KombuError, OSError) as exc:
+                log.warning("outbox publish failed, left for the sweep: %s", type(exc).__name__,
+                            extra={"outbox_id": row.id, "message_id": row.message_id})
+                break  # the broker is down: the rest would fail the same way
+            sent.append(row.id)
+        return sent
+
+    def publish(self, rows: Iterable[OutboxMessage], now: datetime | None = None) -> int:
+        """Publish rows committed just now; mark those that reached the broker."""
+        rows = list(rows)
+        if not rows:
+            return 0
+        sent = self._send(rows)
+        if sent:
+            with self.db.transaction() as session:
+                session.execute(
+                    update(OutboxMessage)
+                    .where(OutboxMessage.id.in_(sent), OutboxMessage.dispatched_at.is_(None))
+                    .values(dispatched_at=now or utcnow())
+                )
+        return len(sent)
+
+    def sweep(self, now: datetime, grace_s: int, lease_s: int, batch: int = 500) -> int:
+        """Re-publish rows never published (older than ``grace_s``) or published but not done
+        within ``lease_s`` (the broker or a worker lost them). Rows are claimed with
+        ``SKIP LOCKED`` (a serialising ``BEGIN IMMEDIATE`` on SQLite), so two beats never both
+        publish one row."""
+        with self.db.transaction() as session:
+            rows = session.scalars(
+                select(OutboxMessage)
+                .where(
+                    OutboxMessage.done_at.is_(None),
+                    or_(
+                        and_(OutboxMessage.dispatched_at.is_(None),
+                             OutboxMessage.created_at <= now - timedelta(seconds=grace_s)),
+                        func.coalesce(OutboxMessage.next_attempt_at, OutboxMessage.dispatched_at)
+                        <= now - timedelta(seconds=lease_s),
+                    ),
+                )
+                .order_by(OutboxMessage.id)
+                .limit(batch)
+                .with_for_update(skip_locked=True)
+            ).all()
+            for row in rows:
+                row.dispatched_at = now
+        sent = set(self._send(rows))
+        unsent = [row.id for row in rows if row.id not in sent]
+        if unsent:
+            with self.db.transaction() as session:
+                session.execute(
+                    update(OutboxMessage).where(OutboxMessage.id.in_(unsent)).values(dispatched_at=None)
+                )
+        return len(sent)

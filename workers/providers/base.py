@@ -1,0 +1,36 @@
+"""The contract every external-system adapter keeps (DESIGN §5). Adapters raise the
+``workers.errors`` tree, so the core never sees a vendor's own exception types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class SubmitJob:
+    """What a provider needs to start a job: plain data, not an ORM row."""
+
+    correlation_id: str
+    input: Any
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    job_id: str
+    status: str  # queued | running | succeeded | failed | canceled
+    outcome: Any = None
+
+
+class Provider(Protocol):
+    name: str
+
+    def submit(self, job: SubmitJob) -> str:
+        """Start the job (idempotent on ``job.correlation_id``); return the vendor's job id."""
+
+    def cancel(self, job_id: str) -> None: ...
+
+    def status(self, job_id: str) -> JobSnapshot: ...
+
+    def find(self, correlation_id: str) -> str | None:
+        """The job id for a reference, to settle a submit whose answer was lost."""

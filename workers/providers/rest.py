@@ -1,0 +1,83 @@
+"""The built-in generic REST provider; the bundled simulator implements the same contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+from app.settings import ProviderSettings
+from workers.errors import PermanentError
+from workers.http import call
+from workers.providers.base import JobSnapshot, SubmitJob
+
+STATUSES = frozenset({"queued", "running", "succeeded", "failed", "canceled"})
+
+
+class RestProvider:
+    def __init__(self, settings: ProviderSettings, webhook_url: str) -> None:
+        self.name = settings.name
+        self.settings = settings
+        self.webhook_url = webhook_url
+        self._timeout = (settings.connect_timeout_s, settings.read_timeout_s)
+
+    def _headers(self, **extra: str) -> dict[str, str]:
+        headers = {"Accept": "application/json", **extra}
+        if self.settings.api_key:
+            headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        return headers
+
+    def _json(self, response: requests.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError:
+            raise PermanentError(f"{self.name}: response is not JSON") from None
+        if not isinstance(data, dict):
+            raise PermanentError(f"{self.name}: response is not a JSON object")
+        return data
+
+    def _snapshot(self, data: dict[str, Any]) -> JobSnapshot:
+        job_id, status = data.get("job_id"), data.get("status")
+        if not isinstance(job_id, str) or not job_id or status not in STATUSES:
+            raise PermanentError(f"{self.name}: job without job_id or a known status")
+        return JobSnapshot(job_id, status, data.get("outcome"))
+
+    def submit(self, job: SubmitJob) -> str:
+        response = call(
+            "POST",
+            f"{self.settings.base_url}/jobs",
+            timeout=self._timeout,
+            idempotent=False,
+            headers=self._headers(**{"Idempotency-Key": job.correlation_id}),
+            json={"reference": job.correlation_id, "input": job.input, "callback_url": self.webhook_url},
+        )
+        return self._snapshot(self._json(response)).job_id
+
+    def cancel(self, job_id: str) -> None:
+        call(
+            "POST",
+            f"{self.settings.base_url}/jobs/{job_id}/cancel",
+            timeout=self._timeout,
+            idempotent=True,  # cancelling twice is harmless
+            headers=self._headers(),
+        )
+
+    def status(self, job_id: str) -> JobSnapshot:
+        response = call(
+            "GET", f"{self.settings.base_url}/jobs/{job_id}", timeout=self._timeout,
+            idempotent=True, headers=self._headers(),
+        )
+        return self._snapshot(self._json(response))
+
+    def find(self, correlation_id: str) -> str | None:
+        response = call(
+            "GET", f"{self.settings.base_url}/jobs", timeout=self._timeout, idempotent=True,
+            headers=self._headers(), params={"reference": correlation_id},
+        )
+        jobs = self._json(response).get("jobs")
+        if not isinstance(jobs, list):
+            raise PermanentError(f"{self.name}: job list without 'jobs'")
+        for item in jobs:
+            if isinstance(item, dict):
+                return self._snapshot(item).job_id
+        return None

@@ -1,0 +1,1 @@
+"""Thin Celery tasks with stable names: parse, call the core, commit, publish."""
