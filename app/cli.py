@@ -7,13 +7,14 @@ from pathlib import Path
 
 import click
 from flask import current_app
+from flask.cli import AppGroup
 from sqlalchemy import select
 
 from app.extensions import liaison
 from models.client import Client, generate_api_key, hash_api_key
 from webhooks.signing import generate_secret
 
-group = click.Group("liaison", help="Operate Liaison: clients, database, maintenance, demo.")
+group = AppGroup("liaison", help="Operate Liaison: clients, database, maintenance, demo.")
 
 
 @group.group("db")

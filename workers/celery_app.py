@@ -25,6 +25,7 @@ def broker_options(settings: Settings, base: dict[str, Any]) -> dict[str, Any]:
             control_folder=str(folder / "control"),
             processed_folder=str(folder / "processed"),
             store_processed=False,
+            polling_interval=0.2,  # it polls a folder; the default 1 s adds a second to every hop
         )
     return options
 

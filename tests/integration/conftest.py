@@ -41,8 +41,11 @@ def postgres_url() -> Iterator[str]:
     services.drop_postgres_database(name)
 
 
-@pytest.fixture(scope="module", params=COMBOS, ids=lambda c: f"{c[0]}-{c[1]}")
-def stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+#: Where behaviour cannot differ by broker, two stacks still cover both databases and both brokers.
+PAIRS = [("sqlite", "redis"), ("postgres", "rabbitmq")]
+
+
+def _stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
     db, broker = request.param
     broker_url = services.BROKERS[broker]
     services.require(broker_url, broker)
@@ -52,3 +55,15 @@ def stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: s
                         vendor_url=vendor.url, vendor_secret=vendor_secret, tmp=tmp)
     yield built
     built.close()
+
+
+@pytest.fixture(scope="module", params=COMBOS, ids=lambda c: f"{c[0]}-{c[1]}")
+def stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+    """Every database × every broker: for the flow itself."""
+    yield from _stack(request, vendor, vendor_secret, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
+def pair_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+    """Both databases and both brokers, in two stacks: for API and webhook edge cases."""
+    yield from _stack(request, vendor, vendor_secret, tmp_path_factory)

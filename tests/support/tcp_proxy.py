@@ -32,6 +32,10 @@ class TcpProxy:
         """Refuse new connections and cut every open one, as a dead broker would."""
         self._running = False
         if self._listener is not None:
+            try:  # wakes the thread blocked in accept(); close() alone leaves the socket listening
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._listener.close()
             self._listener = None
         with self._lock:

@@ -13,5 +13,6 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 # Pure functions, but the first example can be slow while modules warm up: no per-example deadline.
-settings.register_profile("liaison-unit", deadline=None, max_examples=200)
+# No example database: the suite must not write outside tests/ (and stays reproducible per seed).
+settings.register_profile("liaison-unit", deadline=None, max_examples=100, database=None)
 settings.load_profile("liaison-unit")

@@ -1,0 +1,95 @@
+"""Inbound webhooks: every malformed request gets its 4xx and stores nothing; orphans are kept."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+import requests
+from sqlalchemy import func, select
+
+from models import OrphanEvent, ProcessedMessage
+from tests.integration.stack import Stack
+from tests.integration.webhook_client import post_event
+from webhooks.signing import generate_secret, sign
+
+EVENT = {"type": "job.accepted", "job_id": "job_unknown"}
+
+
+def _stored(stack: Stack) -> int:
+    with stack.db.transaction() as session:
+        return session.scalar(select(func.count()).select_from(ProcessedMessage))
+
+
+def _post(stack: Stack, body: bytes, headers: dict[str, str], provider: str = "sim") -> requests.Response:
+    return requests.post(f"{stack.web.url}/webhooks/{provider}", data=body, headers=headers, timeout=5)
+
+
+def _signed(secret: str, body: bytes, ts: float | None = None) -> dict[str, str]:
+    headers = sign(secret, f"msg_{uuid.uuid4().hex}", int(ts or time.time()), body).as_dict()
+    return {**headers, "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "case, status",
+    [
+        ("wrong_secret", 401),
+        ("no_signature", 401),
+        ("garbage_signature", 401),
+        ("stale", 401),
+        ("future", 401),
+        ("unknown_provider", 404),
+        ("not_json_type", 415),
+        ("broken_json", 400),
+        ("bad_event", 400),
+        ("too_large", 413),
+    ],
+)
+def test_malformed_webhooks_get_their_4xx_and_store_nothing(
+    pair_stack: Stack, vendor_secret: str, case: str, status: int
+) -> None:
+    body = json.dumps(EVENT).encode()
+    headers = _signed(vendor_secret, body)
+    provider = "sim"
+    if case == "wrong_secret":
+        headers = _signed(generate_secret(), body)
+    elif case == "no_signature":
+        del headers["webhook-signature"]
+    elif case == "garbage_signature":
+        headers["webhook-signature"] = "v1,%%%not-base64 v2 ,,,"
+    elif case == "stale":
+        headers = _signed(vendor_secret, body, time.time() - 301)
+    elif case == "future":
+        headers = _signed(vendor_secret, body, time.time() + 301)
+    elif case == "unknown_provider":
+        provider = "nobody"
+    elif case == "not_json_type":
+        headers["Content-Type"] = "text/plain"
+    elif case == "broken_json":
+        body = b"{not json"
+        headers = _signed(vendor_secret, body)
+    elif case == "bad_event":
+        body = json.dumps({"type": "job.exploded", "job_id": "x"}).encode()
+        headers = _signed(vendor_secret, body)
+    elif case == "too_large":
+        body = json.dumps({**EVENT, "outcome": {"blob": "x" * pair_stack.settings.max_body_bytes}}).encode()
+        headers = _signed(vendor_secret, body)
+    before = _stored(pair_stack)
+    response = _post(pair_stack, body, headers, provider)
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert _stored(pair_stack) == before
+
+
+def test_event_for_an_unknown_job_is_kept_as_an_orphan(pair_stack: Stack, vendor_secret: str) -> None:
+    job_id = f"job_{uuid.uuid4().hex}"
+    response = post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id})
+    assert response.status_code == 200 and response.json()["status"] == "orphan"
+    with pair_stack.db.transaction() as session:
+        orphan = session.scalars(select(OrphanEvent).where(OrphanEvent.vendor_job_id == job_id)).one()
+        assert orphan.state == "open" and orphan.payload["type"] == "job.accepted"
+    again = post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id},
+                       message_id=orphan.message_id)
+    assert again.json()["status"] == "duplicate"
