@@ -91,7 +91,7 @@ class ProviderSettings:
     name: str
     kind: str  # which adapter class speaks to it; "rest" is the built-in generic REST provider
     base_url: str
-    webhook_secrets: tuple[str, ...]
+    webhook_secrets: tuple[str, ...] = field(repr=False)
     connect_timeout_s: float = 3.05
     read_timeout_s: float = 10.0
     api_key: str = field(default="", repr=False)

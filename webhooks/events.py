@@ -32,7 +32,7 @@ def parse_event(body: bytes | dict[str, Any]) -> VendorEvent:
     if isinstance(body, (bytes, bytearray)):
         try:
             data = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise MalformedEvent("body is not valid JSON") from None
     else:
         data = body
@@ -46,7 +46,7 @@ def parse_event(body: bytes | dict[str, Any]) -> VendorEvent:
     if not isinstance(job_id, str) or not job_id or len(job_id) > 200:
         raise MalformedEvent("job_id must be a non-empty string of at most 200 characters")
     status = data.get("status")
-    if event_type is EventType.COMPLETED and status not in COMPLETION_STATES:
+    if event_type is EventType.COMPLETED and (not isinstance(status, str) or status not in COMPLETION_STATES):
         raise MalformedEvent(f"status must be one of {sorted(COMPLETION_STATES)}")
     if event_type is EventType.ACCEPTED:
         status = None

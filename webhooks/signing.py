@@ -111,9 +111,13 @@ def verify(
     forgery problem), then every ``v1`` signature in the header against every secret.
     """
     msg_id = _header(headers, "webhook-id")
+    try:
+        msg_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SignatureError("malformed_header") from None
     ts_text = _header(headers, "webhook-timestamp")
     sig_text = _header(headers, "webhook-signature")
-    if not ts_text.isascii() or not ts_text.isdigit():
+    if not ts_text.isascii() or not ts_text.isdigit() or len(ts_text) > 12:
         raise SignatureError("malformed_header")
     timestamp = int(ts_text)
     if abs(now - timestamp) > tolerance_s:

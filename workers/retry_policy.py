@@ -24,6 +24,8 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1 or self.base_s < 0 or self.cap_s < 0 or self.factor < 1:
             raise ValueError("retry policy needs max_attempts>=1, base_s>=0, cap_s>=0, factor>=1")
+        if any(d < 0 for d in self.schedule):
+            raise ValueError("schedule delays must not be negative")
         if not 0 <= self.jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
 
@@ -32,7 +34,10 @@ class RetryPolicy:
         if self.schedule:
             index = min(failed_attempts - 1, len(self.schedule) - 1)
             return min(self.cap_s, self.schedule[index])
-        return min(self.cap_s, self.base_s * self.factor ** (failed_attempts - 1))
+        try:
+            return min(self.cap_s, self.base_s * self.factor ** (failed_attempts - 1))
+        except OverflowError:  # far past the cap long before float overflow
+            return self.cap_s
 
 
 def next_delay(

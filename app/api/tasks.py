@@ -30,6 +30,8 @@ def json_body() -> Any:
         return json.loads(request.get_data(cache=True))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("the body is nested too deeply") from None
 
 
 @bp.post("")

@@ -39,7 +39,7 @@ def is_http_url(value: Any) -> bool:
 def valid_idempotency_key(value: str | None) -> str | None:
     if value is None:
         return None
-    if not IDEMPOTENCY_KEY.match(value):
+    if not IDEMPOTENCY_KEY.fullmatch(value):
         raise ValidationFailed(
             "bad Idempotency-Key",
             errors=[{"field": "Idempotency-Key", "message": "1–200 printable ASCII characters, no spaces"}],
@@ -72,7 +72,11 @@ def _deadline(
         if when <= now:
             errors.append({"field": deadline_key, "message": "must be in the future"})
             return None
-        return when.astimezone(UTC)
+        try:
+            return when.astimezone(UTC)
+        except OverflowError:
+            errors.append({"field": deadline_key, "message": "out of range"})
+            return None
     return now + timedelta(seconds=default_s) if default_s else None
 
 
@@ -96,13 +100,13 @@ def parse_submit(
         errors.append({"field": "input", "message": "must be an object or a string"})
 
     correlation_id = body.get("correlation_id")
-    if correlation_id is not None and (not isinstance(correlation_id, str) or not CORRELATION_ID.match(correlation_id)):
+    if correlation_id is not None and (not isinstance(correlation_id, str) or not CORRELATION_ID.fullmatch(correlation_id)):
         errors.append({"field": "correlation_id", "message": "1–200 characters of A-Z a-z 0-9 . _ : @ -"})
 
     provider = body.get("provider", default_provider)
     if provider is None:
         errors.append({"field": "provider", "message": "required: more than one provider is configured"})
-    elif provider not in providers:
+    elif not isinstance(provider, str) or provider not in providers:
         errors.append({"field": "provider", "message": f"unknown provider; configured: {', '.join(sorted(providers)) or 'none'}"})
     provider_settings = providers.get(provider) if isinstance(provider, str) else None
 

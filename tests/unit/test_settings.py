@@ -245,11 +245,6 @@ def test_repr_hides_admin_token_and_api_key():
     assert API_KEY not in repr(settings.providers["sim"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: ProviderSettings.webhook_secrets is not repr=False, so repr(settings) (e.g. in a log "
-    "line or traceback) contains every whsec_ webhook secret in clear",
-)
 def test_repr_hides_webhook_secrets():
     text = repr(Settings.from_env(sim_env()))
     assert SECRET_1 not in text

@@ -243,18 +243,13 @@ def test_bad_timestamp_is_malformed(timestamp):
     assert reason_of(signed() | {"webhook-timestamp": timestamp}) == "malformed_header"
 
 
-@pytest.mark.parametrize("timestamp", ["0", "9" * 20, "9" * 300])
+@pytest.mark.parametrize("timestamp", ["0", "9" * 12])
 def test_far_timestamp_is_stale(timestamp):
-    """Numeric but far from now (including very long digit strings) is stale, not an error."""
+    """Numeric but far from now is stale; longer than 12 digits is no unix time at all (malformed)."""
     with pytest.raises(StaleTimestamp):
         verify([SECRET_A], signed() | {"webhook-timestamp": timestamp}, BODY, NOW)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: verify() computes `now - int(ts)` with a float `now`; a timestamp of >=309 digits "
-    "(still under the 4096-char header limit) raises OverflowError instead of SignatureError",
-)
 @pytest.mark.parametrize("digits", [309, 400, 4096])
 def test_huge_timestamp_is_signature_error(digits):
     """Documents the correct behaviour: any all-digit timestamp, however long, is a SignatureError."""
@@ -310,11 +305,6 @@ def test_non_ascii_message_id_verifies():
     assert verify([SECRET_A], headers, BODY, NOW) == "msg_ünïcødé_✓"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (low severity; WSGI headers are latin-1 so unreachable over HTTP): a webhook-id with "
-    "a lone surrogate makes verify() raise UnicodeEncodeError instead of SignatureError",
-)
 def test_surrogate_in_message_id_is_signature_error():
     with pytest.raises(SignatureError):
         verify([SECRET_A], signed() | {"webhook-id": "\ud800"}, BODY, NOW)

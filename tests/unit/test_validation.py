@@ -164,11 +164,6 @@ def test_good_correlation_id(value):
     assert submit({"input": {}, "correlation_id": value}).correlation_id == value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: CORRELATION_ID is matched with re.match and `$`, which also matches before a "
-    "trailing newline; correlation_id 'abc\\n' (and 200 chars + '\\n') is accepted",
-)
 @pytest.mark.parametrize("value", ["abc\n", "x" * 200 + "\n"])
 def test_correlation_id_with_trailing_newline_is_rejected(value):
     assert fields_of({"input": {}, "correlation_id": value}) == {"correlation_id"}
@@ -214,12 +209,6 @@ def test_past_deadline_message():
     assert errors == [{"field": "execution_deadline", "message": "must be in the future"}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a deadline near datetime.max with a negative offset (e.g. "
-    "'9999-12-31T23:59:59-01:00') passes the checks, then .astimezone(UTC) raises OverflowError "
-    "(a 500) instead of a 422 field error",
-)
 @pytest.mark.parametrize("name", ["acceptance_deadline", "execution_deadline"])
 def test_deadline_beyond_datetime_range_is_a_field_error(name):
     assert name in fields_of({"input": {}, name: "9999-12-31T23:59:59-01:00"})
@@ -294,11 +283,6 @@ def test_no_providers_configured():
     assert errors == [{"field": "provider", "message": "required: more than one provider is configured"}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `provider not in providers` with an unhashable JSON value raises TypeError "
-    "(a 500): body {'input': {}, 'provider': []} or {'provider': {}}",
-)
 @pytest.mark.parametrize("value", [[], ["sim"], {}, {"name": "sim"}])
 def test_unhashable_provider_is_a_field_error(value):
     assert fields_of({"input": {}, "provider": value}) == {"provider"}
@@ -388,7 +372,7 @@ def test_parse_submit_is_total(body):
     """Any JSON-ish body: a SubmitRequest or ValidationFailed, never another exception.
 
     (`provider` is excluded and years stop at 9998: the unhashable-provider and year-9999
-    overflow crashes are pinned by the strict xfails above.)
+    overflow crashes are pinned by their own tests above.)
     """
     try:
         submit(body)
@@ -416,11 +400,6 @@ def test_invalid_idempotency_key(value):
     assert [e["field"] for e in info.value.errors] == ["Idempotency-Key"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: IDEMPOTENCY_KEY is matched with re.match and `$`, which also matches before a "
-    "trailing newline; valid_idempotency_key('k\\n') returns 'k\\n'",
-)
 def test_idempotency_key_with_trailing_newline_is_invalid():
     with pytest.raises(ValidationFailed):
         valid_idempotency_key("k\n")
