@@ -163,7 +163,7 @@ class Settings:
             raise ConfigError("LIAISON_DEFAULT_PROVIDER must name one of LIAISON_PROVIDERS")
         settings = cls(
             database_url=_str(env, "DATABASE_URL", f"sqlite:///{var_dir / 'liaison.db'}"),
-            broker_url=_str(env, "CELERY_BROKER_URL", "filesystem://"),
+            broker_url=_str(env, "CELERY_BROKER_URL", "filesystem://localhost//"),
             broker_folder=Path(_str(env, "LIAISON_BROKER_FOLDER", str(var_dir / "broker"))),
             public_url=_url(env, "LIAISON_PUBLIC_URL", "http://127.0.0.1:5000"),
             admin_token=env.get("LIAISON_ADMIN_TOKEN", "").strip(),

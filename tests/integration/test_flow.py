@@ -105,3 +105,25 @@ def test_transient_vendor_failures_are_retried_until_the_job_is_taken(stack: Sta
     assert body["attempts"] == 3 and body["last_error"] is None
     jobs = stack.vendor("GET", "/_sim/jobs").json()
     assert jobs["submit_attempts"][cid] == 3
+
+
+def test_workers_are_idempotent_on_the_outbox_id(stack: Stack) -> None:
+    """Publish-then-crash-before-mark happens: a message published again does its work once."""
+    from sqlalchemy import select
+
+    from models import OutboxMessage
+
+    api_key, _, path = stack.new_client()
+    cid = f"twice-{uuid.uuid4().hex[:8]}"
+    assert stack.submit(api_key, {"correlation_id": cid, "input": "x"}).status_code == 202
+    stack.wait_for_task(api_key, cid)
+    stack.callbacks.wait_for(lambda reqs: len([r for r in reqs if r.path == path]) == 2, timeout=10)
+    with stack.db.transaction() as session:
+        rows = session.scalars(select(OutboxMessage).where(OutboxMessage.correlation_id == cid)).all()
+    assert sorted(r.kind for r in rows) == ["relay", "relay", "submit"]
+    stack.app.extensions["liaison"].publisher.publish(rows)  # every message a second time
+    time.sleep(1.5)
+    assert len(stack.callbacks.posts_to(path)) == 2
+    assert stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][cid] == 1
+    timeline = [e["kind"] for e in stack.get(api_key, cid)["timeline"]]
+    assert timeline.count("state.submitted") == 1 and timeline.count("relay.delivered") == 2

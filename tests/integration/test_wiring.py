@@ -37,3 +37,15 @@ def test_cli_creates_a_client_whose_key_works(pair_stack: Stack) -> None:
     assert again.exit_code != 0 and "exists already" in again.output
     listed = runner.invoke(args=["liaison", "clients", "list"])
     assert created["name"] in listed.output and created["api_key"] not in listed.output
+
+
+def test_migrations_match_the_models(pair_stack: Stack) -> None:
+    """The schema Alembic built (the tests run on it) is exactly what the models declare."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from models import Base
+
+    with pair_stack.db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []

@@ -39,7 +39,7 @@ def test_defaults_from_empty_env():
     settings = Settings.from_env({})
     assert settings.database_url.startswith("sqlite:///")
     assert settings.database_url.endswith("liaison.db")
-    assert settings.broker_url == "filesystem://"
+    assert settings.broker_url == "filesystem://localhost//"
     assert settings.broker_folder.name == "broker"
     assert settings.public_url == "http://127.0.0.1:5000"
     assert settings.admin_token == ""
@@ -56,7 +56,7 @@ def test_defaults_from_empty_env():
 def test_empty_env_reads_no_os_environ(monkeypatch):
     """An explicit mapping is the only source: process environment is ignored."""
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://elsewhere")
-    assert Settings.from_env({}).broker_url == "filesystem://"
+    assert Settings.from_env({}).broker_url == "filesystem://localhost//"
 
 
 def test_blank_values_mean_default():
