@@ -1,6 +1,7 @@
 """Celery settings that are policy, each with the reason it is set. The broker URL and its
 per-transport options come from ``app.settings`` (see ``workers.celery_app``)."""
 
+from app.settings import VISIBILITY_TIMEOUT_S
 from beat_schedule import BEAT_SCHEDULE
 
 # --- Reliability (DESIGN §1) ---
@@ -10,8 +11,9 @@ task_acks_late = True
 task_reject_on_worker_lost = True
 # Tasks are long network I/O: take one message at a time so idle workers can take the rest.
 worker_prefetch_multiplier = 1
-# Redis redelivers a message unacked this long; it must outlast the longest countdown (relay: 10 h).
-broker_transport_options = {"visibility_timeout": 12 * 3600}
+# Redis redelivers a message unacked this long; it must outlast the longest countdown, which
+# LIAISON_MAX_COUNTDOWN_S keeps far below it (longer waits are held in the database).
+broker_transport_options = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
 # The code default (None) falls back to broker_connection_retry and warns; say what we mean.
 broker_connection_retry_on_startup = True
 # A lost broker connection means unacked messages come back: stop running them rather than run twice.
@@ -25,7 +27,9 @@ result_serializer = "json"
 accept_content = ["json"]
 # All state lives in our database; no result backend to run or to fill.
 task_ignore_result = True
-task_default_queue = "liaison"
+# The work queue's name comes from settings (LIAISON_QUEUE); workers.celery_app declares it, with a
+# dead-letter exchange on RabbitMQ. Unknown and undecodable messages are dead-lettered by our consumer.
+worker_consumer = "workers.consumer:DeadLetteringConsumer"
 timezone = "UTC"
 enable_utc = True
 

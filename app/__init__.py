@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-
 from flask import Flask
 
 from app.settings import Settings
 
 
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
-    from app import cli, errors, session
-    from app.api import health, tasks
+    from app import cli, errors, observability, session
+    from app.api import admin, health, tasks
     from app.extensions import Liaison
     from models.db import Database
     from webhooks import inbound
@@ -22,7 +20,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     settings = settings or Settings.from_env()
     app = Flask("liaison")
     app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes, CELERY=celery_config or {})
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    observability.configure_logging(settings.log_format, settings.log_level)
 
     db = Database(settings.database_url)
     celery = celery_init_app(app, settings)
@@ -35,5 +33,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     app.register_blueprint(tasks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(inbound.bp)
+    app.register_blueprint(admin.bp)
     app.cli.add_command(cli.group)
+    observability.init_app(app)
     return app

@@ -15,6 +15,9 @@ from urllib.parse import urlsplit
 
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
 
+#: Redis redelivers a message not acked within this; celeryconfig uses the same number.
+VISIBILITY_TIMEOUT_S = 12 * 3600
+
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names the variable, never its value."""
@@ -146,6 +149,11 @@ class Settings:
     relay_max_attempts: int = 8
     # Standard-Webhooks-like: after the first try, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (±20 %).
     relay_schedule_s: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    queue: str = "liaison"  # the Celery work queue (RabbitMQ: also "<queue>.dlx" / "<queue>.dead")
+    # Longest wait handed to Celery as a countdown; longer waits are held in the database and
+    # re-published by the outbox sweep, so no countdown comes near the Redis visibility_timeout.
+    max_countdown_s: int = 900
+    max_deliveries: int = 5  # a message started this often without finishing is poison
     log_format: str = "console"
     log_level: str = "INFO"
 
@@ -177,6 +185,9 @@ class Settings:
             relay_timeout_s=_float(env, "LIAISON_RELAY_TIMEOUT_S", 15.0, 0.01),
             relay_max_attempts=_int(env, "LIAISON_RELAY_MAX_ATTEMPTS", 8, 1),
             relay_schedule_s=_delays(env, "LIAISON_RELAY_SCHEDULE_S", (5, 300, 1800, 7200, 18000, 36000, 36000)),
+            queue=_str(env, "LIAISON_QUEUE", "liaison"),
+            max_countdown_s=_int(env, "LIAISON_MAX_COUNTDOWN_S", 900, 1),
+            max_deliveries=_int(env, "LIAISON_MAX_DELIVERIES", 5, 1),
             log_format=_choice(env, "LIAISON_LOG_FORMAT", "console", ("console", "json")),
             log_level=_choice(env, "LIAISON_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper(),
         )
@@ -191,5 +202,8 @@ class Settings:
             raise ConfigError(
                 "LIAISON_PROCESSED_RETENTION_S must exceed twice LIAISON_WEBHOOK_TOLERANCE_S"
             )
+        if self.max_countdown_s >= VISIBILITY_TIMEOUT_S:
+            # Redis would redeliver a message still waiting for its countdown: a duplicate run.
+            raise ConfigError("LIAISON_MAX_COUNTDOWN_S must be below the broker visibility_timeout")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")

@@ -3,11 +3,12 @@
 from models.base import Base
 from models.client import Client
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
-from models.operations import Incident, OrphanEvent
+from models.operations import CallbackEndpoint, Incident, OrphanEvent
 from models.task import ExternalTask, TaskEvent
 
 __all__ = [
     "Base",
+    "CallbackEndpoint",
     "Client",
     "DeadLetter",
     "ExternalTask",

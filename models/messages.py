@@ -45,10 +45,15 @@ class OutboxMessage(Base):
     # Stable across every retry and replay: the relay's webhook-id, the consumer's dedup key.
     message_id: Mapped[str] = mapped_column(String(64), unique=True)
     kind: Mapped[str] = mapped_column(String(16))
-    task_id: Mapped[int | None] = mapped_column(index=True)
+    task_id: Mapped[int | None] = mapped_column(Id, index=True)
     correlation_id: Mapped[str | None] = mapped_column(String(200))
     payload: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
-    attempts: Mapped[int] = mapped_column(default=0)
+    attempts: Mapped[int] = mapped_column(default=0)  # calls made to the other system
+    deliveries: Mapped[int] = mapped_column(default=0)  # times a worker started it (poison guard)
+    # Set while the row must wait for a person (e.g. its callback endpoint answered 410 Gone);
+    # the sweep leaves parked rows alone, and nothing is dropped.
+    parked_reason: Mapped[str | None] = mapped_column(String(64))
+    target: Mapped[str | None] = mapped_column(String(2000))  # a relay's callback URL, once known
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # When a scheduled retry is due: the sweep's lease runs from here, not from the publish.
@@ -62,9 +67,10 @@ class DeadLetter(Base):
     __tablename__ = "dead_letters"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))  # submit | cancel | relay | poison
     message_id: Mapped[str] = mapped_column(String(64), index=True)
-    outbox_id: Mapped[int | None] = mapped_column()
+    outbox_id: Mapped[int | None] = mapped_column(Id)
+    provider: Mapped[str | None] = mapped_column(String(100))
     correlation_id: Mapped[str | None] = mapped_column(String(200), index=True)
     payload: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     error: Mapped[str] = mapped_column(Text)
@@ -72,4 +78,6 @@ class DeadLetter(Base):
     attempts: Mapped[int] = mapped_column(default=0)
     first_failed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     last_failed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
-    state: Mapped[str] = mapped_column(String(16), default="open", index=True)
+    state: Mapped[str] = mapped_column(String(16), default="open", index=True)  # open|replayed|discarded
+    replay_count: Mapped[int] = mapped_column(default=0)
+    closed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

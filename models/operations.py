@@ -31,13 +31,31 @@ class OrphanEvent(Base):
 
 
 class Incident(Base):
+    """One per thing a person must look at. ``open_key`` is ``kind:subject`` while open and NULL
+    once resolved, so the unique constraint allows one open incident per thing and any history."""
+
     __tablename__ = "incidents"
     __table_args__ = (Index("ix_incidents_open", "resolved_at", "kind"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     correlation_id: Mapped[str | None] = mapped_column(String(200), index=True)
     kind: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(2100))
+    open_key: Mapped[str | None] = mapped_column(String(64), unique=True)
     detail: Mapped[str] = mapped_column(Text)
     owner: Mapped[str | None] = mapped_column(String(100))
     opened_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class CallbackEndpoint(Base):
+    """A domain app's callback URL that answered 410 Gone: relays to it wait until re-enabled."""
+
+    __tablename__ = "callback_endpoints"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    url_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256: URLs are too long to index
+    url: Mapped[str] = mapped_column(String(2000))
+    disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    enabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -17,8 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from models.client import Client
-from models.messages import DeadLetter, OutboxKind, OutboxMessage, ProcessedMessage
-from models.operations import Incident, OrphanEvent
+from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
+from models.operations import OrphanEvent
 from models.states import RELAYED, TERMINAL, State, decide, transition
 from models.task import ExternalTask, TaskEvent
 from webhooks.events import VendorEvent, parse_event
@@ -65,7 +65,7 @@ def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **
     session.add(TaskEvent(task_id=task.id, at=now, kind=kind, detail=detail))
 
 
-def _outbox(session: Session, kind: str, task: ExternalTask, now: datetime, **payload: Any) -> OutboxMessage:
+def add_outbox(session: Session, kind: str, task: ExternalTask, now: datetime, **payload: Any) -> OutboxMessage:
     row = OutboxMessage(
         message_id=payload.pop("message_id", None) or new_message_id(),
         kind=kind,
@@ -127,7 +127,7 @@ def submit_task(
     session.add(task)
     session.flush()
     add_event(session, task, "requested", now, provider=req.provider)
-    row = _outbox(session, OutboxKind.SUBMIT, task, now)
+    row = add_outbox(session, OutboxKind.SUBMIT, task, now)
     return SubmitResult(task, created=True, outbox=[row])
 
 
@@ -148,7 +148,7 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
     ).one()
 
 
-def _move(session: Session, task: ExternalTask, target: State, now: datetime, **detail: Any) -> list[OutboxMessage]:
+def move(session: Session, task: ExternalTask, target: State, now: datetime, **detail: Any) -> list[OutboxMessage]:
     """Apply a validated move and write the relay row the domain app must receive."""
     previous = task.state
     task.state = transition(task.state, target).value
@@ -160,7 +160,7 @@ def _move(session: Session, task: ExternalTask, target: State, now: datetime, **
     if callback_type is None:
         return []
     return [
-        _outbox(
+        add_outbox(
             session,
             OutboxKind.RELAY,
             task,
@@ -184,7 +184,7 @@ def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now:
     task.last_error = None
     task.next_attempt_at = None
     if task.state == State.REQUESTED:
-        out += _move(session, task, State.SUBMITTED, now, attempt=task.attempts)
+        out += move(session, task, State.SUBMITTED, now, attempt=task.attempts)
     else:
         add_event(session, task, "submission.late", now, state=task.state)
     out += _bind_orphans(session, task, now)
@@ -223,7 +223,7 @@ def _apply(
         return False, []
     if event.outcome is not None:
         task.outcome = event.outcome
-    rows = _move(session, task, decision.new_state, now, event=event.type.value, message_id=message_id, **detail)
+    rows = move(session, task, decision.new_state, now, event=event.type.value, message_id=message_id, **detail)
     return True, rows
 
 
@@ -268,6 +268,7 @@ def record_attempt_failure(
 ) -> None:
     """One failed attempt, visible on the task's timeline with when the next one is due."""
     outbox.attempts += 1
+    outbox.deliveries = 0  # this delivery finished normally: not a poison message
     outbox.next_attempt_at = next_attempt_at
     if outbox.task_id is None:
         return
@@ -280,37 +281,6 @@ def record_attempt_failure(
         attempt=outbox.attempts, error=error,
         next_attempt_at=next_attempt_at.isoformat() if next_attempt_at else None,
     )
-
-
-def dead_letter(
-    session: Session, outbox: OutboxMessage, error: str, fault: str, now: datetime
-) -> list[OutboxMessage]:
-    """Work that cannot be done: a DeadLetter and an Incident, and the task learns of it."""
-    outbox.done_at = now
-    session.add(
-        DeadLetter(
-            kind=outbox.kind, message_id=outbox.message_id, outbox_id=outbox.id,
-            correlation_id=outbox.correlation_id, payload=outbox.payload, error=error, fault=fault,
-            attempts=outbox.attempts, first_failed_at=outbox.created_at, last_failed_at=now,
-        )
-    )
-    session.add(
-        Incident(
-            correlation_id=outbox.correlation_id, kind=f"{outbox.kind}_failed",
-            detail=f"{outbox.kind} dead-lettered ({fault}): {error}", opened_at=now,
-        )
-    )
-    if outbox.task_id is None:
-        return []
-    task = lock_task(session, outbox.task_id)
-    task.last_error = error
-    task.next_attempt_at = None
-    add_event(session, task, f"{outbox.kind}.dead_lettered", now, error=error, fault=fault)
-    if outbox.kind == OutboxKind.SUBMIT and task.state not in TERMINAL:
-        # A submission that failed for good reaches the domain app as task.completed / failed.
-        task.outcome = {"error": error, "fault": fault}
-        return _move(session, task, State.FAILED, now, reason="submission failed")
-    return []
 
 
 def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:

@@ -69,6 +69,18 @@ def transition(current: State | str, target: State | str) -> State:
     return target
 
 
+#: The one way out of a terminal state: an operator replays the dead letter that failed the task
+#: (its submission could not be made). Events never take this path; only ``reopen`` does.
+REOPEN: dict[State, State] = {State.FAILED: State.REQUESTED}
+
+
+def reopen(current: State | str) -> State:
+    current = State(current)
+    if current not in REOPEN:
+        raise InvalidTransition(current, State.REQUESTED)
+    return REOPEN[current]
+
+
 class EventType(StrEnum):
     ACCEPTED = "job.accepted"
     COMPLETED = "job.completed"

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery, Task
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready
+from kombu import Exchange, Queue
 from flask import Flask
 
+from app.observability.celery_signals import instrument
 from app.settings import Settings
 
 
@@ -30,6 +32,27 @@ def broker_options(settings: Settings, base: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def is_amqp(settings: Settings) -> bool:
+    return settings.broker_url.split("://", 1)[0] in ("amqp", "amqps", "pyamqp")
+
+
+def work_queues(settings: Settings) -> list[Queue]:
+    """The work queue; on RabbitMQ it dead-letters rejected messages to ``<queue>.dlx``.
+
+    Changing queue arguments later fails with PRECONDITION_FAILED: use a new queue name then.
+    """
+    arguments = {}
+    if is_amqp(settings):
+        arguments = {"x-dead-letter-exchange": f"{settings.queue}.dlx", "x-dead-letter-routing-key": f"{settings.queue}.dead"}
+    return [Queue(settings.queue, Exchange(settings.queue), routing_key=settings.queue, queue_arguments=arguments)]
+
+
+def declare_dead_letter_queue(celery_app: Celery, queue: str) -> None:
+    dlx = Exchange(f"{queue}.dlx", type="direct", durable=True)
+    with celery_app.connection_for_write() as conn:
+        Queue(f"{queue}.dead", dlx, routing_key=f"{queue}.dead", durable=True)(conn.default_channel).declare()
+
+
 def celery_init_app(app: Flask, settings: Settings) -> Celery:
     class FlaskTask(Task):
         def __call__(self, *args: object, **kwargs: object) -> object:
@@ -43,8 +66,16 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
         broker_transport_options=broker_options(settings, celery_app.conf.broker_transport_options),
     )
     celery_app.conf.update(app.config.get("CELERY", {}))
+    celery_app.conf.task_default_queue = settings.queue
+    celery_app.conf.task_queues = work_queues(settings)
     celery_app.set_default()
+    celery_app.flask_app = app  # the consumer reaches the database through it (workers/consumer.py)
     app.extensions["celery"] = celery_app
+
+    @worker_ready.connect(weak=False, sender=None)
+    def _declare_dead_letter_queue(sender: object = None, **_: object) -> None:
+        if getattr(sender, "app", None) is celery_app and is_amqp(settings):
+            declare_dead_letter_queue(celery_app, settings.queue)
 
     @worker_process_init.connect(weak=False)
     def _after_fork(**_: object) -> None:

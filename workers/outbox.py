@@ -67,8 +67,9 @@ class Publisher:
         return len(sent)
 
     def sweep(self, now: datetime, grace_s: int, lease_s: int, batch: int = 500) -> int:
-        """Re-publish rows never published (older than ``grace_s``) or published but not done
-        within ``lease_s`` (the broker or a worker lost them). Rows are claimed with
+        """Publish rows never published (older than ``grace_s``), rows whose held retry is due, and
+        rows published but not done within ``lease_s`` (the broker or a worker lost them). Rows are
+        claimed with
         ``SKIP LOCKED`` (a serialising ``BEGIN IMMEDIATE`` on SQLite), so two beats never both
         publish one row."""
         with self.db.transaction() as session:
@@ -76,9 +77,14 @@ class Publisher:
                 select(OutboxMessage)
                 .where(
                     OutboxMessage.done_at.is_(None),
+                    OutboxMessage.parked_reason.is_(None),
                     or_(
-                        and_(OutboxMessage.dispatched_at.is_(None),
+                        # never published (broker down, crash after commit)
+                        and_(OutboxMessage.dispatched_at.is_(None), OutboxMessage.next_attempt_at.is_(None),
                              OutboxMessage.created_at <= now - timedelta(seconds=grace_s)),
+                        # a long wait held in the database, now due
+                        and_(OutboxMessage.dispatched_at.is_(None), OutboxMessage.next_attempt_at <= now),
+                        # published, but neither done nor retried within the lease: the message was lost
                         func.coalesce(OutboxMessage.next_attempt_at, OutboxMessage.dispatched_at)
                         <= now - timedelta(seconds=lease_s),
                     ),

@@ -1,4 +1,4 @@
-"""Liveness and readiness."""
+"""Liveness, readiness and the Prometheus scrape."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.errors import problem
 from app.extensions import liaison
+from app.observability import metrics
+from app.observability.migrations import migration_status
+from app.observability.web import business_collector
 
 bp = Blueprint("health", __name__)
 
@@ -25,6 +28,9 @@ def readyz() -> Response:
     try:
         with ctx.db.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
+            status = migration_status(conn)
+        if status.pending:
+            problems.append(status.describe())
     except SQLAlchemyError as exc:
         problems.append(f"database unreachable ({type(exc).__name__})")
     try:
@@ -35,3 +41,10 @@ def readyz() -> Response:
     if problems:
         return problem(503, "Service Unavailable", "; ".join(problems))
     return jsonify({"status": "ready"})
+
+
+@bp.get("/metrics")
+def prometheus_metrics() -> Response:
+    """Prometheus text format: this process's (or, in multiprocess mode, all processes') counters,
+    plus business gauges read from the database and broker now. Counts only, never a secret."""
+    return Response(metrics.render(business_collector()), content_type=metrics.CONTENT_TYPE_LATEST)

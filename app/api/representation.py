@@ -8,6 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from app.errors import BadRequest
+from models.messages import DeadLetter
+from models.operations import CallbackEndpoint, Incident, OrphanEvent
+from models.states import TERMINAL
 from models.task import ExternalTask, TaskEvent
 
 
@@ -27,6 +30,8 @@ def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict
         "execution_deadline": _time(task.execution_deadline),
         "on_deadline": task.on_deadline,
         "attempts": task.attempts,
+        # A failed attempt with another one scheduled: the task is retrying right now.
+        "retrying": task.next_attempt_at is not None and task.state not in TERMINAL,
         "last_error": task.last_error,
         "next_attempt_at": _time(task.next_attempt_at),
         "created_at": _time(task.created_at),
@@ -49,3 +54,33 @@ def decode_cursor(cursor: str) -> int:
         return int(raw[1:])
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise BadRequest("cursor is not one this API gave out") from None
+
+
+def dead_letter_body(letter: DeadLetter) -> dict[str, Any]:
+    return {
+        "id": letter.id, "kind": letter.kind, "fault": letter.fault, "state": letter.state,
+        "message_id": letter.message_id, "correlation_id": letter.correlation_id, "provider": letter.provider,
+        "error": letter.error, "attempts": letter.attempts, "replay_count": letter.replay_count,
+        "first_failed_at": _time(letter.first_failed_at), "last_failed_at": _time(letter.last_failed_at),
+        "closed_at": _time(letter.closed_at), "payload": letter.payload,
+    }
+
+
+def incident_body(incident: Incident) -> dict[str, Any]:
+    return {
+        "id": incident.id, "kind": incident.kind, "subject": incident.subject,
+        "correlation_id": incident.correlation_id, "detail": incident.detail, "owner": incident.owner,
+        "opened_at": _time(incident.opened_at), "resolved_at": _time(incident.resolved_at),
+    }
+
+
+def orphan_body(orphan: OrphanEvent) -> dict[str, Any]:
+    return {
+        "id": orphan.id, "source": orphan.source, "message_id": orphan.message_id,
+        "vendor_job_id": orphan.vendor_job_id, "state": orphan.state, "payload": orphan.payload,
+        "received_at": _time(orphan.received_at), "resolved_at": _time(orphan.resolved_at),
+    }
+
+
+def endpoint_body(endpoint: CallbackEndpoint) -> dict[str, Any]:
+    return {"url": endpoint.url, "disabled_at": _time(endpoint.disabled_at), "reason": endpoint.disabled_reason}

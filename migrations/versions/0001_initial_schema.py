@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 09:03:54.160971
+Create Date: 2026-11-30 09:21:21.355951
 """
 from alembic import op
 import sqlalchemy as sa
@@ -16,6 +16,16 @@ depends_on = None
 
 def upgrade() -> None:
 
+    op.create_table('callback_endpoints',
+    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
+    sa.Column('url_hash', sa.String(length=64), nullable=False),
+    sa.Column('url', sa.String(length=2000), nullable=False),
+    sa.Column('disabled_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('disabled_reason', sa.Text(), nullable=True),
+    sa.Column('enabled_at', sa.DateTime(timezone=True), nullable=True),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_callback_endpoints')),
+    sa.UniqueConstraint('url_hash', name=op.f('uq_callback_endpoints_url_hash'))
+    )
     op.create_table('clients',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('name', sa.String(length=100), nullable=False),
@@ -31,7 +41,8 @@ def upgrade() -> None:
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('kind', sa.String(length=16), nullable=False),
     sa.Column('message_id', sa.String(length=64), nullable=False),
-    sa.Column('outbox_id', sa.Integer(), nullable=True),
+    sa.Column('outbox_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=True),
+    sa.Column('provider', sa.String(length=100), nullable=True),
     sa.Column('correlation_id', sa.String(length=200), nullable=True),
     sa.Column('payload', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('error', sa.Text(), nullable=False),
@@ -40,6 +51,8 @@ def upgrade() -> None:
     sa.Column('first_failed_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('last_failed_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('state', sa.String(length=16), nullable=False),
+    sa.Column('replay_count', sa.Integer(), nullable=False),
+    sa.Column('closed_at', sa.DateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_dead_letters'))
     )
     with op.batch_alter_table('dead_letters', schema=None) as batch_op:
@@ -51,11 +64,14 @@ def upgrade() -> None:
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('correlation_id', sa.String(length=200), nullable=True),
     sa.Column('kind', sa.String(length=64), nullable=False),
+    sa.Column('subject', sa.String(length=2100), nullable=False),
+    sa.Column('open_key', sa.String(length=64), nullable=True),
     sa.Column('detail', sa.Text(), nullable=False),
     sa.Column('owner', sa.String(length=100), nullable=True),
     sa.Column('opened_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('resolved_at', sa.DateTime(timezone=True), nullable=True),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_incidents'))
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_incidents')),
+    sa.UniqueConstraint('open_key', name=op.f('uq_incidents_open_key'))
     )
     with op.batch_alter_table('incidents', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_incidents_correlation_id'), ['correlation_id'], unique=False)
@@ -80,10 +96,13 @@ def upgrade() -> None:
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('message_id', sa.String(length=64), nullable=False),
     sa.Column('kind', sa.String(length=16), nullable=False),
-    sa.Column('task_id', sa.Integer(), nullable=True),
+    sa.Column('task_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=True),
     sa.Column('correlation_id', sa.String(length=200), nullable=True),
     sa.Column('payload', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('attempts', sa.Integer(), nullable=False),
+    sa.Column('deliveries', sa.Integer(), nullable=False),
+    sa.Column('parked_reason', sa.String(length=64), nullable=True),
+    sa.Column('target', sa.String(length=2000), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('dispatched_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('next_attempt_at', sa.DateTime(timezone=True), nullable=True),
@@ -189,4 +208,5 @@ def downgrade() -> None:
 
     op.drop_table('dead_letters')
     op.drop_table('clients')
+    op.drop_table('callback_endpoints')
 

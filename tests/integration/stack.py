@@ -131,7 +131,8 @@ def build_stack(
     env["LIAISON_VAR_DIR"] = str(tmp)
     queue = f"liaison-test-{uuid.uuid4().hex[:8]}"
     migrate(database_url)
-    app = create_app(Settings.from_env(env), celery_config={"task_default_queue": queue})
+    env["LIAISON_QUEUE"] = queue
+    app = create_app(Settings.from_env(env))
     exit_stack.callback(app.extensions["liaison"].db.dispose)
     web = exit_stack.enter_context(ServerThread(app, port=port))
     celery = app.extensions["celery"]
@@ -145,4 +146,5 @@ def build_stack(
 
 def _delete_queue(celery: Any, queue: str) -> None:
     with celery.connection_for_write() as conn:
-        conn.default_channel.queue_delete(queue)
+        for name in (queue, f"{queue}.dead"):
+            conn.default_channel.queue_delete(name)

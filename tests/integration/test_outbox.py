@@ -29,7 +29,8 @@ def test_broker_down_at_submit_then_delivered_after_the_sweep(stack: Stack, vend
     env = liaison_env(database_url=stack.settings.database_url, broker_url=proxied_url, vendor_url=stack.vendor_url,
                       vendor_secret=vendor_secret, public_url=stack.settings.public_url)
     env["LIAISON_VAR_DIR"] = str(stack.settings.broker_folder.parent)
-    web_app = create_app(Settings.from_env(env), celery_config={"task_default_queue": stack.queue})
+    env["LIAISON_QUEUE"] = stack.queue
+    web_app = create_app(Settings.from_env(env))
     api_key, _, path = stack.new_client()
     cid = f"outage-{uuid.uuid4().hex[:8]}"
     with ServerThread(web_app) as web:

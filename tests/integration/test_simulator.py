@@ -308,6 +308,11 @@ def test_sender_resends_on_non_2xx_with_the_same_id(vendor: Vendor) -> None:
     hooks = vendor.wait_webhooks(job_id, 3)
     assert [h.status for h in hooks] == [500, 502, 204]
     assert len({h.headers["webhook-id"] for h in hooks}) == 1
+    # The receiver has answered; the sender records that answer a moment later.
+    vendor.recorder.wait_for(
+        lambda _: any(d["result"] == "delivered" for d in vendor.sim_state()["deliveries"]),
+        message="delivered recorded",
+    )
     attempts = [
         (d["attempt"], d["status"], d["result"])
         for d in vendor.sim_state()["deliveries"]

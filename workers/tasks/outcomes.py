@@ -1,7 +1,9 @@
-"""The one adapter from our error tree onto Celery: retry with a countdown, or dead-letter.
+"""The one adapter from our error tree onto Celery: retry with a countdown, hold, or dead-letter.
 
-Tasks raise or catch ``workers.errors``; this module decides, with the pure retry policy, whether
-the failure is retried (``task.retry(countdown=…)``, never a sleeping worker) or dead-lettered.
+Tasks catch ``workers.errors``; this module asks the pure retry policy what comes next. Attempts
+are counted in the outbox row (not ``request.retries``), so the count survives a sweep, a replay or
+a lost message. A wait up to ``max_countdown_s`` is Celery's ``retry(countdown=…)``; a longer one is
+held in the database and re-published by the outbox sweep when due.
 """
 
 from __future__ import annotations
@@ -15,11 +17,22 @@ from celery import Task
 from app.extensions import Liaison
 from models import service
 from models.base import utcnow
+from models.failures import begin_delivery, dead_letter
 from workers.errors import CallError, PermanentError
 from workers.retry_policy import RetryPolicy, next_delay
 
 log = logging.getLogger(__name__)
 _rng = Random()
+
+
+def start_delivery(ctx: Liaison, outbox_id: int) -> bool:
+    """Count this start of the message (poison guard); False when it must not run."""
+    with ctx.db.transaction() as session:
+        run, rows = begin_delivery(session, outbox_id, ctx.settings.max_deliveries, utcnow())
+    ctx.publisher.publish(rows)
+    if not run and rows:
+        log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
+    return run
 
 
 def retry_or_dead_letter(
@@ -35,11 +48,11 @@ def retry_or_dead_letter(
 ) -> str:
     """Schedule the next attempt, or write the dead letter when the policy says stop."""
     now = utcnow()
-    failed_attempts = task.request.retries + 1
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)
         if row is None:
             return "done"
+        failed_attempts = row.attempts + 1
         delay = None
         if retry_permanent or not isinstance(exc, PermanentError):
             delay = next_delay(
@@ -49,12 +62,21 @@ def retry_or_dead_letter(
                 deadline_in_s=(deadline - now).total_seconds() if deadline else None,
             )
         if delay is None:
-            rows = service.dead_letter(session, row, str(exc), fault, now)
+            error = str(exc)
+            if deadline is not None and not isinstance(exc, PermanentError) and failed_attempts < policy.max_attempts:
+                error = f"{exc}; the next attempt would start after the execution deadline"
+            rows = dead_letter(session, row, error, fault, now)
         else:
             service.record_attempt_failure(session, row, str(exc), now + timedelta(seconds=delay), now)
+            held = delay > ctx.settings.max_countdown_s
+            if held:
+                row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
     if delay is None:
         log.warning("dead-lettered outbox %s after %d attempts: %s", outbox_id, failed_attempts, exc)
         ctx.publisher.publish(rows)
         return "dead_lettered"
+    if held:
+        log.info("attempt %d of outbox %s failed; next in %.0fs, held in the database", failed_attempts, outbox_id, delay)
+        return "held"
     log.info("attempt %d of outbox %s failed, retrying in %.1fs: %s", failed_attempts, outbox_id, delay, exc)
     raise task.retry(countdown=delay, max_retries=None, exc=exc)

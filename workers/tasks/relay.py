@@ -10,16 +10,21 @@ from app.extensions import liaison
 from models import service
 from models.base import utcnow
 from models.client import Client
+from models.failures import Fault, disable_endpoint, endpoint_disabled, park
 from models.task import ExternalTask
 from webhooks.delivery import deliver
 from workers.errors import CallError, PermanentError
 from workers.retry_policy import RetryPolicy
-from workers.tasks.outcomes import retry_or_dead_letter
+from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
+
+GONE = 410
 
 
 @shared_task(bind=True, name="liaison.relay")
 def relay(self: Task, outbox_id: int) -> str:
     ctx = liaison()
+    if not start_delivery(ctx, outbox_id):
+        return "skipped"
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)
         if row is None:
@@ -30,6 +35,10 @@ def relay(self: Task, outbox_id: int) -> str:
         if not url or client is None:
             service.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
             return "skipped"
+        if endpoint_disabled(session, url):
+            park(session, row, url, utcnow())
+            return "parked"
+        row.target = url
         secrets = list(client.callback_secrets)
         message_id = row.message_id
         payload = dict(row.payload, message_id=message_id)
@@ -42,8 +51,16 @@ def relay(self: Task, outbox_id: int) -> str:
     try:
         status = deliver(url, secrets, message_id, payload, time.time(), settings.relay_timeout_s)
     except CallError as exc:
-        # Anything but 2xx is retried (DESIGN §4); a 4xx that outlives the schedule is the caller's.
-        fault = "caller" if isinstance(exc, PermanentError) else "system"
+        if exc.status == GONE:
+            # The domain app says this endpoint is gone for good: stop calling it, keep every event.
+            with ctx.db.transaction() as session:
+                row = service.claim_outbox(session, outbox_id)
+                if row is not None:
+                    disable_endpoint(session, url, f"answered 410 Gone to {payload['type']}", utcnow())
+                    park(session, row, url, utcnow())
+            return "parked"
+        # Anything else but 2xx is retried (DESIGN §4); a 4xx that outlives the schedule is the caller's.
+        fault = Fault.CALLER if isinstance(exc, PermanentError) else Fault.SYSTEM
         return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=fault, retry_permanent=True)
 
     with ctx.db.transaction() as session:
@@ -51,4 +68,3 @@ def relay(self: Task, outbox_id: int) -> str:
         if row is not None:
             service.mark_done(session, row, utcnow(), "relay.delivered", type=payload["type"], status=status)
     return "delivered"
-

@@ -1,0 +1,161 @@
+"""Operators' API (admin token): dead letters, incidents, callback endpoints, retrying tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from app.api.representation import dead_letter_body, endpoint_body, incident_body, task_body
+from app.api.validation import is_http_url
+from app.auth import require_admin
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.extensions import liaison
+from app.operations import (
+    NotFoundError, NotReplayable, discard_one, enable_callback_endpoint, replay_matching, replay_one, update_incident,
+)
+from app.session import db_session
+from models import queries
+from models.base import utcnow
+from models.messages import DeadLetter
+from models.queries import DeadLetterFilter
+
+bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
+bp.before_request(require_admin)
+
+CHOICES = {
+    "state": ("open", "replayed", "discarded", "all"),
+    "kind": ("submit", "relay", "cancel", "poison"),
+    "fault": ("caller", "system"),
+}
+
+
+def _int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
+    value = source.get(name, default)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = lo - 1
+    if not lo <= number <= hi:
+        raise ValidationFailed(f"bad {name}", errors=[{"field": name, "message": f"a whole number, {lo} to {hi}"}])
+    return number
+
+
+def _choice(source: dict[str, Any], name: str, default: str | None = None) -> str | None:
+    value = source.get(name, default)
+    if value is not None and value not in CHOICES[name]:
+        raise ValidationFailed(f"bad {name}", errors=[{"field": name, "message": f"one of {', '.join(CHOICES[name])}"}])
+    return value
+
+
+def dead_letter_filter(source: dict[str, Any]) -> DeadLetterFilter:
+    state = _choice(source, "state", "open")
+    return DeadLetterFilter(
+        state=None if state == "all" else state, kind=_choice(source, "kind"), fault=_choice(source, "fault"),
+        provider=source.get("provider"),
+        older_than_s=_int_arg(source, "older_than_s", None, 0, 10**9),
+        newer_than_s=_int_arg(source, "newer_than_s", None, 0, 10**9),
+    )
+
+
+def _page(items: list[Any], limit: int, body: Any) -> dict[str, Any]:
+    return {"items": [body(i) for i in items], "next_after_id": items[-1].id if len(items) == limit else None}
+
+
+@bp.get("/dead-letters")
+def list_dead_letters() -> Response:
+    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    after = _int_arg(request.args, "after_id", None, 0, 2**62)
+    items = queries.dead_letters(db_session(), dead_letter_filter(request.args), utcnow(), limit, after)
+    return jsonify(_page(items, limit, dead_letter_body))
+
+
+@bp.get("/dead-letters/<int:letter_id>")
+def show_dead_letter(letter_id: int) -> Response:
+    letter = db_session().get(DeadLetter, letter_id)
+    if letter is None:
+        raise NotFound(f"no dead letter {letter_id}")
+    return jsonify(dead_letter_body(letter))
+
+
+def _act(action: Any, *args: Any) -> Any:
+    try:
+        return action(liaison(), *args, utcnow())
+    except NotFoundError as exc:
+        raise NotFound(str(exc)) from None
+    except NotReplayable as exc:
+        raise Conflict(str(exc)) from None
+
+
+@bp.post("/dead-letters/<int:letter_id>/replay")
+def replay_dead_letter(letter_id: int) -> tuple[Response, int]:
+    return jsonify(dead_letter_body(_act(replay_one, letter_id))), 202
+
+
+@bp.post("/dead-letters/<int:letter_id>/discard")
+def discard_dead_letter(letter_id: int) -> Response:
+    return jsonify(dead_letter_body(_act(discard_one, letter_id)))
+
+
+@bp.post("/dead-letters/replay")
+def replay_dead_letters() -> tuple[Response, int]:
+    """Replay every open dead letter matching the body's filter (kind, fault, provider, older_than_s,
+    newer_than_s), at most ``limit`` (default 1000)."""
+    body = request.get_json(silent=True) or {}
+    if not isinstance(body, dict):
+        raise ValidationFailed("the body must be a JSON object")
+    limit = _int_arg(body, "limit", 1000, 1, 100_000)
+    replayed, skipped = replay_matching(liaison(), dead_letter_filter({**body, "state": "open"}), utcnow(), limit)
+    return jsonify({"replayed": replayed, "skipped": skipped}), 202
+
+
+@bp.get("/incidents")
+def list_incidents() -> Response:
+    state = request.args.get("state", "open")
+    if state not in ("open", "resolved", "all"):
+        raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved or all"}])
+    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    after = _int_arg(request.args, "after_id", None, 0, 2**62)
+    items = queries.incidents(db_session(), state, request.args.get("kind"), limit, after)
+    return jsonify(_page(items, limit, incident_body))
+
+
+@bp.post("/incidents/<int:incident_id>/assign")
+def assign_incident(incident_id: int) -> Response:
+    owner = (request.get_json(silent=True) or {}).get("owner")
+    if not isinstance(owner, str) or not 0 < len(owner) <= 100:
+        raise ValidationFailed("bad owner", errors=[{"field": "owner", "message": "1 to 100 characters"}])
+    return jsonify(incident_body(_act(lambda ctx, i, now: update_incident(ctx, i, now, owner=owner), incident_id)))
+
+
+@bp.post("/incidents/<int:incident_id>/resolve")
+def resolve(incident_id: int) -> Response:
+    note = (request.get_json(silent=True) or {}).get("note")
+    note = note if isinstance(note, str) else None
+    return jsonify(incident_body(_act(lambda ctx, i, now: update_incident(ctx, i, now, resolve=True, note=note), incident_id)))
+
+
+@bp.get("/callback-endpoints")
+def list_endpoints() -> Response:
+    return jsonify({"items": [endpoint_body(e) for e in queries.disabled_endpoints(db_session())]})
+
+
+@bp.post("/callback-endpoints/enable")
+def enable_endpoint() -> tuple[Response, int]:
+    url = (request.get_json(silent=True) or {}).get("url")
+    if not is_http_url(url):
+        raise ValidationFailed("bad url", errors=[{"field": "url", "message": "the disabled endpoint's URL"}])
+    return jsonify({"url": url, "released": _act(enable_callback_endpoint, url)}), 202
+
+
+@bp.get("/tasks")
+def list_tasks() -> Response:
+    """Operators' view across clients; ``retrying=true`` lists tasks retrying right now."""
+    if request.args.get("retrying") not in ("true", "1"):
+        raise ValidationFailed("only retrying=true is supported here", errors=[{"field": "retrying", "message": "true"}])
+    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    after = _int_arg(request.args, "after_id", None, 0, 2**62)
+    items = queries.retrying_tasks(db_session(), limit, after)
+    return jsonify(_page(items, limit, task_body))

@@ -1,0 +1,176 @@
+"""Repair: dead letters, incidents, disabled callback endpoints, and tasks retrying right now."""
+
+from __future__ import annotations
+
+import click
+from flask.cli import AppGroup
+
+from app.api.representation import dead_letter_body, endpoint_body, incident_body, task_body
+from app.cli.output import emit, emit_one, json_option
+from app.extensions import liaison
+from app.operations import (
+    NotFoundError, NotReplayable, discard_one, enable_callback_endpoint, replay_matching, replay_one, update_incident,
+)
+from models import queries
+from models.base import utcnow
+from models.messages import DeadLetter
+from models.queries import DeadLetterFilter
+
+
+def register(group: AppGroup) -> None:
+    for command in (dead_letters, incidents, endpoints, tasks):
+        group.add_command(command)
+
+
+def _run(action, *args, **kwargs):  # type: ignore[no-untyped-def]
+    try:
+        return action(liaison(), *args, utcnow(), **kwargs)
+    except (NotFoundError, NotReplayable) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def filter_options(func):  # type: ignore[no-untyped-def]
+    for option in reversed([
+        click.option("--kind", type=click.Choice(["submit", "relay", "cancel", "poison"]), help="What failed."),
+        click.option("--fault", type=click.Choice(["caller", "system"]), help="Whose fault it is."),
+        click.option("--provider", help="The external system's name."),
+        click.option("--older-than", "older_than_s", type=click.IntRange(0), help="Last failed at least this many seconds ago."),
+        click.option("--newer-than", "newer_than_s", type=click.IntRange(0), help="Last failed at most this many seconds ago."),
+    ]):
+        func = option(func)
+    return func
+
+
+@click.group("dead-letters", cls=AppGroup)
+def dead_letters() -> None:
+    """Work that could not be done: list, show, replay (one or by filter), discard."""
+
+
+@dead_letters.command("list")
+@filter_options
+@click.option("--state", type=click.Choice(["open", "replayed", "discarded", "all"]), default="open", show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@json_option
+def dl_list(state: str, limit: int, as_json: bool, **flt: object) -> None:
+    """List dead letters, oldest first."""
+    with liaison().db.transaction() as session:
+        flt_ = DeadLetterFilter(state=None if state == "all" else state, **flt)  # type: ignore[arg-type]
+        rows = [dead_letter_body(d) for d in queries.dead_letters(session, flt_, utcnow(), limit)]
+    emit(rows, ["id", "kind", "fault", "state", "correlation_id", "provider", "attempts", "last_failed_at", "error"],
+         as_json, "no dead letters")
+
+
+@dead_letters.command("show")
+@click.argument("letter_id", type=int)
+@json_option
+def dl_show(letter_id: int, as_json: bool) -> None:
+    """Everything about one dead letter, payload included."""
+    with liaison().db.transaction() as session:
+        letter = session.get(DeadLetter, letter_id)
+        if letter is None:
+            raise click.ClickException(f"no dead letter {letter_id}")
+        emit_one(dead_letter_body(letter), as_json)
+
+
+@dead_letters.command("replay")
+@click.argument("letter_id", type=int)
+def dl_replay(letter_id: int) -> None:
+    """Re-drive one dead letter with its original message id."""
+    letter = _run(replay_one, letter_id)
+    click.echo(f"dead letter {letter.id} replayed ({letter.kind} for {letter.correlation_id or '-'})")
+
+
+@dead_letters.command("replay-many")
+@filter_options
+@click.option("--limit", type=click.IntRange(1), help="Replay at most this many.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def dl_replay_many(limit: int | None, yes: bool, **flt: object) -> None:
+    """Replay every open dead letter matching the filter, in batches, showing progress."""
+    if not yes:
+        click.confirm("Replay every open dead letter matching this filter?", abort=True)
+    replayed, skipped = _run(
+        replay_matching, DeadLetterFilter(**flt), limit=limit,  # type: ignore[arg-type]
+        progress=lambda done, skip: click.echo(f"  replayed {done}, skipped {skip} so far", err=True),
+    )
+    click.echo(f"replayed {replayed} dead letters, skipped {skipped}")
+
+
+@dead_letters.command("discard")
+@click.argument("letter_id", type=int)
+def dl_discard(letter_id: int) -> None:
+    """Close a dead letter without redoing it (kept for the record)."""
+    _run(discard_one, letter_id)
+    click.echo(f"dead letter {letter_id} discarded")
+
+
+@click.group("incidents", cls=AppGroup)
+def incidents() -> None:
+    """Things a person must look at: list, assign, resolve."""
+
+
+@incidents.command("list")
+@click.option("--state", type=click.Choice(["open", "resolved", "all"]), default="open", show_default=True)
+@click.option("--kind", help="e.g. submit_failed, relay_failed, poison_message, callback_endpoint_disabled")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@json_option
+def inc_list(state: str, kind: str | None, limit: int, as_json: bool) -> None:
+    """List incidents, oldest first."""
+    with liaison().db.transaction() as session:
+        rows = [incident_body(i) for i in queries.incidents(session, state, kind, limit)]
+    emit(rows, ["id", "kind", "correlation_id", "owner", "opened_at", "resolved_at", "detail"], as_json, "no incidents")
+
+
+@incidents.command("assign")
+@click.argument("incident_id", type=int)
+@click.argument("owner")
+def inc_assign(incident_id: int, owner: str) -> None:
+    """Give an incident an owner."""
+    _run(update_incident, incident_id, owner=owner)
+    click.echo(f"incident {incident_id} assigned to {owner}")
+
+
+@incidents.command("resolve")
+@click.argument("incident_id", type=int)
+@click.option("--note", help="What was done; appended to the incident's detail.")
+def inc_resolve(incident_id: int, note: str | None) -> None:
+    """Resolve an incident (it stays in the history)."""
+    _run(update_incident, incident_id, resolve=True, note=note)
+    click.echo(f"incident {incident_id} resolved")
+
+
+@click.group("endpoints", cls=AppGroup)
+def endpoints() -> None:
+    """Callback endpoints disabled after answering 410 Gone."""
+
+
+@endpoints.command("list")
+@json_option
+def ep_list(as_json: bool) -> None:
+    """Disabled endpoints (their relays wait, none is dropped)."""
+    with liaison().db.transaction() as session:
+        rows = [endpoint_body(e) for e in queries.disabled_endpoints(session)]
+    emit(rows, ["url", "disabled_at", "reason"], as_json, "no disabled endpoints")
+
+
+@endpoints.command("enable")
+@click.argument("url")
+def ep_enable(url: str) -> None:
+    """Re-enable an endpoint and deliver the relays that waited for it."""
+    released = _run(enable_callback_endpoint, url)
+    click.echo(f"{url} enabled; {released} waiting relays released")
+
+
+@click.group("tasks", cls=AppGroup)
+def tasks() -> None:
+    """Tasks across all clients."""
+
+
+@tasks.command("retrying")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@json_option
+def tasks_retrying(limit: int, as_json: bool) -> None:
+    """Tasks with a failed attempt and another one scheduled."""
+    with liaison().db.transaction() as session:
+        rows = [task_body(t) for t in queries.retrying_tasks(session, limit)]
+    emit(rows, ["correlation_id", "state", "provider", "attempts", "next_attempt_at", "last_error"], as_json,
+         "no task is retrying")

@@ -1,0 +1,82 @@
+"""Maintenance commands: database schema, outbox sweep, pruning, the demo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from flask import current_app
+from flask.cli import AppGroup, with_appcontext
+
+from app.extensions import liaison
+from models.base import utcnow
+
+
+def register(group: AppGroup) -> None:
+    group.add_command(db_group)
+    group.add_command(sweep_outbox)
+    group.add_command(prune)
+    group.add_command(demo)
+
+
+@click.group("db", cls=AppGroup)
+def db_group() -> None:
+    """Database schema (Alembic migrations)."""
+
+
+def alembic_config(database_url: str):  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    root = Path(__file__).resolve().parents[2]
+    config = Config(str(root / "alembic.ini"))
+    config.set_main_option("script_location", str(root / "migrations"))
+    config.attributes["database_url"] = database_url
+    config.attributes["skip_logging"] = True
+    return config
+
+
+@db_group.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every pending migration (what the Procfile's release step runs)."""
+    from alembic import command
+
+    command.upgrade(alembic_config(liaison().settings.database_url), "head")
+    click.echo("database is at the latest migration")
+
+
+@click.command("sweep-outbox")
+@with_appcontext
+def sweep_outbox() -> None:
+    """Publish outbox rows the broker never got (what beat runs every 30 s)."""
+    ctx = liaison()
+    n = ctx.publisher.sweep(utcnow(), ctx.settings.outbox_grace_s, ctx.settings.outbox_lease_s)
+    click.echo(f"re-published {n} outbox rows")
+
+
+@click.command("prune")
+@with_appcontext
+@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now (what beat runs hourly).")
+def prune(run_now: bool) -> None:
+    """Delete processed-message records older than the retention, in batches, showing progress."""
+    from models.maintenance import prune_processed_messages
+
+    ctx = liaison()
+    removed = prune_processed_messages(
+        ctx.db, utcnow(), ctx.settings.processed_retention_s,
+        progress=lambda n: click.echo(f"  removed {n} so far", err=True),
+    )
+    click.echo(f"removed {removed} processed messages older than {ctx.settings.processed_retention_s}s")
+
+
+@click.command("demo")
+@with_appcontext
+@click.option("--web-url", default="http://127.0.0.1:5000", show_default=True, help="Liaison's web process.")
+@click.option("--vendor-url", default="http://127.0.0.1:5001", show_default=True, help="The vendor simulator.")
+@click.option("--timeout", default=180, show_default=True, help="Seconds to wait for every task to finish.")
+def demo(web_url: str, vendor_url: str, timeout: int) -> None:
+    """Submit a handful of tasks (some set to fail) and follow each one to its final state."""
+    from app.demo import run_demo
+
+    ok = run_demo(current_app._get_current_object(), web_url=web_url, vendor_url=vendor_url, timeout_s=timeout)
+    if not ok:
+        raise SystemExit(1)

@@ -1,0 +1,276 @@
+"""Business gauges computed at scrape time from the database and the broker.
+
+They describe shared state (tasks, dead letters, queue depth), so they must not be process-local
+gauges: with several web workers each would report its own stale view. Instead every scrape asks the
+source of truth with a handful of grouped COUNTs on indexed columns. A failing source drops its
+gauges for that scrape, sets ``liaison_scrape_source_up{source}`` to 0 and counts
+``liaison_scrape_errors_total{source}`` -- a scrape never fails with a 500 because the database or
+the broker is down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+from kombu import Connection
+from kombu.exceptions import KombuError
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.observability import metrics
+from models.base import utcnow
+from models.db import Database
+from models.messages import DeadLetter, OutboxKind, OutboxMessage
+from models.operations import Incident, OrphanEvent
+from models.states import State
+from models.task import ExternalTask
+
+log = logging.getLogger(__name__)
+
+#: The header ``app.observability.celery`` stamps on every published task message (epoch seconds),
+#: so a queue that can be peeked (Redis) can tell how long its oldest message has waited.
+PUBLISHED_AT_HEADER = "liaison_published_at"
+FAULTS = ("caller", "system")
+
+
+class BrokerProbeError(Exception):
+    """The broker answered, but not in a way we can read a queue depth from."""
+
+
+@dataclass
+class QueueStats:
+    name: str
+    messages: int
+    oldest_age_s: float | None = None  # None: this broker cannot tell without consuming
+
+
+@dataclass
+class _Families:
+    items: list[Metric] = field(default_factory=list)
+
+    def gauge(self, name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, doc, labels=labels)
+        self.items.append(family)
+        return family
+
+
+class BusinessCollector(Collector):
+    """Scrape-time gauges for one Liaison app (its database, its Celery queues)."""
+
+    def __init__(
+        self, db: Database, celery: Celery, providers: Iterable[str], *,
+        statement_timeout_ms: int = 2000, broker_timeout_s: float = 2.0,
+    ) -> None:
+        self.db = db
+        self.celery = celery
+        self.providers = tuple(providers)
+        self.statement_timeout_ms = statement_timeout_ms
+        self.broker_timeout_s = broker_timeout_s
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "liaison_scrape_source_up", "1 if this scrape could read the source, else 0.", labels=["source"]
+        )
+        took = GaugeMetricFamily(
+            "liaison_scrape_source_duration_seconds", "Time this scrape spent reading the source.",
+            labels=["source"],
+        )
+        for source, read in (("database", self._database), ("broker", self._broker)):
+            start = time.perf_counter()
+            try:
+                families = read()
+            except (SQLAlchemyError, KombuError, OSError, BrokerProbeError) as exc:
+                # Typed: these are the ways a source can be unavailable. Anything else is a bug and
+                # surfaces as a scrape failure.
+                log.warning("metrics: %s unavailable for this scrape: %s", source, type(exc).__name__)
+                metrics.scrape_error(source)  # type: ignore[arg-type]
+                up.add_metric([source], 0)
+                families = []
+            else:
+                up.add_metric([source], 1)
+            took.add_metric([source], time.perf_counter() - start)
+            yield from families
+        yield up
+        yield took
+
+    # --- database ---------------------------------------------------------------------------
+
+    def _database(self) -> list[Metric]:
+        now = utcnow()
+        out = _Families()
+        with self.db.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                # A slow scrape must not pile up on a struggling database.
+                conn.execute(text(f"SET LOCAL statement_timeout = {int(self.statement_timeout_ms)}"))
+            tasks = conn.execute(
+                select(ExternalTask.state, ExternalTask.provider, func.count())
+                .group_by(ExternalTask.state, ExternalTask.provider)
+            ).all()
+            dead = conn.execute(
+                select(DeadLetter.kind, DeadLetter.fault, func.count())
+                .where(DeadLetter.state == "open")
+                .group_by(DeadLetter.kind, DeadLetter.fault)
+            ).all()
+            incidents = conn.execute(
+                select(Incident.kind, func.count()).where(Incident.resolved_at.is_(None)).group_by(Incident.kind)
+            ).all()
+            orphans = conn.scalar(select(func.count()).select_from(OrphanEvent).where(OrphanEvent.state == "open"))
+            outbox = conn.execute(
+                select(OutboxMessage.kind, func.count(), func.min(OutboxMessage.created_at))
+                .where(OutboxMessage.done_at.is_(None))
+                .group_by(OutboxMessage.kind)
+            ).all()
+
+        # Every known combination is reported, zeros included, so alerts and graphs never see a
+        # series vanish when its count drops to 0.
+        task_counts = {(state.value, provider): 0 for state in State for provider in self.providers}
+        task_counts.update({(state, provider): n for state, provider, n in tasks})
+        family = out.gauge("liaison_tasks", "Tasks by state and provider.", ["state", "provider"])
+        for (state, provider), n in sorted(task_counts.items()):
+            family.add_metric([state, provider], n)
+
+        dead_counts = {(kind, fault): 0 for kind in OutboxKind.ALL for fault in FAULTS}
+        dead_counts.update({(kind, fault): n for kind, fault, n in dead})
+        family = out.gauge("liaison_dead_letters_open", "Dead letters not yet replayed or discarded.", ["kind", "fault"])
+        for (kind, fault), n in sorted(dead_counts.items()):
+            family.add_metric([kind, fault], n)
+
+        incident_counts = {f"{kind}_failed": 0 for kind in OutboxKind.ALL}
+        incident_counts.update(dict(incidents))
+        family = out.gauge("liaison_incidents_open", "Incidents not yet resolved, by kind.", ["kind"])
+        for kind, n in sorted(incident_counts.items()):
+            family.add_metric([kind], n)
+
+        out.gauge("liaison_orphan_events_open", "Vendor events for jobs no task knows yet.").add_metric([], orphans or 0)
+
+        pending = {kind: (0, None) for kind in OutboxKind.ALL}
+        pending.update({kind: (n, oldest) for kind, n, oldest in outbox})
+        count = out.gauge("liaison_outbox_pending", "Outbox rows not done (to publish, in flight or awaiting a retry).", ["kind"])
+        age = out.gauge(
+            "liaison_outbox_oldest_pending_age_seconds",
+            "Age of the oldest outbox row not done (0 when none); relay rows may legitimately wait hours for a retry.",
+            ["kind"],
+        )
+        for kind, (n, oldest) in sorted(pending.items()):
+            count.add_metric([kind], n)
+            age.add_metric([kind], _age_s(now, oldest))
+        return out.items
+
+    # --- broker -------------------------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        names = [self.celery.conf.task_default_queue]
+        for queue in self.celery.conf.task_queues or ():
+            if queue.name not in names:
+                names.append(queue.name)
+        return names
+
+    def _broker(self) -> list[Metric]:
+        if self._is_filesystem():
+            options = self.celery.conf.broker_transport_options or {}
+            stats = [_filesystem_stats(options, name) for name in self.queues()]
+        else:
+            stats = self._probe_connected()
+        out = _Families()
+        depth = out.gauge("liaison_broker_queue_messages", "Messages ready in the broker queue.", ["queue"])
+        age = out.gauge(
+            "liaison_broker_queue_oldest_message_age_seconds",
+            "How long the oldest ready message has waited (only where the broker can tell: Redis, filesystem).",
+            ["queue"],
+        )
+        for stat in stats:
+            depth.add_metric([stat.name], stat.messages)
+            if stat.oldest_age_s is not None:
+                age.add_metric([stat.name], stat.oldest_age_s)
+        return out.items
+
+    def _is_filesystem(self) -> bool:
+        return str(self.celery.conf.broker_url or "").startswith("filesystem:")
+
+    def _probe_connected(self) -> list[QueueStats]:
+        """A short-lived connection per scrape: a probe must not disturb the publisher's pool, and
+        ``ensure_connection`` gives up after one retry instead of hanging on a broker that is down."""
+        with self.celery.connection_for_read() as conn:
+            try:
+                conn.ensure_connection(max_retries=1, timeout=self.broker_timeout_s)
+                return [_queue_stats(conn, name) for name in self.queues()]
+            except (*conn.connection_errors, *conn.channel_errors) as exc:
+                raise BrokerProbeError(f"{conn.transport.driver_type}: {type(exc).__name__}") from exc
+
+
+def _queue_stats(conn: Connection, queue: str) -> QueueStats:
+    channel = conn.channel()  # one per queue: a passive declare of a missing queue closes it (AMQP)
+    try:
+        messages = _passive_count(conn, channel, queue)
+        oldest = _redis_oldest_age(channel, queue) if conn.transport.driver_type == "redis" else None
+    finally:
+        _close_quietly(channel, conn)
+    return QueueStats(queue, messages, oldest)
+
+
+def _age_s(now: datetime, then: datetime | None) -> float:
+    return max((now - then).total_seconds(), 0.0) if then is not None else 0.0
+
+
+def _passive_count(conn: Connection, channel: Any, queue: str) -> int:
+    """Ready messages, by a passive declare (AMQP and kombu's virtual transports alike).
+
+    "Not found" (404) means zero here: Redis deletes an empty list, and a queue no worker has
+    declared yet holds nothing either.
+    """
+    try:
+        return int(channel.queue_declare(queue=queue, passive=True).message_count)
+    except conn.channel_errors as exc:
+        if str(getattr(exc, "reply_code", "")) == "404":
+            return 0
+        raise
+
+
+def _redis_oldest_age(channel: Any, queue: str) -> float | None:
+    """Kombu's Redis transport LPUSHes and BRPOPs: the oldest message is at index -1. Its age comes
+    from the publish-time header we stamp; messages without one (older code) give no answer."""
+    raw = channel.client.lindex(queue, -1)
+    if raw is None:
+        return 0.0  # empty: nothing is waiting
+    try:
+        headers = json.loads(raw).get("headers") or {}
+        published = float(headers[PUBLISHED_AT_HEADER])
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return max(time.time() - published, 0.0)
+
+
+def _filesystem_stats(options: dict[str, Any], queue: str) -> QueueStats:
+    """kombu's filesystem transport: one ``<ms>_<uuid>.<queue>.msg`` file per message."""
+    folder = options.get("data_folder_in")
+    if not folder:
+        raise BrokerProbeError("filesystem broker without data_folder_in")
+    suffix = f".{queue}.msg"
+    mtimes: list[float] = []
+    with os.scandir(Path(folder)) as entries:
+        for entry in entries:
+            if entry.name.partition(".")[2] == suffix[1:]:
+                try:
+                    mtimes.append(entry.stat().st_mtime)
+                except FileNotFoundError:
+                    continue  # consumed while we looked
+    oldest = max(time.time() - min(mtimes), 0.0) if mtimes else 0.0
+    return QueueStats(queue, len(mtimes), oldest)
+
+
+def _close_quietly(channel: Any, conn: Connection) -> None:
+    try:
+        channel.close()
+    except (*conn.connection_errors, *conn.channel_errors, OSError) as exc:
+        log.debug("metrics: closing a probe channel failed: %s", type(exc).__name__)

@@ -1,0 +1,258 @@
+"""Every process-level metric Liaison exports, and the one-line functions that record them.
+
+Metric names and label sets live here only; call sites say *what happened*
+(``webhook_rejected("sim", "signature")``), never how it is counted. Label values come from closed
+sets (the ``Literal`` types below): a value outside its set is recorded as ``"other"`` instead of
+raising, because a metrics typo must never turn a 4xx into a 500, and free-form values (a provider
+name taken from a URL path) must never create unbounded series.
+
+Multiprocess: with ``PROMETHEUS_MULTIPROC_DIR`` set *before* ``prometheus_client`` is imported,
+every process (gunicorn workers, Celery prefork children) writes its samples to files there and
+:func:`render` aggregates them with a fresh ``MultiProcessCollector`` per scrape. Without it, the
+default registry of this one process is used (tests, ``flask run``). The directory must be wiped
+when the whole group of processes starts (``bin/demo`` does; see docs/observability.md).
+
+Only counters and histograms are defined here: their multiprocess aggregation (sum) is always
+right. Gauges describing business state are not process-local; they are computed at scrape time by
+:class:`app.observability.collectors.BusinessCollector`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Literal, get_args
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE_LATEST", "render"]
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# ``*_created`` samples double the output and multiprocess mode cannot produce them anyway: the
+# exposition is the same in both modes without them.
+disable_created_metrics()
+OTHER = "other"
+
+WebhookRejection = Literal[
+    "signature", "stale", "malformed", "too_large", "unknown_provider", "duplicate", "unsupported_media_type"
+]
+SubmissionOutcome = Literal["submitted", "retried", "failed", "dead_lettered"]
+ProviderOperation = Literal["submit", "find", "status", "cancel"]
+CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
+RetryKind = Literal["submit", "relay", "cancel"]
+RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped"]
+ScrapeSource = Literal["database", "broker"]
+
+# Provider calls: connect timeouts are ~3 s and read timeouts ~10 s, so the tail matters.
+_CALL_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# State change -> callback delivered: milliseconds when healthy, hours when a domain app is down
+# (the relay schedule goes up to 10 h between attempts).
+_RELAY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 7200.0, 36000.0, 172800.0)
+
+WEBHOOKS_RECEIVED = Counter(
+    "liaison_webhooks_received_total", "Vendor webhooks received, before any check.", ["provider"]
+)
+WEBHOOKS_REJECTED = Counter(
+    "liaison_webhooks_rejected_total", "Vendor webhooks refused or not applied, by reason.", ["provider", "reason"]
+)
+SUBMISSIONS = Counter(
+    "liaison_submissions_total", "Attempts to hand a task to its provider, by outcome.", ["provider", "outcome"]
+)
+PROVIDER_CALLS = Counter(
+    "liaison_provider_calls_total", "HTTP calls to providers, by operation and outcome.",
+    ["provider", "operation", "outcome"],
+)
+PROVIDER_CALL_SECONDS = Histogram(
+    "liaison_provider_call_duration_seconds", "Latency of calls to providers.", ["provider", "operation"],
+    buckets=_CALL_BUCKETS,
+)
+RETRIES = Counter("liaison_retries_total", "Retries scheduled, by kind of work.", ["kind"])
+RELAY_DELIVERIES = Counter(
+    "liaison_relay_deliveries_total", "Callbacks to domain apps, by outcome.", ["outcome"]
+)
+RELAY_LATENCY_SECONDS = Histogram(
+    "liaison_relay_delivery_latency_seconds", "From a task's state change to its callback being delivered.",
+    buckets=_RELAY_BUCKETS,
+)
+HTTP_REQUESTS = Counter(
+    "liaison_http_requests_total", "HTTP requests served, by Flask endpoint and status.",
+    ["method", "endpoint", "status"],
+)
+HTTP_REQUEST_SECONDS = Histogram(
+    "liaison_http_request_duration_seconds", "Time to produce a response, by Flask endpoint.",
+    ["method", "endpoint"],
+)
+SCRAPE_ERRORS = Counter(
+    "liaison_scrape_errors_total", "Scrapes whose database or broker part failed (those gauges are missing).",
+    ["source"],
+)
+
+_known_providers: set[str] = set()
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def register_providers(names: Iterable[str]) -> None:
+    """Provider names allowed as label values (the configured ones); others become ``other``."""
+    _known_providers.update(names)
+
+
+def _provider(name: str) -> str:
+    return name if name in _known_providers else OTHER
+
+
+def _one_of(value: str, allowed: object) -> str:
+    return value if value in get_args(allowed) else OTHER
+
+
+# --- What the rest of the code calls ---------------------------------------------------------
+
+
+def webhook_received(provider: str) -> None:
+    WEBHOOKS_RECEIVED.labels(_provider(provider)).inc()
+
+
+def webhook_rejected(provider: str, reason: WebhookRejection) -> None:
+    WEBHOOKS_REJECTED.labels(_provider(provider), _one_of(reason, WebhookRejection)).inc()
+
+
+def submission(provider: str, outcome: SubmissionOutcome) -> None:
+    SUBMISSIONS.labels(_provider(provider), _one_of(outcome, SubmissionOutcome)).inc()
+
+
+def provider_call(provider: str, operation: ProviderOperation, outcome: CallOutcome, seconds: float) -> None:
+    provider, operation = _provider(provider), _one_of(operation, ProviderOperation)
+    PROVIDER_CALLS.labels(provider, operation, _one_of(outcome, CallOutcome)).inc()
+    PROVIDER_CALL_SECONDS.labels(provider, operation).observe(max(seconds, 0.0))
+
+
+def call_outcome(exc: BaseException | None) -> CallOutcome:
+    """Our error tree (``workers.errors``) as a call outcome label."""
+    from workers.errors import PermanentError, TransientError, UncertainError
+
+    if exc is None:
+        return "ok"
+    if isinstance(exc, UncertainError):
+        return "uncertain"
+    if isinstance(exc, PermanentError):
+        return "permanent_error"
+    if isinstance(exc, TransientError):
+        return "transient_error"
+    return "error"
+
+
+@contextmanager
+def timed_provider_call(provider: str, operation: ProviderOperation) -> Iterator[None]:
+    """``with timed_provider_call(p.name, "submit"): job_id = p.submit(job)`` -- latency and outcome,
+    the outcome taken from the exception that leaves the block (which is re-raised untouched)."""
+    start = time.perf_counter()
+    try:
+        yield
+    except BaseException as exc:
+        provider_call(provider, operation, call_outcome(exc), time.perf_counter() - start)
+        raise
+    provider_call(provider, operation, "ok", time.perf_counter() - start)
+
+
+def retry(kind: RetryKind) -> None:
+    RETRIES.labels(_one_of(kind, RetryKind)).inc()
+
+
+def relay_delivery(outcome: RelayOutcome, end_to_end_seconds: float | None = None) -> None:
+    """A relay attempt's outcome; for ``delivered``, pass the time since the state change
+    (:func:`since` of the payload's ``occurred_at``) to feed the latency histogram."""
+    RELAY_DELIVERIES.labels(_one_of(outcome, RelayOutcome)).inc()
+    if end_to_end_seconds is not None:
+        RELAY_LATENCY_SECONDS.observe(max(end_to_end_seconds, 0.0))
+
+
+def since(moment: datetime | str | None) -> float | None:
+    """Seconds from ``moment`` (an aware datetime or ISO-8601 string, as stored in relay payloads)
+    until now; None when it is missing or unreadable, so a bad payload skips one observation."""
+    if isinstance(moment, str):
+        try:
+            moment = datetime.fromisoformat(moment)
+        except ValueError:
+            return None
+    if not isinstance(moment, datetime):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max((datetime.now(UTC) - moment).total_seconds(), 0.0)
+
+
+def http_request(method: str, endpoint: str, status: int, seconds: float) -> None:
+    """Recorded by :mod:`app.observability.web` for every request; ``endpoint`` is the Flask
+    endpoint name (bounded), never the raw path."""
+    method = method if method in _METHODS else OTHER
+    HTTP_REQUESTS.labels(method, endpoint, str(status)).inc()
+    HTTP_REQUEST_SECONDS.labels(method, endpoint).observe(max(seconds, 0.0))
+
+
+def scrape_error(source: ScrapeSource) -> None:
+    SCRAPE_ERRORS.labels(_one_of(source, ScrapeSource)).inc()
+
+
+# --- Exposition -----------------------------------------------------------------------------------
+
+
+def multiprocess_dir() -> str | None:
+    """The shared samples directory, or None in single-process mode."""
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+class _Forward(Collector):
+    """Exposes another registry's metrics through a per-scrape registry (single-process mode)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        yield from self._registry.collect()
+
+
+def render(*collectors: Collector) -> bytes:
+    """The Prometheus text exposition for one scrape.
+
+    ``collectors`` (the scrape-time business gauges) are registered first, so a scrape error they
+    count is already in the counters read right after. A fresh registry per scrape: multiprocess
+    collectors must not be registered on the default registry, and per-app collectors must not
+    outlive their app.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in collectors:
+        registry.register(collector)
+    path = multiprocess_dir()
+    if path:
+        multiprocess.MultiProcessCollector(registry, path=path)
+    else:
+        registry.register(_Forward(REGISTRY))
+    return generate_latest(registry)
+
+
+def mark_process_dead(pid: int) -> None:
+    """Tell multiprocess mode a process is gone (gunicorn ``child_exit``, Celery
+    ``worker_process_shutdown``). Its counter files stay: counters must keep their totals."""
+    path = multiprocess_dir()
+    if path:
+        multiprocess.mark_process_dead(pid, path)
+
+
+def ensure_multiprocess_dir() -> None:
+    """Create the samples directory if it is configured but missing (a missing one makes the first
+    increment fail). Wiping it is the launcher's job: only it knows no process still writes there."""
+    path = multiprocess_dir()
+    if path:
+        os.makedirs(path, exist_ok=True)

@@ -1,0 +1,48 @@
+"""Is the database schema where this release expects it? (for ``/readyz``)
+
+A process whose code expects tables or columns that are not there yet must not take traffic: the
+release step (``flask --app app liaison db upgrade``) has not run, or failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    current: tuple[str, ...]  # revisions recorded in the database (empty: never migrated)
+    heads: tuple[str, ...]  # head revisions of this release's migrations/
+    unknown: tuple[str, ...]  # in the database but not in migrations/: a newer release migrated it
+
+    @property
+    def pending(self) -> bool:
+        """True when migrations of this release are not applied. A database *ahead* of the code
+        (during a rolling deploy, after the new release migrated) is not pending: migrations are
+        written expand-then-contract, so the old code keeps working on the new schema."""
+        return not self.unknown and set(self.current) != set(self.heads)
+
+    def describe(self) -> str:
+        current = ", ".join(self.current) or "none"
+        return f"database migrations pending (database at {current}, code at {', '.join(self.heads)})"
+
+
+@lru_cache(maxsize=1)
+def _script_revisions() -> tuple[tuple[str, ...], frozenset[str]]:
+    """Heads and all revision ids of migrations/: fixed for the life of the process."""
+    from app.cli import alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config(""))
+    return tuple(sorted(script.get_heads())), frozenset(rev.revision for rev in script.walk_revisions())
+
+
+def migration_status(conn: Connection) -> MigrationStatus:
+    """Compare the database's ``alembic_version`` with the script directory's heads."""
+    heads, known = _script_revisions()
+    current = tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
+    return MigrationStatus(current=current, heads=heads, unknown=tuple(r for r in current if r not in known))

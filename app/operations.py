@@ -1,0 +1,95 @@
+"""Operator actions shared by the admin API and the CLI: each commits, then publishes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import select
+
+from app.extensions import Liaison
+from models.failures import NotReplayable, discard, enable_endpoint, replay
+from models.incidents import resolve_incident
+from models.messages import DeadLetter
+from models.operations import Incident
+from models.queries import DeadLetterFilter
+
+
+class NotFoundError(LookupError):
+    """No such record (→ 404 in the API, an error message in the CLI)."""
+
+
+def replay_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
+    with ctx.db.transaction() as session:
+        letter = session.get(DeadLetter, letter_id, with_for_update=True)
+        if letter is None:
+            raise NotFoundError(f"no dead letter {letter_id}")
+        rows = replay(session, letter, now)
+    ctx.publisher.publish(rows)
+    return letter
+
+
+def replay_matching(
+    ctx: Liaison, flt: DeadLetterFilter, now: datetime, limit: int | None = None,
+    progress: Callable[[int, int], None] | None = None, batch: int = 100,
+) -> tuple[int, int]:
+    """Replay every open dead letter the filter matches, in batches (each batch one transaction,
+    locked with SKIP LOCKED so two operators never replay one letter twice). Returns
+    (replayed, skipped); ``progress(replayed, skipped)`` after each batch."""
+    flt = DeadLetterFilter(**{**flt.__dict__, "state": "open"})
+    replayed = skipped = 0
+    after_id = 0
+    while limit is None or replayed < limit:
+        size = batch if limit is None else min(batch, limit - replayed)
+        with ctx.db.transaction() as session:
+            letters = session.scalars(
+                flt.apply(select(DeadLetter), now).where(DeadLetter.id > after_id)
+                .order_by(DeadLetter.id).limit(size).with_for_update(skip_locked=True)
+            ).all()
+            rows = []
+            for letter in letters:
+                after_id = letter.id
+                try:
+                    rows += replay(session, letter, now)
+                    replayed += 1
+                except NotReplayable:
+                    skipped += 1
+        ctx.publisher.publish(rows)
+        if progress is not None and letters:
+            progress(replayed, skipped)
+        if len(letters) < size:
+            break
+    return replayed, skipped
+
+
+def discard_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
+    with ctx.db.transaction() as session:
+        letter = session.get(DeadLetter, letter_id, with_for_update=True)
+        if letter is None:
+            raise NotFoundError(f"no dead letter {letter_id}")
+        discard(letter, now)
+    return letter
+
+
+def update_incident(ctx: Liaison, incident_id: int, now: datetime, *, owner: str | None = None,
+                    resolve: bool = False, note: str | None = None) -> Incident:
+    with ctx.db.transaction() as session:
+        incident = session.get(Incident, incident_id, with_for_update=True)
+        if incident is None:
+            raise NotFoundError(f"no incident {incident_id}")
+        if owner is not None:
+            incident.owner = owner
+        if resolve:
+            resolve_incident(incident, now, note)
+    return incident
+
+
+def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime) -> int:
+    with ctx.db.transaction() as session:
+        rows = enable_endpoint(session, url, now)
+    ctx.publisher.publish(rows)
+    return len(rows)
+
+
+__all__ = ["NotFoundError", "NotReplayable", "discard_one", "enable_callback_endpoint", "replay_matching",
+           "replay_one", "update_incident"]

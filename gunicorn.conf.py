@@ -1,0 +1,26 @@
+"""Gunicorn settings for Liaison's web process: ``gunicorn -c gunicorn.conf.py 'app:create_app()'``.
+
+Bind address, worker and thread counts stay on the command line (Procfile); this file holds what
+must be code: structured logging for gunicorn's own lines, and the prometheus-client multiprocess
+hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md).
+"""
+
+from app.observability import metrics
+from app.observability.gunicorn import StructuredLogger
+from app.observability.logging import configure_logging
+from app.settings import Settings
+
+_settings = Settings.from_env()  # a bad setting stops the master here, naming the variable
+configure_logging(_settings.log_format, _settings.log_level)
+logger_class = StructuredLogger
+
+
+def on_starting(server):  # noqa: ANN001 - gunicorn's hook signature
+    """The samples directory must exist before any worker counts; wiping it is the launcher's job
+    (other processes of this host -- the Celery worker -- may be writing there too)."""
+    metrics.ensure_multiprocess_dir()
+
+
+def child_exit(server, worker):  # noqa: ANN001
+    """A dead worker's live gauges must stop counting; its counters keep their totals."""
+    metrics.mark_process_dead(worker.pid)

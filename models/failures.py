@@ -1,0 +1,179 @@
+"""Work that could not be done, and its repair: dead letters, replay, discard, the poison guard,
+and callback endpoints disabled by 410 Gone. Each function runs in the caller's transaction."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.incidents import IncidentKind, open_incident, resolve_open
+from models.messages import DeadLetter, OutboxKind, OutboxMessage
+from models.operations import CallbackEndpoint
+from models.service import ServiceError, add_event, lock_task, move
+from models.states import TERMINAL, State, reopen
+from models.task import ExternalTask
+
+INCIDENT_FOR_KIND = {
+    OutboxKind.SUBMIT: IncidentKind.SUBMIT_FAILED,
+    OutboxKind.RELAY: IncidentKind.RELAY_FAILED,
+    OutboxKind.CANCEL: IncidentKind.CANCEL_FAILED,
+}
+PARKED_ENDPOINT_GONE = "endpoint_gone"
+
+
+class NotReplayable(ServiceError):
+    """The dead letter is closed already, or what it would redo no longer exists (→ 409)."""
+
+
+class Fault:
+    """Whose fault a dead letter is: the caller's (bad input, rejected, endpoint gone) or ours."""
+
+    CALLER = "caller"
+    SYSTEM = "system"
+
+
+def dead_letter(
+    session: Session, outbox: OutboxMessage, error: str, fault: str, now: datetime, *, poison: bool = False
+) -> list[OutboxMessage]:
+    """A DeadLetter and an Incident in the same transaction as the task's state change.
+
+    A submission that fails for good fails the task, and the domain app hears of it as
+    ``task.completed`` / ``failed`` (the outcome names the dead letter, which can be replayed).
+    """
+    outbox.done_at = now
+    task = lock_task(session, outbox.task_id) if outbox.task_id is not None else None
+    letter = DeadLetter(
+        kind="poison" if poison else outbox.kind, message_id=outbox.message_id, outbox_id=outbox.id,
+        correlation_id=outbox.correlation_id, provider=task.provider if task else None,
+        payload={"outbox_kind": outbox.kind, **outbox.payload}, error=error, fault=fault,
+        attempts=outbox.attempts, first_failed_at=outbox.created_at, last_failed_at=now,
+    )
+    session.add(letter)
+    session.flush()
+    kind = IncidentKind.POISON_MESSAGE if poison else INCIDENT_FOR_KIND[outbox.kind]
+    open_incident(session, kind, f"outbox:{outbox.id}", f"dead letter {letter.id} ({fault}): {error}", now,
+                  correlation_id=outbox.correlation_id)
+    if task is None:
+        return []
+    task.last_error = error
+    task.next_attempt_at = None
+    add_event(session, task, f"{outbox.kind}.dead_lettered", now, error=error, fault=fault, dead_letter_id=letter.id)
+    if outbox.kind == OutboxKind.SUBMIT and task.state not in TERMINAL:
+        task.outcome = {"error": error, "fault": fault, "dead_letter_id": letter.id}
+        return move(session, task, State.FAILED, now, reason="submission failed")
+    return []
+
+
+def begin_delivery(session: Session, outbox_id: int, max_deliveries: int, now: datetime) -> tuple[bool, list[OutboxMessage]]:
+    """Count one more start of this message, committed before the work runs.
+
+    ``deliveries`` goes back to 0 whenever a delivery ends normally, so it counts only starts that
+    never finished — a message that kills its worker every time. Past the limit it is dead-lettered
+    without running. Returns (run it?, rows to publish).
+    """
+    row = session.scalar(select(OutboxMessage).where(OutboxMessage.id == outbox_id).with_for_update())
+    if row is None or row.done_at is not None:
+        return False, []
+    row.deliveries += 1
+    if row.deliveries <= max_deliveries:
+        return True, []
+    error = f"started {row.deliveries - 1} times without finishing (worker lost each time)"
+    return False, dead_letter(session, row, error, Fault.SYSTEM, now, poison=True)
+
+
+def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMessage]:
+    """Re-drive a dead letter with its original message id (the vendor sees the same Idempotency-Key,
+    the domain app the same webhook-id). A task that its submission failed is reopened."""
+    if letter.state != "open":
+        raise NotReplayable(f"dead letter {letter.id} is {letter.state}")
+    row = session.get(OutboxMessage, letter.outbox_id) if letter.outbox_id is not None else None
+    if row is None:
+        raise NotReplayable(f"dead letter {letter.id} has no outbox message to re-drive (poison from the broker)")
+    letter.state, letter.closed_at = "replayed", now
+    letter.replay_count += 1
+    row.done_at = row.dispatched_at = row.next_attempt_at = row.parked_reason = None
+    row.attempts = row.deliveries = 0
+    row.created_at = now  # the retry budget (max total time) starts again
+    if row.task_id is not None:
+        task = lock_task(session, row.task_id)
+        add_event(session, task, f"{row.kind}.replayed", now, dead_letter_id=letter.id)
+        if row.kind == OutboxKind.SUBMIT and task.state == State.FAILED:
+            previous, task.state = task.state, reopen(task.state).value
+            task.outcome, task.updated_at = None, now
+            add_event(session, task, "state.requested", now, previous=previous, reason="dead letter replayed")
+    kind = IncidentKind.POISON_MESSAGE if letter.kind == "poison" else INCIDENT_FOR_KIND.get(row.kind, "")
+    resolve_open(session, kind, f"outbox:{row.id}", now, f"dead letter {letter.id} replayed")
+    return [row]
+
+
+def discard(letter: DeadLetter, now: datetime) -> None:
+    if letter.state != "open":
+        raise NotReplayable(f"dead letter {letter.id} is {letter.state}")
+    letter.state, letter.closed_at = "discarded", now
+
+
+def dead_letter_message(session: Session, message_id: str, payload: dict[str, Any], error: str, now: datetime) -> DeadLetter:
+    """A broker message we cannot even decode or route: kept, never dropped."""
+    letter = DeadLetter(kind="poison", message_id=message_id[:64], payload=payload, error=error, fault=Fault.SYSTEM,
+                        attempts=0, first_failed_at=now, last_failed_at=now)
+    session.add(letter)
+    session.flush()
+    open_incident(session, IncidentKind.POISON_MESSAGE, f"message:{message_id}",
+                  f"dead letter {letter.id}: {error}", now)
+    return letter
+
+
+# --- Callback endpoints that answered 410 Gone ---
+
+def url_hash(url: str) -> str:
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
+def endpoint_disabled(session: Session, url: str) -> bool:
+    endpoint = session.scalar(select(CallbackEndpoint).where(CallbackEndpoint.url_hash == url_hash(url)))
+    return endpoint is not None and endpoint.disabled_at is not None
+
+
+def park(session: Session, outbox: OutboxMessage, url: str, now: datetime) -> None:
+    """The relay waits for its endpoint to be re-enabled; the sweep leaves it alone."""
+    outbox.parked_reason = PARKED_ENDPOINT_GONE
+    outbox.target = url
+    outbox.dispatched_at = outbox.next_attempt_at = None
+    outbox.deliveries = 0
+    if outbox.task_id is not None:
+        task = session.get(ExternalTask, outbox.task_id)
+        if task is not None:
+            add_event(session, task, "relay.parked", now, reason="callback endpoint disabled (410 Gone)")
+
+
+def disable_endpoint(session: Session, url: str, reason: str, now: datetime) -> None:
+    endpoint = session.scalar(select(CallbackEndpoint).where(CallbackEndpoint.url_hash == url_hash(url)))
+    if endpoint is None:
+        endpoint = CallbackEndpoint(url_hash=url_hash(url), url=url)
+        session.add(endpoint)
+    endpoint.disabled_at, endpoint.disabled_reason = now, reason
+    open_incident(session, IncidentKind.ENDPOINT_DISABLED, f"endpoint:{url_hash(url)}",
+                  f"relays to {url} are paused: {reason}", now)
+
+
+def enable_endpoint(session: Session, url: str, now: datetime) -> list[OutboxMessage]:
+    """Re-enable an endpoint and hand back its parked relays, to publish after commit."""
+    endpoint = session.scalar(select(CallbackEndpoint).where(CallbackEndpoint.url_hash == url_hash(url)))
+    if endpoint is None or endpoint.disabled_at is None:
+        raise NotReplayable("that callback endpoint is not disabled")
+    endpoint.disabled_at, endpoint.enabled_at = None, now
+    resolve_open(session, IncidentKind.ENDPOINT_DISABLED, f"endpoint:{url_hash(url)}", now, "endpoint re-enabled")
+    rows = session.scalars(
+        select(OutboxMessage)
+        .where(OutboxMessage.parked_reason == PARKED_ENDPOINT_GONE, OutboxMessage.target == url,
+               OutboxMessage.done_at.is_(None))
+        .order_by(OutboxMessage.id)
+        .with_for_update()
+    ).all()
+    for row in rows:
+        row.parked_reason = None
+    return list(rows)

@@ -1,0 +1,64 @@
+"""Incidents: one open per thing a person must look at; resolving keeps the history."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from models.operations import Incident
+
+
+class IncidentKind:
+    SUBMIT_FAILED = "submit_failed"
+    RELAY_FAILED = "relay_failed"
+    CANCEL_FAILED = "cancel_failed"
+    POISON_MESSAGE = "poison_message"
+    ENDPOINT_DISABLED = "callback_endpoint_disabled"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    UNKNOWN_JOB = "unknown_job"
+    ORPHAN_UNBOUND = "orphan_unbound"
+
+
+def _open_key(kind: str, subject: str) -> str:
+    return hashlib.sha256(f"{kind}:{subject}".encode()).hexdigest()
+
+
+def open_incident(
+    session: Session, kind: str, subject: str, detail: str, now: datetime, correlation_id: str | None = None
+) -> Incident:
+    """The open incident for (kind, subject), created if there is none. Concurrent openers meet at
+    the unique ``open_key``: the loser's savepoint rolls back and it returns the winner's row."""
+    key = _open_key(kind, subject)
+    existing = session.scalar(select(Incident).where(Incident.open_key == key))
+    if existing is not None:
+        existing.detail = detail
+        return existing
+    incident = Incident(kind=kind, subject=subject, open_key=key, detail=detail, opened_at=now,
+                        correlation_id=correlation_id)
+    try:
+        with session.begin_nested():
+            session.add(incident)
+    except IntegrityError:
+        return session.scalars(select(Incident).where(Incident.open_key == key)).one()
+    return incident
+
+
+def resolve_incident(incident: Incident, now: datetime, note: str | None = None) -> bool:
+    """False when it was resolved already (idempotent)."""
+    if incident.resolved_at is not None:
+        return False
+    incident.resolved_at = now
+    incident.open_key = None
+    if note:
+        incident.detail = f"{incident.detail}\nresolved: {note}"
+    return True
+
+
+def resolve_open(session: Session, kind: str, subject: str, now: datetime, note: str) -> None:
+    incident = session.scalar(select(Incident).where(Incident.open_key == _open_key(kind, subject)))
+    if incident is not None:
+        resolve_incident(incident, now, note)

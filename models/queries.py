@@ -1,0 +1,82 @@
+"""Read-side queries shared by the admin API and the CLI (filters as plain data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from models.messages import DeadLetter
+from models.operations import CallbackEndpoint, Incident, OrphanEvent
+from models.states import TERMINAL
+from models.task import ExternalTask
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    state: str | None = "open"  # open | replayed | discarded | None for all
+    kind: str | None = None  # submit | relay | cancel | poison
+    fault: str | None = None  # caller | system
+    provider: str | None = None
+    older_than_s: int | None = None
+    newer_than_s: int | None = None
+
+    def apply(self, query: Select, now: datetime) -> Select:
+        for column, value in (
+            (DeadLetter.state, self.state), (DeadLetter.kind, self.kind),
+            (DeadLetter.fault, self.fault), (DeadLetter.provider, self.provider),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        if self.older_than_s is not None:
+            query = query.where(DeadLetter.last_failed_at <= now - timedelta(seconds=self.older_than_s))
+        if self.newer_than_s is not None:
+            query = query.where(DeadLetter.last_failed_at >= now - timedelta(seconds=self.newer_than_s))
+        return query
+
+
+def dead_letters(session: Session, flt: DeadLetterFilter, now: datetime, limit: int, after_id: int | None = None) -> list[DeadLetter]:
+    query = flt.apply(select(DeadLetter), now)
+    if after_id is not None:
+        query = query.where(DeadLetter.id > after_id)
+    return list(session.scalars(query.order_by(DeadLetter.id).limit(limit)))
+
+
+def incidents(session: Session, state: str, kind: str | None, limit: int, after_id: int | None = None) -> list[Incident]:
+    query = select(Incident)
+    if state == "open":
+        query = query.where(Incident.resolved_at.is_(None))
+    elif state == "resolved":
+        query = query.where(Incident.resolved_at.is_not(None))
+    if kind:
+        query = query.where(Incident.kind == kind)
+    if after_id is not None:
+        query = query.where(Incident.id > after_id)
+    return list(session.scalars(query.order_by(Incident.id).limit(limit)))
+
+
+def orphans(session: Session, state: str | None, limit: int, after_id: int | None = None) -> list[OrphanEvent]:
+    query = select(OrphanEvent)
+    if state:
+        query = query.where(OrphanEvent.state == state)
+    if after_id is not None:
+        query = query.where(OrphanEvent.id > after_id)
+    return list(session.scalars(query.order_by(OrphanEvent.id).limit(limit)))
+
+
+def retrying_tasks(session: Session, limit: int, after_id: int | None = None) -> list[ExternalTask]:
+    """Tasks with a failed attempt and another one scheduled: retrying right now."""
+    query = select(ExternalTask).where(
+        ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL])
+    )
+    if after_id is not None:
+        query = query.where(ExternalTask.id > after_id)
+    return list(session.scalars(query.order_by(ExternalTask.id).limit(limit)))
+
+
+def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
+    return list(session.scalars(
+        select(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None)).order_by(CallbackEndpoint.id)
+    ))
