@@ -43,9 +43,14 @@ def dead_letter(
 
     A submission that fails for good fails the task, and the domain app hears of it as
     ``task.completed`` / ``failed`` (the outcome names the dead letter, which can be replayed).
+    A poison message is dead-lettered without an attempt having been made.
     """
     outbox.done_at = now
     task = lock_task(session, outbox.task_id) if outbox.task_id is not None else None
+    if not poison:
+        outbox.attempts += 1
+        if task is not None and outbox.kind == OutboxKind.SUBMIT:
+            task.attempts += 1
     letter = DeadLetter(
         kind="poison" if poison else outbox.kind, message_id=outbox.message_id, outbox_id=outbox.id,
         correlation_id=outbox.correlation_id, provider=task.provider if task else None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import Celery, Task
-from celery.signals import worker_process_init, worker_ready
+from celery import Celery, Task, bootsteps
+from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 from flask import Flask
 
@@ -47,10 +47,18 @@ def work_queues(settings: Settings) -> list[Queue]:
     return [Queue(settings.queue, Exchange(settings.queue), routing_key=settings.queue, queue_arguments=arguments)]
 
 
-def declare_dead_letter_queue(celery_app: Celery, queue: str) -> None:
-    dlx = Exchange(f"{queue}.dlx", type="direct", durable=True)
-    with celery_app.connection_for_write() as conn:
-        Queue(f"{queue}.dead", dlx, routing_key=f"{queue}.dead", durable=True)(conn.default_channel).declare()
+def dead_letter_queue(queue: str) -> Queue:
+    return Queue(f"{queue}.dead", Exchange(f"{queue}.dlx", type="direct"), routing_key=f"{queue}.dead")
+
+
+class DeadLetterQueueStep(bootsteps.StartStopStep):
+    """Worker boot step (RabbitMQ): declare the exchange and queue our work queue dead-letters to,
+    before the first message can be rejected. Nothing consumes it; operators inspect it."""
+
+    requires = {"celery.worker.consumer.connection:Connection"}
+
+    def start(self, c: Any) -> None:
+        dead_letter_queue(c.app.conf.task_default_queue)(c.connection.default_channel).declare()
 
 
 def celery_init_app(app: Flask, settings: Settings) -> Celery:
@@ -71,11 +79,9 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     celery_app.set_default()
     celery_app.flask_app = app  # the consumer reaches the database through it (workers/consumer.py)
     app.extensions["celery"] = celery_app
-
-    @worker_ready.connect(weak=False, sender=None)
-    def _declare_dead_letter_queue(sender: object = None, **_: object) -> None:
-        if getattr(sender, "app", None) is celery_app and is_amqp(settings):
-            declare_dead_letter_queue(celery_app, settings.queue)
+    instrument(celery_app, app)  # logging stays ours, task log context, multiprocess metric files
+    if is_amqp(settings):
+        celery_app.steps["consumer"].add(DeadLetterQueueStep)
 
     @worker_process_init.connect(weak=False)
     def _after_fork(**_: object) -> None:

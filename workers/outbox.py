@@ -52,19 +52,35 @@ class Publisher:
         return sent
 
     def publish(self, rows: Iterable[OutboxMessage], now: datetime | None = None) -> int:
-        """Publish rows committed just now; mark those that reached the broker."""
+        """Publish rows committed just now.
+
+        Rows are stamped ``dispatched_at`` *before* sending: a worker can take a message the moment
+        it is sent, and whatever it then writes (done, or a retry held in the database) must not be
+        overwritten by a late stamp. Rows the broker did not take are un-stamped for the sweep.
+        """
         rows = list(rows)
         if not rows:
             return 0
+        stamp = now or utcnow()
+        with self.db.transaction() as session:
+            session.execute(
+                update(OutboxMessage)
+                .where(OutboxMessage.id.in_([r.id for r in rows]), OutboxMessage.dispatched_at.is_(None),
+                       OutboxMessage.done_at.is_(None))
+                .values(dispatched_at=stamp)
+            )
         sent = self._send(rows)
-        if sent:
+        self._unstamp([r.id for r in rows if r.id not in sent], stamp)
+        return len(sent)
+
+    def _unstamp(self, ids: list[int], stamp: datetime) -> None:
+        if ids:
             with self.db.transaction() as session:
                 session.execute(
                     update(OutboxMessage)
-                    .where(OutboxMessage.id.in_(sent), OutboxMessage.dispatched_at.is_(None))
-                    .values(dispatched_at=now or utcnow())
+                    .where(OutboxMessage.id.in_(ids), OutboxMessage.dispatched_at == stamp)
+                    .values(dispatched_at=None)
                 )
-        return len(sent)
 
     def sweep(self, now: datetime, grace_s: int, lease_s: int, batch: int = 500) -> int:
         """Publish rows never published (older than ``grace_s``), rows whose held retry is due, and
@@ -95,11 +111,7 @@ class Publisher:
             ).all()
             for row in rows:
                 row.dispatched_at = now
+                row.next_attempt_at = None
         sent = set(self._send(rows))
-        unsent = [row.id for row in rows if row.id not in sent]
-        if unsent:
-            with self.db.transaction() as session:
-                session.execute(
-                    update(OutboxMessage).where(OutboxMessage.id.in_(unsent)).values(dispatched_at=None)
-                )
+        self._unstamp([row.id for row in rows if row.id not in sent], now)
         return len(sent)

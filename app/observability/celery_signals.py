@@ -71,21 +71,27 @@ def _bind_task_context(task: Task | None = None, task_id: str | None = None, arg
 
 
 def _outbox_context(celery_app: Celery, outbox_id: Any) -> dict[str, Any]:
-    """correlation_id and message_id of the outbox row, so *every* line of the task -- Celery's own
-    retry/failure lines included -- names the business operation. One primary-key read."""
+    """correlation_id, message_id and attempt number from the outbox row, so *every* line of the
+    task -- Celery's own retry/failure lines included -- names the business operation. One
+    primary-key read."""
     flask_app = _apps.get(celery_app)
     if flask_app is None or "liaison" not in flask_app.extensions:
         return {}
     try:
         with flask_app.extensions["liaison"].db.engine.connect() as conn:
             row = conn.execute(
-                select(OutboxMessage.correlation_id, OutboxMessage.message_id).where(OutboxMessage.id == outbox_id)
+                select(OutboxMessage.correlation_id, OutboxMessage.message_id, OutboxMessage.attempts)
+                .where(OutboxMessage.id == outbox_id)
             ).first()
     except SQLAlchemyError as exc:
         # The task itself will hit the same problem and report it; a log context is not worth failing for.
         log.debug("no log context for outbox %s: %s", outbox_id, type(exc).__name__)
         return {}
-    return {"correlation_id": row.correlation_id, "message_id": row.message_id} if row else {}
+    if row is None:
+        return {}
+    # Attempts are counted on the outbox row: a retry held in the database comes back as a new
+    # Celery message (request.retries = 0), so the row is the truth about which attempt this is.
+    return {"correlation_id": row.correlation_id, "message_id": row.message_id, "attempt": row.attempts + 1}
 
 
 def _clear_task_context(**_: Any) -> None:

@@ -69,12 +69,13 @@ class BusinessCollector(Collector):
     """Scrape-time gauges for one Liaison app (its database, its Celery queues)."""
 
     def __init__(
-        self, db: Database, celery: Celery, providers: Iterable[str], *,
+        self, db: Database, celery: Celery, providers: Iterable[str], *, queues: Iterable[str] | None = None,
         statement_timeout_ms: int = 2000, broker_timeout_s: float = 2.0,
     ) -> None:
         self.db = db
         self.celery = celery
         self.providers = tuple(providers)
+        self._queues = tuple(queues) if queues is not None else None  # default: the app's work queues
         self.statement_timeout_ms = statement_timeout_ms
         self.broker_timeout_s = broker_timeout_s
 
@@ -170,6 +171,9 @@ class BusinessCollector(Collector):
     # --- broker -------------------------------------------------------------------------------
 
     def queues(self) -> list[str]:
+        """The Celery app's work queues: its default queue and any declared in ``task_queues``."""
+        if self._queues is not None:
+            return list(self._queues)
         names = [self.celery.conf.task_default_queue]
         for queue in self.celery.conf.task_queues or ():
             if queue.name not in names:
@@ -256,11 +260,10 @@ def _filesystem_stats(options: dict[str, Any], queue: str) -> QueueStats:
     folder = options.get("data_folder_in")
     if not folder:
         raise BrokerProbeError("filesystem broker without data_folder_in")
-    suffix = f".{queue}.msg"
     mtimes: list[float] = []
     with os.scandir(Path(folder)) as entries:
         for entry in entries:
-            if entry.name.partition(".")[2] == suffix[1:]:
+            if entry.name.partition(".")[2] == f"{queue}.msg":
                 try:
                     mtimes.append(entry.stat().st_mtime)
                 except FileNotFoundError:

@@ -124,7 +124,9 @@ def configure_logging(log_format: str = "console", log_level: str = "INFO", stre
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(log_level.upper())
+    logging.captureWarnings(True)  # warnings.warn(...) become log lines in the same format
     logging.getLogger("alembic.runtime.migration").addFilter(_drop_alembic_preamble)
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)  # "setup plugin ..." x4
 
 
 def _drop_alembic_preamble(record: logging.LogRecord) -> bool:

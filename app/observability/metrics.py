@@ -53,7 +53,7 @@ SubmissionOutcome = Literal["submitted", "retried", "failed", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
 RetryKind = Literal["submit", "relay", "cancel"]
-RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped"]
+RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked"]
 ScrapeSource = Literal["database", "broker"]
 
 # Provider calls: connect timeouts are ~3 s and read timeouts ~10 s, so the tail matters.
@@ -168,6 +168,19 @@ def timed_provider_call(provider: str, operation: ProviderOperation) -> Iterator
 
 def retry(kind: RetryKind) -> None:
     RETRIES.labels(_one_of(kind, RetryKind)).inc()
+
+
+def failed_attempt(kind: RetryKind, *, dead_lettered: bool, provider: str | None = None) -> None:
+    """One failed attempt of outbox work, as the retry adapter sees it (``workers.tasks.outcomes``):
+    counts the retry (unless it is the end) and the kind's own outcome -- submissions by provider,
+    relay deliveries -- so that one call there covers every kind."""
+    outcome: Literal["retried", "dead_lettered"] = "dead_lettered" if dead_lettered else "retried"
+    if not dead_lettered:
+        retry(kind)
+    if kind == "submit" and provider is not None:
+        submission(provider, outcome)
+    elif kind == "relay":
+        relay_delivery(outcome)
 
 
 def relay_delivery(outcome: RelayOutcome, end_to_end_seconds: float | None = None) -> None:

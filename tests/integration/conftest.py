@@ -45,14 +45,17 @@ def postgres_url() -> Iterator[str]:
 PAIRS = [("sqlite", "redis"), ("postgres", "rabbitmq")]
 
 
-def _stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+def _stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[Stack]:
     db, broker = request.param
     broker_url = services.BROKERS[broker]
     services.require(broker_url, broker)
     tmp = tmp_path_factory.mktemp(f"{db}-{broker}")
     database_url = request.getfixturevalue("postgres_url") if db == "postgres" else f"sqlite:///{tmp / 'liaison.db'}"
     built = build_stack(f"{db}-{broker}", database_url=database_url, broker_url=broker_url,
-                        vendor_url=vendor.url, vendor_secret=vendor_secret, tmp=tmp)
+                        vendor_url=vendor.url, vendor_secret=vendor_secret, tmp=tmp, extra_env=extra_env)
     yield built
     built.close()
 
@@ -67,3 +70,10 @@ def stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: s
 def pair_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
     """Both databases and both brokers, in two stacks: for API and webhook edge cases."""
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
+def held_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+    """Relay waits longer than the longest Celery countdown allowed: they are held in the database."""
+    extra = {"LIAISON_MAX_COUNTDOWN_S": "1", "LIAISON_RELAY_SCHEDULE_S": "3"}
+    yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)

@@ -108,6 +108,10 @@ class Stack:
                 raise AssertionError(f"task {correlation_id} did not get there in {timeout}s: {body}")
             time.sleep(0.1)
 
+    def admin(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        headers = {"Authorization": f"Bearer {self.settings.admin_token}"}
+        return requests.request(method, f"{self.web.url}/admin/v1{path}", headers=headers, timeout=10, **kwargs)
+
     def vendor(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         return requests.request(method, self.vendor_url + path, timeout=10, **kwargs)
 
@@ -116,7 +120,8 @@ class Stack:
 
 
 def build_stack(
-    name: str, *, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, tmp: Path
+    name: str, *, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, tmp: Path,
+    extra_env: dict[str, str] | None = None,
 ) -> Stack:
     exit_stack = ExitStack()
     callbacks = CallbackRecorder()
@@ -129,6 +134,7 @@ def build_stack(
         vendor_secret=vendor_secret, public_url=f"http://127.0.0.1:{port}",
     )
     env["LIAISON_VAR_DIR"] = str(tmp)
+    env.update(extra_env or {})
     queue = f"liaison-test-{uuid.uuid4().hex[:8]}"
     migrate(database_url)
     env["LIAISON_QUEUE"] = queue

@@ -1,0 +1,97 @@
+"""Structured logs: one format for structlog and stdlib, bound context, no secret ever rendered."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from app.observability.logging import REDACTED, bind, clear, configure_logging, get_logger, redact
+
+API_KEY = "lk_" + "A1b2C3d4" * 5
+WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@pytest.fixture
+def json_lines() -> Iterator[io.StringIO]:
+    stream = io.StringIO()
+    configure_logging("json", "DEBUG", stream=stream)
+    clear()
+    yield stream
+    clear()
+    configure_logging("console", "WARNING")
+
+
+def _lines(stream: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_stdlib_and_structlog_lines_are_json_with_the_bound_context(json_lines: io.StringIO) -> None:
+    bind(request_id="r1", correlation_id="order-42", ignored=None)
+    logging.getLogger("celery.app.trace").info("Task %s succeeded", "liaison.relay", extra={"outbox_id": 7})
+    get_logger("liaison.test").warning("relay delivered", status=204)
+
+    first, second = _lines(json_lines)
+    assert first["event"] == "Task liaison.relay succeeded"
+    assert first["logger"] == "celery.app.trace" and first["level"] == "info"
+    assert first["outbox_id"] == 7
+    for line in (first, second):
+        assert line["request_id"] == "r1" and line["correlation_id"] == "order-42"
+        assert "ignored" not in line and "timestamp" in line
+    assert second["status"] == 204 and second["level"] == "warning"
+
+
+def test_secrets_are_redacted_by_key_and_by_value(json_lines: io.StringIO) -> None:
+    log = logging.getLogger("liaison.test")
+    log.warning("calling with %s and %s", API_KEY, WEBHOOK_SECRET,
+                extra={"api_key": "plain", "headers": {"Authorization": "Bearer abc.def", "webhook-id": "msg_1"}})
+    get_logger().error("config", callback_secret="anything", url="postgresql://app:hunter2@db/liaison",
+                       signature_header="v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=")
+    try:
+        raise RuntimeError(f"upstream refused {API_KEY}")
+    except RuntimeError:
+        log.exception("failed")
+
+    output = json_lines.getvalue()
+    for secret in (API_KEY, WEBHOOK_SECRET, "plain", "abc.def", "anything", "hunter2", "K5oZfzN95Z9UVu1Es"):
+        assert secret not in output
+    first, second, third = _lines(json_lines)
+    assert first["api_key"] == REDACTED
+    assert first["headers"] == {"Authorization": REDACTED, "webhook-id": "msg_1"}
+    assert second["url"] == f"postgresql://app:{REDACTED}@db/liaison"
+    assert "RuntimeError: upstream refused" in third["exception"]
+
+
+def test_console_format_redacts_tracebacks_too() -> None:
+    stream = io.StringIO()
+    configure_logging("console", "INFO", stream=stream)
+    try:
+        try:
+            raise ValueError(WEBHOOK_SECRET)
+        except ValueError:
+            logging.getLogger("x").exception("boom")
+    finally:
+        configure_logging("console", "WARNING")
+    assert "boom" in stream.getvalue() and "ValueError" in stream.getvalue()
+    assert WEBHOOK_SECRET not in stream.getvalue()
+
+
+def test_configuring_twice_replaces_the_handler(json_lines: io.StringIO) -> None:
+    configure_logging("json", "INFO", stream=json_lines)
+    logging.getLogger("x").info("once")
+    assert len(_lines(json_lines)) == 1
+    assert len(logging.getLogger().handlers) == 1
+
+
+def test_redact_leaves_ordinary_values_alone() -> None:
+    value = {"reason": "signature", "message_id": "msg_1", "items": ["bulk_upload", ("a", 1)], "token_count": 3}
+    assert redact(value) == {"reason": "signature", "message_id": "msg_1", "items": ["bulk_upload", ("a", 1)],
+                             "token_count": REDACTED}
+
+
+def test_unknown_format_is_refused() -> None:
+    with pytest.raises(ValueError):
+        configure_logging("xml", "INFO")
