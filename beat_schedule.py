@@ -1,12 +1,12 @@
 """The beat schedule as data: stable keys, stable task names (checked against the registered tasks
-by a test). Every job is safe to run twice or overlapping (DESIGN §7)."""
+by a test). Every job is safe to run twice or overlapping (DESIGN §7): each claims its rows."""
 
 from datetime import timedelta
 
 BEAT_SCHEDULE = {
+    "check-deadlines": {"task": "liaison.check_deadlines", "schedule": timedelta(seconds=60)},
+    "reconcile": {"task": "liaison.reconcile", "schedule": timedelta(minutes=5)},
     "sweep-outbox": {"task": "liaison.sweep_outbox", "schedule": timedelta(seconds=30)},
-    "prune-processed-messages": {
-        "task": "liaison.prune_processed_messages",
-        "schedule": timedelta(hours=1),
-    },
+    "prune-processed-messages": {"task": "liaison.prune_processed_messages", "schedule": timedelta(hours=1)},
+    "flag-stale-orphans": {"task": "liaison.flag_stale_orphans", "schedule": timedelta(minutes=5)},
 }

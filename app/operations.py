@@ -10,8 +10,10 @@ from sqlalchemy import select
 from app.extensions import Liaison
 from models.failures import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
+from models.lifecycle import attach_orphan, discard_orphan
 from models.messages import DeadLetter
-from models.operations import Incident
+from models.operations import Incident, OrphanEvent
+from models.task import ExternalTask
 from models.queries import DeadLetterFilter
 
 
@@ -91,5 +93,27 @@ def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime) -> int:
     return len(rows)
 
 
-__all__ = ["NotFoundError", "NotReplayable", "discard_one", "enable_callback_endpoint", "replay_matching",
+def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime) -> OrphanEvent:
+    with ctx.db.transaction() as session:
+        orphan = session.get(OrphanEvent, orphan_id, with_for_update=True)
+        if orphan is None:
+            raise NotFoundError(f"no orphan event {orphan_id}")
+        task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id).with_for_update())
+        if task is None:
+            raise NotFoundError(f"no task {correlation_id}")
+        rows = attach_orphan(session, orphan, task, now)
+    ctx.publisher.publish(rows)
+    return orphan
+
+
+def discard_orphan_one(ctx: Liaison, orphan_id: int, now: datetime) -> OrphanEvent:
+    with ctx.db.transaction() as session:
+        orphan = session.get(OrphanEvent, orphan_id, with_for_update=True)
+        if orphan is None:
+            raise NotFoundError(f"no orphan event {orphan_id}")
+        discard_orphan(session, orphan, now)
+    return orphan
+
+
+__all__ = ["NotFoundError", "attach_orphan_to", "discard_orphan_one", "NotReplayable", "discard_one", "enable_callback_endpoint", "replay_matching",
            "replay_one", "update_incident"]

@@ -103,6 +103,8 @@ class ProviderSettings:
     submit_max_attempts: int = 6
     submit_backoff_base_s: float = 2.0
     submit_backoff_cap_s: float = 300.0
+    reconcile_after_s: int = 900  # a task quiet this long at the vendor is asked about
+    rate_limit_per_s: float = 10.0  # calls per second reconciliation may make
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], name: str) -> ProviderSettings:
@@ -128,6 +130,8 @@ class ProviderSettings:
             submit_max_attempts=_int(env, prefix + "SUBMIT_MAX_ATTEMPTS", 6, 1),
             submit_backoff_base_s=_float(env, prefix + "SUBMIT_BACKOFF_BASE_S", 2.0, 0.0),
             submit_backoff_cap_s=_float(env, prefix + "SUBMIT_BACKOFF_CAP_S", 300.0, 0.0),
+            reconcile_after_s=_int(env, prefix + "RECONCILE_AFTER_S", 900, 1),
+            rate_limit_per_s=_float(env, prefix + "RATE_LIMIT_PER_S", 10.0, 0.01),
         )
 
 
@@ -154,6 +158,8 @@ class Settings:
     # re-published by the outbox sweep, so no countdown comes near the Redis visibility_timeout.
     max_countdown_s: int = 900
     max_deliveries: int = 5  # a message started this often without finishing is poison
+    orphan_window_s: int = 3600  # an orphan event still unbound after this opens an incident
+    beat_batch: int = 500  # rows one beat job handles per transaction
     log_format: str = "console"
     log_level: str = "INFO"
 
@@ -188,6 +194,8 @@ class Settings:
             queue=_str(env, "LIAISON_QUEUE", "liaison"),
             max_countdown_s=_int(env, "LIAISON_MAX_COUNTDOWN_S", 900, 1),
             max_deliveries=_int(env, "LIAISON_MAX_DELIVERIES", 5, 1),
+            orphan_window_s=_int(env, "LIAISON_ORPHAN_WINDOW_S", 3600, 1),
+            beat_batch=_int(env, "LIAISON_BEAT_BATCH", 500, 1),
             log_format=_choice(env, "LIAISON_LOG_FORMAT", "console", ("console", "json")),
             log_level=_choice(env, "LIAISON_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper(),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, String, Text, UniqueConstraint
+from sqlalchemy import Index, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
@@ -18,6 +18,9 @@ class OrphanEvent(Base):
     __table_args__ = (
         UniqueConstraint("source", "message_id"),
         Index("ix_orphan_events_lookup", "source", "vendor_job_id", "state"),
+        Index("ix_orphan_events_unflagged", "received_at",
+              postgresql_where=text("state = 'open' AND flagged_at IS NULL"),
+              sqlite_where=text("state = 'open' AND flagged_at IS NULL")),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -28,6 +31,7 @@ class OrphanEvent(Base):
     received_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     state: Mapped[str] = mapped_column(String(16), default="open")  # open | resolved | discarded
     resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    flagged_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # an incident was opened for it
 
 
 class Incident(Base):

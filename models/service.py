@@ -123,6 +123,7 @@ def submit_task(
         on_deadline=req.on_deadline,
         created_at=now,
         updated_at=now,
+        checked_at=now,
     )
     session.add(task)
     session.flush()
@@ -152,7 +153,7 @@ def move(session: Session, task: ExternalTask, target: State, now: datetime, **d
     """Apply a validated move and write the relay row the domain app must receive."""
     previous = task.state
     task.state = transition(task.state, target).value
-    task.updated_at = now
+    task.updated_at = task.checked_at = now
     if target in TERMINAL:
         task.next_attempt_at = None
     add_event(session, task, f"state.{target.value}", now, previous=previous, **detail)
@@ -187,11 +188,14 @@ def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now:
         out += move(session, task, State.SUBMITTED, now, attempt=task.attempts)
     else:
         add_event(session, task, "submission.late", now, state=task.state)
-    out += _bind_orphans(session, task, now)
+        if task.state in (State.CANCELED, State.CANCEL_REQUESTED):
+            # Canceled while the submit was in flight: the vendor has the job now, so cancel it there.
+            out.append(add_outbox(session, OutboxKind.CANCEL, task, now, reason="canceled before the vendor answered"))
+    out += bind_orphans(session, task, now)
     return out
 
 
-def _bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
+def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
     """Events that overtook the submit response are applied now, in the order they arrived."""
     orphans = session.scalars(
         select(OrphanEvent)
@@ -233,18 +237,23 @@ class EventResult:
     outbox: list[OutboxMessage] = field(default_factory=list)
 
 
-def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
-    """Store and apply one verified vendor event, at most once per (source, message_id).
+def first_time(session: Session, source: str, message_id: str, message_type: str, now: datetime) -> bool:
+    """Record (source, message_id) in the inbox; False when it was there already.
 
-    The ProcessedMessage insert runs in a savepoint: a concurrent duplicate waits on the unique
-    index until the first commits, then fails here and is answered as a duplicate.
+    The insert runs in a savepoint: a concurrent duplicate waits on the unique index until the
+    first transaction commits, then fails here. The record commits with the caller's effect.
     """
     try:
         with session.begin_nested():
-            session.add(
-                ProcessedMessage(source=source, message_id=message_id, message_type=event.type.value, processed_at=now)
-            )
+            session.add(ProcessedMessage(source=source, message_id=message_id, message_type=message_type, processed_at=now))
     except IntegrityError:
+        return False
+    return True
+
+
+def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
+    """Store and apply one verified vendor event, at most once per (source, message_id)."""
+    if not first_time(session, source, message_id, event.type.value, now):
         return EventResult("duplicate")
     task = session.scalar(
         select(ExternalTask)

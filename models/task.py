@@ -5,12 +5,26 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
 from models.client import Client
 from models.states import State
+
+#: Partial-index predicates: the beat jobs' queries repeat them word for word so the planner uses
+#: the index, which then holds only the rows that can still become due, not every finished task.
+AWAITING_ACCEPTANCE = "state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"
+AWAITING_COMPLETION = (
+    "state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"
+)
+AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
+NOT_SUBMITTED = "state = 'requested'"
+
+
+def _partial(name: str, column: str, predicate: str) -> Index:
+    where = text(predicate)
+    return Index(name, column, postgresql_where=where, sqlite_where=where)
 
 
 class ExternalTask(Base):
@@ -20,7 +34,12 @@ class ExternalTask(Base):
         UniqueConstraint("client_id", "idempotency_key"),
         UniqueConstraint("provider", "vendor_job_id"),
         Index("ix_external_tasks_client_id_id", "client_id", "id"),
-        Index("ix_external_tasks_state_updated_at", "state", "updated_at"),
+        Index("ix_external_tasks_state_id", "state", "id"),
+        _partial("ix_external_tasks_acceptance_due", "acceptance_deadline", AWAITING_ACCEPTANCE),
+        _partial("ix_external_tasks_execution_due", "execution_deadline", AWAITING_COMPLETION),
+        _partial("ix_external_tasks_quiet_at_vendor", "checked_at", AT_VENDOR),
+        _partial("ix_external_tasks_quiet_requested", "checked_at", NOT_SUBMITTED),
+        _partial("ix_external_tasks_retrying", "next_attempt_at", "next_attempt_at IS NOT NULL"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -37,7 +56,10 @@ class ExternalTask(Base):
     acceptance_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime)
     execution_deadline: Mapped[datetime | None] = mapped_column(UtcDateTime)
     on_deadline: Mapped[str] = mapped_column(String(16), default="escalate")
-    escalated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    acceptance_escalated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    execution_escalated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Last time anything happened to the task or reconciliation asked the vendor about it.
+    checked_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     attempts: Mapped[int] = mapped_column(default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

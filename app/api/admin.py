@@ -1,4 +1,5 @@
-"""Operators' API (admin token): dead letters, incidents, callback endpoints, retrying tasks."""
+"""Operators' API (admin token): dead letters, incidents, orphans, callback endpoints, retrying
+tasks, reconcile now."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from app.api.representation import dead_letter_body, endpoint_body, incident_body, task_body
+from app.api.representation import dead_letter_body, endpoint_body, incident_body, orphan_body, task_body
 from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.extensions import liaison
 from app.operations import (
-    NotFoundError, NotReplayable, discard_one, enable_callback_endpoint, replay_matching, replay_one, update_incident,
+    NotFoundError, NotReplayable, attach_orphan_to, discard_one, discard_orphan_one, enable_callback_endpoint,
+    replay_matching, replay_one, update_incident,
 )
 from app.session import db_session
 from models import queries
@@ -159,3 +161,35 @@ def list_tasks() -> Response:
     after = _int_arg(request.args, "after_id", None, 0, 2**62)
     items = queries.retrying_tasks(db_session(), limit, after)
     return jsonify(_page(items, limit, task_body))
+
+
+@bp.get("/orphans")
+def list_orphans() -> Response:
+    state = request.args.get("state", "open")
+    if state not in ("open", "resolved", "discarded", "all"):
+        raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved, discarded or all"}])
+    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    after = _int_arg(request.args, "after_id", None, 0, 2**62)
+    items = queries.orphans(db_session(), None if state == "all" else state, limit, after)
+    return jsonify(_page(items, limit, orphan_body))
+
+
+@bp.post("/orphans/<int:orphan_id>/attach")
+def attach_orphan(orphan_id: int) -> tuple[Response, int]:
+    """Bind an orphan event to a task by CorrelationId; it is then applied like any event."""
+    correlation_id = (request.get_json(silent=True) or {}).get("correlation_id")
+    if not isinstance(correlation_id, str) or not correlation_id:
+        raise ValidationFailed("bad correlation_id", errors=[{"field": "correlation_id", "message": "required"}])
+    return jsonify(orphan_body(_act(attach_orphan_to, orphan_id, correlation_id))), 202
+
+
+@bp.post("/orphans/<int:orphan_id>/discard")
+def discard_orphan(orphan_id: int) -> Response:
+    return jsonify(orphan_body(_act(discard_orphan_one, orphan_id)))
+
+
+@bp.post("/reconcile")
+def reconcile_now() -> tuple[Response, int]:
+    """Queue a reconciliation run now (the same job beat runs every 5 minutes)."""
+    result = liaison().publisher.celery.send_task("liaison.reconcile")
+    return jsonify({"queued": True, "celery_task_id": result.id}), 202

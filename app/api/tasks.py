@@ -17,6 +17,7 @@ from app.extensions import liaison
 from app.session import db_session
 from models import service
 from models.base import utcnow
+from models.lifecycle import AlreadyFinal, request_cancel
 from models.states import State
 from models.task import ExternalTask, TaskEvent
 
@@ -64,6 +65,34 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
         return jsonify(body), 200
     location = url_for("tasks.get_task", correlation_id=result.task.correlation_id)
     return jsonify(body), 202, {"Location": location}
+
+
+@bp.post("/<correlation_id>/cancel")
+def cancel(correlation_id: str) -> tuple[Response, int]:
+    """Ask for cancellation (202). The task ends ``canceled`` once the vendor confirms; a task the
+    vendor never saw is canceled at once; a final task answers 409 with its state."""
+    ctx = liaison()
+    client = current_client()
+    key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
+    body = json_body() if request.get_data(cache=True) else {}
+    reason = body.get("reason", "canceled by the domain app") if isinstance(body, dict) else None
+    if not isinstance(reason, str) or not 0 < len(reason) <= 500:
+        raise ValidationFailed("bad reason", errors=[{"field": "reason", "message": "a string of 1 to 500 characters"}])
+    session = db_session()
+    found = service.find_task(session, client, correlation_id)
+    if found is None:
+        raise NotFound("no such task")
+    task = service.lock_task(session, found.id)
+    if key is not None and not service.first_time(session, f"cancel:{client.id}", key, "cancel", utcnow()):
+        return jsonify(task_body(task)), 202  # the same request again: same answer, nothing more done
+    try:
+        rows = request_cancel(session, task, reason, utcnow())
+    except AlreadyFinal as exc:
+        session.rollback()
+        raise Conflict(str(exc), state=exc.state) from None
+    session.commit()
+    ctx.publisher.publish(rows)
+    return jsonify(task_body(task)), 202
 
 
 @bp.get("/<correlation_id>")

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 09:21:21.355951
+Create Date: 2026-11-30 09:45:09.579889
 """
 from alembic import op
 import sqlalchemy as sa
@@ -86,11 +86,13 @@ def upgrade() -> None:
     sa.Column('received_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('state', sa.String(length=16), nullable=False),
     sa.Column('resolved_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('flagged_at', sa.DateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_orphan_events')),
     sa.UniqueConstraint('source', 'message_id', name=op.f('uq_orphan_events_source_message_id'))
     )
     with op.batch_alter_table('orphan_events', schema=None) as batch_op:
         batch_op.create_index('ix_orphan_events_lookup', ['source', 'vendor_job_id', 'state'], unique=False)
+        batch_op.create_index('ix_orphan_events_unflagged', ['received_at'], unique=False, postgresql_where=sa.text("state = 'open' AND flagged_at IS NULL"), sqlite_where=sa.text("state = 'open' AND flagged_at IS NULL"))
 
     op.create_table('outbox_messages',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -141,7 +143,9 @@ def upgrade() -> None:
     sa.Column('acceptance_deadline', sa.DateTime(timezone=True), nullable=True),
     sa.Column('execution_deadline', sa.DateTime(timezone=True), nullable=True),
     sa.Column('on_deadline', sa.String(length=16), nullable=False),
-    sa.Column('escalated_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('acceptance_escalated_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('execution_escalated_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('checked_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('attempts', sa.Integer(), nullable=False),
     sa.Column('last_error', sa.Text(), nullable=True),
     sa.Column('next_attempt_at', sa.DateTime(timezone=True), nullable=True),
@@ -154,8 +158,13 @@ def upgrade() -> None:
     sa.UniqueConstraint('provider', 'vendor_job_id', name=op.f('uq_external_tasks_provider_vendor_job_id'))
     )
     with op.batch_alter_table('external_tasks', schema=None) as batch_op:
+        batch_op.create_index('ix_external_tasks_acceptance_due', ['acceptance_deadline'], unique=False, postgresql_where=sa.text("state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"), sqlite_where=sa.text("state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"))
         batch_op.create_index('ix_external_tasks_client_id_id', ['client_id', 'id'], unique=False)
-        batch_op.create_index('ix_external_tasks_state_updated_at', ['state', 'updated_at'], unique=False)
+        batch_op.create_index('ix_external_tasks_execution_due', ['execution_deadline'], unique=False, postgresql_where=sa.text("state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"), sqlite_where=sa.text("state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"))
+        batch_op.create_index('ix_external_tasks_quiet_at_vendor', ['checked_at'], unique=False, postgresql_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"), sqlite_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"))
+        batch_op.create_index('ix_external_tasks_quiet_requested', ['checked_at'], unique=False, postgresql_where=sa.text("state = 'requested'"), sqlite_where=sa.text("state = 'requested'"))
+        batch_op.create_index('ix_external_tasks_retrying', ['next_attempt_at'], unique=False, postgresql_where=sa.text('next_attempt_at IS NOT NULL'), sqlite_where=sa.text('next_attempt_at IS NOT NULL'))
+        batch_op.create_index('ix_external_tasks_state_id', ['state', 'id'], unique=False)
 
     op.create_table('task_events',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -179,8 +188,13 @@ def downgrade() -> None:
 
     op.drop_table('task_events')
     with op.batch_alter_table('external_tasks', schema=None) as batch_op:
-        batch_op.drop_index('ix_external_tasks_state_updated_at')
+        batch_op.drop_index('ix_external_tasks_state_id')
+        batch_op.drop_index('ix_external_tasks_retrying', postgresql_where=sa.text('next_attempt_at IS NOT NULL'), sqlite_where=sa.text('next_attempt_at IS NOT NULL'))
+        batch_op.drop_index('ix_external_tasks_quiet_requested', postgresql_where=sa.text("state = 'requested'"), sqlite_where=sa.text("state = 'requested'"))
+        batch_op.drop_index('ix_external_tasks_quiet_at_vendor', postgresql_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"), sqlite_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"))
+        batch_op.drop_index('ix_external_tasks_execution_due', postgresql_where=sa.text("state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"), sqlite_where=sa.text("state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"))
         batch_op.drop_index('ix_external_tasks_client_id_id')
+        batch_op.drop_index('ix_external_tasks_acceptance_due', postgresql_where=sa.text("state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"), sqlite_where=sa.text("state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"))
 
     op.drop_table('external_tasks')
     with op.batch_alter_table('processed_messages', schema=None) as batch_op:
@@ -193,6 +207,7 @@ def downgrade() -> None:
 
     op.drop_table('outbox_messages')
     with op.batch_alter_table('orphan_events', schema=None) as batch_op:
+        batch_op.drop_index('ix_orphan_events_unflagged', postgresql_where=sa.text("state = 'open' AND flagged_at IS NULL"), sqlite_where=sa.text("state = 'open' AND flagged_at IS NULL"))
         batch_op.drop_index('ix_orphan_events_lookup')
 
     op.drop_table('orphan_events')

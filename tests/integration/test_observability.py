@@ -220,10 +220,10 @@ def gunicorn(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
         deadline = time.monotonic() + 30
         while True:
             try:
-                if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if requests.get(f"{url}/healthz", timeout=5).status_code == 200:
                     break
-            except requests.ConnectionError:
-                pass
+            except (requests.ConnectionError, requests.Timeout):
+                pass  # not listening yet, or listening while the workers still import the app
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"gunicorn did not start:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.1)

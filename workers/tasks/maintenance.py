@@ -1,14 +1,17 @@
-"""Beat jobs: thin wrappers over idempotent, lease-safe maintenance functions."""
+"""Beat jobs: thin wrappers over idempotent, lease-safe functions (safe when two beats run)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from celery import shared_task
 
 from app.extensions import liaison
 from models.base import utcnow
+from models.lifecycle import escalate_due, flag_stale_orphans
 from models.maintenance import prune_processed_messages as prune
+from workers.reconcile import reconcile as run_reconcile
 
 log = logging.getLogger(__name__)
 
@@ -17,9 +20,9 @@ log = logging.getLogger(__name__)
 def sweep_outbox() -> int:
     ctx = liaison()
     settings = ctx.settings
-    published = ctx.publisher.sweep(utcnow(), settings.outbox_grace_s, settings.outbox_lease_s)
+    published = ctx.publisher.sweep(utcnow(), settings.outbox_grace_s, settings.outbox_lease_s, settings.beat_batch)
     if published:
-        log.info("outbox sweep re-published %d rows", published)
+        log.info("outbox sweep published %d rows", published)
     return published
 
 
@@ -29,3 +32,29 @@ def prune_processed_messages() -> int:
     removed = prune(ctx.db, utcnow(), ctx.settings.processed_retention_s)
     log.info("pruned %d processed messages", removed)
     return removed
+
+
+@shared_task(name="liaison.check_deadlines")
+def check_deadlines() -> int:
+    ctx = liaison()
+    with ctx.db.transaction() as session:
+        escalated, rows = escalate_due(session, utcnow(), ctx.settings.beat_batch)
+    ctx.publisher.publish(rows)
+    if escalated:
+        log.info("escalated %d overdue tasks", escalated)
+    return escalated
+
+
+@shared_task(name="liaison.reconcile")
+def reconcile() -> dict[str, object]:
+    report = run_reconcile(liaison(), utcnow())
+    log.info("reconciled: %s", report)
+    return dataclasses.asdict(report)
+
+
+@shared_task(name="liaison.flag_stale_orphans")
+def flag_stale_orphans_task() -> int:
+    ctx = liaison()
+    with ctx.db.transaction() as session:
+        flagged = flag_stale_orphans(session, utcnow(), ctx.settings.orphan_window_s, ctx.settings.beat_batch)
+    return flagged

@@ -1,0 +1,98 @@
+"""Lifecycle: orphan events, reconciliation and deadline checks on demand."""
+
+from __future__ import annotations
+
+import click
+from flask.cli import AppGroup, with_appcontext
+
+from app.api.representation import orphan_body
+from app.cli.output import emit, json_option
+from app.extensions import liaison
+from app.operations import NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
+from models import queries
+from models.base import utcnow
+from models.lifecycle import escalate_due
+
+
+def register(group: AppGroup) -> None:
+    for command in (orphans, reconcile, check_deadlines):
+        group.add_command(command)
+
+
+@click.group("orphans", cls=AppGroup)
+def orphans() -> None:
+    """Vendor events that matched no task: list, attach to a task, discard."""
+
+
+@orphans.command("list")
+@click.option("--state", type=click.Choice(["open", "resolved", "discarded", "all"]), default="open", show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@json_option
+def orphans_list(state: str, limit: int, as_json: bool) -> None:
+    """List orphan events, oldest first."""
+    with liaison().db.transaction() as session:
+        rows = [orphan_body(o) for o in queries.orphans(session, None if state == "all" else state, limit)]
+    for row in rows:
+        row["type"] = row["payload"].get("type")
+    emit(rows, ["id", "source", "type", "vendor_job_id", "state", "received_at", "message_id"], as_json, "no orphan events")
+
+
+@orphans.command("attach")
+@click.argument("orphan_id", type=int)
+@click.argument("correlation_id")
+def orphans_attach(orphan_id: int, correlation_id: str) -> None:
+    """Bind an orphan event to the task with CORRELATION_ID and apply it."""
+    try:
+        attach_orphan_to(liaison(), orphan_id, correlation_id, utcnow())
+    except (NotFoundError, NotReplayable) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"orphan {orphan_id} attached to {correlation_id} and applied")
+
+
+@orphans.command("discard")
+@click.argument("orphan_id", type=int)
+def orphans_discard(orphan_id: int) -> None:
+    """Close an orphan event without applying it (kept for the record)."""
+    try:
+        discard_orphan_one(liaison(), orphan_id, utcnow())
+    except (NotFoundError, NotReplayable) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"orphan {orphan_id} discarded")
+
+
+@click.command("reconcile")
+@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now, here (what beat runs every 5 minutes).")
+@json_option
+@with_appcontext
+def reconcile(run_now: bool, as_json: bool) -> None:
+    """Ask each provider about tasks quiet too long and apply what it says; re-drive stuck submits."""
+    import dataclasses
+    import json
+
+    from workers.reconcile import reconcile as run
+
+    report = run(liaison(), utcnow())
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(report)))
+        return
+    click.echo(f"checked {report.checked} tasks ({', '.join(f'{k}: {v}' for k, v in report.by_provider.items()) or 'none'}), "
+               f"applied {report.applied}, unknown jobs {report.unknown}, errors {report.errors}, "
+               f"re-driven submits {report.redriven}")
+
+
+@click.command("check-deadlines")
+@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now, here (what beat runs every minute).")
+@with_appcontext
+def check_deadlines(run_now: bool) -> None:
+    """Escalate tasks past their acceptance or execution deadline (once per deadline)."""
+    ctx = liaison()
+    total = 0
+    while True:
+        with ctx.db.transaction() as session:
+            escalated, rows = escalate_due(session, utcnow(), ctx.settings.beat_batch)
+        ctx.publisher.publish(rows)
+        total += escalated
+        if escalated < ctx.settings.beat_batch:
+            break
+        click.echo(f"  escalated {total} so far", err=True)
+    click.echo(f"escalated {total} overdue tasks")

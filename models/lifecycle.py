@@ -1,0 +1,197 @@
+"""The task lifecycle beyond the happy path: cancellation, deadlines, reconciliation, orphans.
+
+Beat jobs call these inside one transaction per batch. Every query repeats a partial index's
+predicate (``models.task``) so it touches only rows that can be due, and claims them with
+``FOR UPDATE SKIP LOCKED`` (SQLite: the transaction's ``BEGIN IMMEDIATE``), so two beats, or a run
+overlapping the next, never act on one row twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from models.failures import NotReplayable
+from models.incidents import IncidentKind, open_incident, resolve_open
+from models.messages import OutboxKind, OutboxMessage
+from models.operations import OrphanEvent
+from models.service import (
+    EventResult, ServiceError, add_event, add_outbox, bind_orphans, move, receive_event,
+)
+from models.states import TERMINAL, EventType, State
+from models.task import AT_VENDOR, AWAITING_ACCEPTANCE, AWAITING_COMPLETION, NOT_SUBMITTED, ExternalTask
+from webhooks.events import VendorEvent
+
+
+class AlreadyFinal(ServiceError):
+    def __init__(self, state: str) -> None:
+        super().__init__(f"the task is already {state}")
+        self.state = state
+
+
+# --- Cancellation ---
+
+def request_cancel(session: Session, task: ExternalTask, reason: str, now: datetime) -> list[OutboxMessage]:
+    """Cancel at the vendor through the outbox; a task the vendor never saw is canceled at once."""
+    if task.state in TERMINAL:
+        raise AlreadyFinal(task.state)
+    if task.state == State.CANCEL_REQUESTED:
+        return []
+    if task.vendor_job_id is None:
+        # Not at the vendor (yet): cancel here. If a submit is in flight, its answer finds the task
+        # canceled and cancels the new job at the vendor (service.record_submission).
+        task.outcome = {"canceled": reason}
+        return move(session, task, State.CANCELED, now, reason=reason)
+    rows = move(session, task, State.CANCEL_REQUESTED, now, reason=reason)
+    rows.append(add_outbox(session, OutboxKind.CANCEL, task, now, reason=reason))
+    return rows
+
+
+# --- Deadlines ---
+
+@dataclass(frozen=True)
+class DeadlineRule:
+    name: str
+    column: Any
+    escalated: str
+    predicate: str
+
+
+DEADLINES = (
+    DeadlineRule("acceptance", ExternalTask.acceptance_deadline, "acceptance_escalated_at", AWAITING_ACCEPTANCE),
+    DeadlineRule("execution", ExternalTask.execution_deadline, "execution_escalated_at", AWAITING_COMPLETION),
+)
+
+
+def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
+    """Escalate each overdue task once per deadline: ``task.deadline_exceeded`` to the domain app and
+    an Incident; the task keeps running unless ``on_deadline=cancel``."""
+    escalated, rows = 0, []
+    for rule in DEADLINES:
+        due = session.scalars(
+            select(ExternalTask).where(text(rule.predicate), rule.column <= now)
+            .order_by(rule.column).limit(batch).with_for_update(skip_locked=True)
+        ).all()
+        for task in due:
+            deadline = getattr(task, rule.column.key)
+            late_s = round((now - deadline).total_seconds(), 3)
+            setattr(task, rule.escalated, now)
+            add_event(session, task, "deadline.exceeded", now, deadline=rule.name, late_by_s=late_s)
+            open_incident(session, IncidentKind.DEADLINE_EXCEEDED, f"{rule.name}:{task.correlation_id}",
+                          f"{rule.name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}",
+                          now, correlation_id=task.correlation_id)
+            rows.append(add_outbox(
+                session, OutboxKind.RELAY, task, now, type="task.deadline_exceeded",
+                correlation_id=task.correlation_id, state=task.state, outcome=task.outcome,
+                occurred_at=now.isoformat(), deadline=rule.name, deadline_at=deadline.isoformat(), late_by_s=late_s,
+            ))
+            if task.on_deadline == "cancel":
+                rows += request_cancel(session, task, f"{rule.name} deadline exceeded", now)
+            escalated += 1
+    return escalated, rows
+
+
+# --- Reconciliation ---
+
+@dataclass(frozen=True)
+class QuietTask:
+    task_id: int
+    correlation_id: str
+    vendor_job_id: str
+
+
+def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, batch: int) -> list[QuietTask]:
+    """Tasks at the vendor with no news for ``quiet_s``, oldest first; claimed by moving checked_at."""
+    tasks = session.scalars(
+        select(ExternalTask)
+        .where(text(AT_VENDOR), ExternalTask.provider == provider,
+               ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
+        .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True)
+    ).all()
+    for task in tasks:
+        task.checked_at = now
+    return [QuietTask(t.id, t.correlation_id, t.vendor_job_id) for t in tasks if t.vendor_job_id]
+
+
+def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:
+    """Tasks stuck in ``requested``: their submit rows, to publish again (consumers are idempotent)."""
+    tasks = session.scalars(
+        select(ExternalTask)
+        .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
+        .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True)
+    ).all()
+    for task in tasks:
+        task.checked_at = now
+    if not tasks:
+        return []
+    return list(session.scalars(
+        select(OutboxMessage).where(
+            OutboxMessage.task_id.in_([t.id for t in tasks]), OutboxMessage.kind == OutboxKind.SUBMIT,
+            OutboxMessage.done_at.is_(None), OutboxMessage.parked_reason.is_(None),
+            OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
+        )
+    ))
+
+
+_SNAPSHOT_EVENTS = {"running": EventType.ACCEPTED, "succeeded": EventType.COMPLETED,
+                    "failed": EventType.COMPLETED, "canceled": EventType.COMPLETED}
+
+
+def apply_snapshot(session: Session, provider: str, job_id: str, status: str, outcome: Any, now: datetime) -> EventResult | None:
+    """What the vendor's status says, applied through exactly the webhook's path. The message id is
+    derived from the job and status, so asking twice applies once."""
+    event_type = _SNAPSHOT_EVENTS.get(status)
+    if event_type is None:  # queued: nothing new
+        return None
+    event = VendorEvent(event_type, job_id, status if event_type is EventType.COMPLETED else None,
+                        outcome if event_type is EventType.COMPLETED else None)
+    message_id = f"reconcile:{job_id}:{status}"
+    if len(message_id) > 200:
+        message_id = "reconcile:" + hashlib.sha256(message_id.encode()).hexdigest()
+    return receive_event(session, provider, message_id, event, now)
+
+
+def unknown_job(session: Session, task: QuietTask, provider: str, error: str, now: datetime) -> None:
+    open_incident(session, IncidentKind.UNKNOWN_JOB, f"job:{provider}:{task.vendor_job_id}",
+                  f"{provider} does not know job {task.vendor_job_id}: {error}", now, correlation_id=task.correlation_id)
+
+
+# --- Orphans ---
+
+def flag_stale_orphans(session: Session, now: datetime, window_s: int, batch: int) -> int:
+    orphans = session.scalars(
+        select(OrphanEvent)
+        .where(text("state = 'open' AND flagged_at IS NULL"), OrphanEvent.received_at <= now - timedelta(seconds=window_s))
+        .order_by(OrphanEvent.received_at).limit(batch).with_for_update(skip_locked=True)
+    ).all()
+    for orphan in orphans:
+        orphan.flagged_at = now
+        open_incident(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}",
+                      f"{orphan.payload.get('type')} from {orphan.source} for unknown job {orphan.vendor_job_id}", now)
+    return len(orphans)
+
+
+def attach_orphan(session: Session, orphan: OrphanEvent, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
+    """An operator says which task an orphan belongs to: bind it (and its job's other orphans), apply."""
+    if orphan.state != "open":
+        raise NotReplayable(f"orphan {orphan.id} is {orphan.state}")
+    if task.provider != orphan.source:
+        raise NotReplayable(f"orphan came from {orphan.source}, the task runs at {task.provider}")
+    if task.vendor_job_id not in (None, orphan.vendor_job_id):
+        raise NotReplayable("the task is bound to another vendor job")
+    task.vendor_job_id = orphan.vendor_job_id
+    add_event(session, task, "orphan.attached", now, orphan_id=orphan.id)
+    resolve_open(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, f"attached to {task.correlation_id}")
+    return bind_orphans(session, task, now)
+
+
+def discard_orphan(session: Session, orphan: OrphanEvent, now: datetime) -> None:
+    if orphan.state != "open":
+        raise NotReplayable(f"orphan {orphan.id} is {orphan.state}")
+    orphan.state, orphan.resolved_at = "discarded", now
+    resolve_open(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, "discarded")

@@ -1,0 +1,55 @@
+"""liaison.cancel: ask the external system to stop a job. The task ends ``canceled`` when the vendor
+confirms (its webhook, or reconciliation), not when we ask."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+
+from app.extensions import liaison
+from models import service
+from models.base import utcnow
+from models.failures import Fault
+from workers.errors import PermanentError, TransientError
+from workers.retry_policy import RetryPolicy
+from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
+
+CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive
+
+
+@shared_task(bind=True, name="liaison.cancel")
+def cancel(self: Task, outbox_id: int) -> str:
+    ctx = liaison()
+    if not start_delivery(ctx, outbox_id):
+        return "skipped"
+    with ctx.db.transaction() as session:
+        row = service.claim_outbox(session, outbox_id)
+        if row is None:
+            return "done"
+        task = service.lock_task(session, row.task_id)
+        if task.vendor_job_id is None:
+            service.mark_done(session, row, utcnow(), "cancel.skipped", reason="the vendor has no job")
+            return "skipped"
+        job_id, provider_name = task.vendor_job_id, task.provider
+
+    provider = ctx.providers.get(provider_name)
+    ps = ctx.settings.providers.get(provider_name)
+    policy = RetryPolicy(max_attempts=ps.submit_max_attempts, base_s=ps.submit_backoff_base_s,
+                         cap_s=ps.submit_backoff_cap_s) if ps else RetryPolicy()
+    try:
+        if provider is None:
+            raise PermanentError(f"provider {provider_name!r} is not configured")
+        provider.cancel(job_id)
+    except PermanentError as exc:
+        if exc.status == CONFLICT:
+            with ctx.db.transaction() as session:
+                if (row := service.claim_outbox(session, outbox_id)) is not None:
+                    service.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
+            return "too_late"
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM)
+    except TransientError as exc:
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM)
+
+    with ctx.db.transaction() as session:
+        if (row := service.claim_outbox(session, outbox_id)) is not None:
+            service.mark_done(session, row, utcnow(), "cancel.sent")
+    return "sent"
