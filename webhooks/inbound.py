@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 
 from flask import Blueprint, Response, jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.errors import BadRequest, NotFound, Unauthorized, UnsupportedMediaType
+from app.errors import ApiError, BadRequest, NotFound, Unauthorized, UnsupportedMediaType
 from app.extensions import liaison
+from app.observability import bind, metrics
 from app.session import db_session
 from models import service
 from models.base import utcnow
@@ -22,28 +24,42 @@ from webhooks.signing import SignatureError, verify
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
 
 
+def _reject(provider: str, reason: metrics.WebhookRejection, error: ApiError) -> ApiError:
+    metrics.webhook_rejected(provider, reason)
+    return error
+
+
 @bp.post("/<provider>")
 def receive(provider: str) -> tuple[Response, int]:
     ctx = liaison()
+    metrics.webhook_received(provider)
     settings = ctx.settings.providers.get(provider)
     if settings is None:
-        raise NotFound("unknown provider")
+        raise _reject(provider, "unknown_provider", NotFound("unknown provider"))
     if request.mimetype != "application/json":
-        raise UnsupportedMediaType("send Content-Type: application/json")
-    body = request.get_data(cache=True)  # raises 413 past MAX_CONTENT_LENGTH
+        raise _reject(provider, "unsupported_media_type", UnsupportedMediaType("send Content-Type: application/json"))
+    try:
+        body = request.get_data(cache=True)
+    except RequestEntityTooLarge:
+        metrics.webhook_rejected(provider, "too_large")
+        raise
     try:
         message_id = verify(settings.webhook_secrets, request.headers, body, time.time(), ctx.settings.webhook_tolerance_s)
     except SignatureError as exc:
-        raise Unauthorized(f"signature rejected: {exc.reason}", reason=exc.reason) from None
+        reason = "stale" if exc.reason == "stale" else "signature"
+        raise _reject(provider, reason, Unauthorized(f"signature rejected: {exc.reason}", reason=exc.reason)) from None
+    bind(message_id=message_id)
     if len(message_id) > 200:
-        raise BadRequest("webhook-id is longer than 200 characters")
+        raise _reject(provider, "malformed", BadRequest("webhook-id is longer than 200 characters"))
     try:
         event = parse_event(body)
     except MalformedEvent as exc:
-        raise BadRequest(str(exc)) from None
+        raise _reject(provider, "malformed", BadRequest(str(exc))) from None
 
     session = db_session()
     result = service.receive_event(session, provider, message_id, event, utcnow())
     session.commit()
+    if result.status == "duplicate":
+        metrics.webhook_rejected(provider, "duplicate")
     ctx.publisher.publish(result.outbox)
     return jsonify({"status": result.status, "message_id": message_id}), 200

@@ -14,6 +14,7 @@ from app.api.validation import parse_submit, valid_idempotency_key
 from app.auth import current_client
 from app.errors import BadRequest, Conflict, NotFound, UnsupportedMediaType, ValidationFailed
 from app.extensions import liaison
+from app.observability import bind
 from app.session import db_session
 from models import service
 from models.base import utcnow
@@ -59,6 +60,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
         except (service.IdempotencyConflict, service.CorrelationConflict) as exc:
             session.rollback()
             raise Conflict(str(exc)) from None
+    bind(correlation_id=result.task.correlation_id)
     ctx.publisher.publish(result.outbox)
     body = task_body(result.task)
     if not result.created:

@@ -83,6 +83,27 @@ class Stack:
                                callback_secrets=[secret], callback_url=self.callback_server.url + path))
         return api_key, secret, path
 
+    @property
+    def ctx(self):  # type: ignore[no-untyped-def]
+        return self.app.extensions["liaison"]
+
+    def unpublished_task(self, api_key: str, body: dict[str, Any]) -> tuple[str, int]:
+        """A task whose submit message never reached the broker (a crash right after commit):
+        (correlation id, submit outbox id)."""
+        from sqlalchemy import select
+
+        from app.api.validation import parse_submit
+        from models import service
+        from models.base import utcnow
+
+        now = utcnow()
+        with self.db.transaction() as session:
+            client = session.scalars(select(Client).where(Client.api_key_hash == hash_api_key(api_key))).one()
+            req = parse_submit(body, providers=self.settings.providers, default_provider="sim",
+                               client_callback_url=client.callback_url, now=now)
+            result = service.submit_task(session, client, req, None, now)
+            return result.task.correlation_id, result.outbox[0].id
+
     def submit(self, api_key: str, body: dict[str, Any], key: str | None = None, url: str | None = None) -> requests.Response:
         headers = {"Authorization": f"Bearer {api_key}"}
         if key:

@@ -96,7 +96,6 @@ def test_queue_depth_and_oldest_message_age_of_waiting_messages(pair_stack: Stac
         assert age is None  # RabbitMQ cannot tell without consuming
 
 
-@pytest.mark.xfail(reason="needs webhooks/inbound.py to call metrics.webhook_rejected (wired by the lead)", strict=False)
 def test_a_webhook_with_a_bad_signature_is_counted(pair_stack: Stack) -> None:
     labels = {"provider": "sim", "reason": "signature"}
     before = sample(scrape(pair_stack.web.url), "liaison_webhooks_rejected_total", **labels) or 0
@@ -229,7 +228,7 @@ def gunicorn(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
             time.sleep(0.1)
         yield url, prom, log_path
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)  # gunicorn's quick shutdown; SIGTERM waits for workers
         proc.wait(timeout=30)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import requests
 
+from app.observability.metrics import timed_provider_call
 from app.settings import ProviderSettings
 from workers.errors import PermanentError
 from workers.http import call
@@ -43,6 +44,10 @@ class RestProvider:
         return JobSnapshot(job_id, status, data.get("outcome"))
 
     def submit(self, job: SubmitJob) -> str:
+        with timed_provider_call(self.name, "submit"):
+            return self._submit(job)
+
+    def _submit(self, job: SubmitJob) -> str:
         response = call(
             "POST",
             f"{self.settings.base_url}/jobs",
@@ -54,6 +59,10 @@ class RestProvider:
         return self._snapshot(self._json(response)).job_id
 
     def cancel(self, job_id: str) -> None:
+        with timed_provider_call(self.name, "cancel"):
+            self._cancel(job_id)
+
+    def _cancel(self, job_id: str) -> None:
         call(
             "POST",
             f"{self.settings.base_url}/jobs/{job_id}/cancel",
@@ -63,6 +72,10 @@ class RestProvider:
         )
 
     def status(self, job_id: str) -> JobSnapshot:
+        with timed_provider_call(self.name, "status"):
+            return self._status(job_id)
+
+    def _status(self, job_id: str) -> JobSnapshot:
         response = call(
             "GET", f"{self.settings.base_url}/jobs/{job_id}", timeout=self._timeout,
             idempotent=True, headers=self._headers(),
@@ -70,6 +83,10 @@ class RestProvider:
         return self._snapshot(self._json(response))
 
     def find(self, correlation_id: str) -> str | None:
+        with timed_provider_call(self.name, "find"):
+            return self._find(correlation_id)
+
+    def _find(self, correlation_id: str) -> str | None:
         response = call(
             "GET", f"{self.settings.base_url}/jobs", timeout=self._timeout, idempotent=True,
             headers=self._headers(), params={"reference": correlation_id},

@@ -15,6 +15,7 @@ from random import Random
 from celery import Task
 
 from app.extensions import Liaison
+from app.observability import metrics
 from models import service
 from models.base import utcnow
 from models.failures import begin_delivery, dead_letter
@@ -45,6 +46,7 @@ def retry_or_dead_letter(
     fault: str,
     deadline: datetime | None = None,
     retry_permanent: bool = False,
+    provider: str | None = None,
 ) -> str:
     """Schedule the next attempt, or write the dead letter when the policy says stop."""
     now = utcnow()
@@ -53,6 +55,7 @@ def retry_or_dead_letter(
         if row is None:
             return "done"
         failed_attempts = row.attempts + 1
+        kind = row.kind
         delay = None
         if retry_permanent or not isinstance(exc, PermanentError):
             delay = next_delay(
@@ -71,6 +74,7 @@ def retry_or_dead_letter(
             held = delay > ctx.settings.max_countdown_s
             if held:
                 row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+    metrics.failed_attempt(kind, dead_lettered=delay is None, provider=provider)
     if delay is None:
         log.warning("dead-lettered outbox %s after %d attempts: %s", outbox_id, failed_attempts, exc)
         ctx.publisher.publish(rows)

@@ -7,6 +7,7 @@ import time
 from celery import Task, shared_task
 
 from app.extensions import liaison
+from app.observability import metrics
 from models import service
 from models.base import utcnow
 from models.client import Client
@@ -34,9 +35,11 @@ def relay(self: Task, outbox_id: int) -> str:
         url = (task and task.callback_url) or (client and client.callback_url)
         if not url or client is None:
             service.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
+            metrics.relay_delivery("skipped")
             return "skipped"
         if endpoint_disabled(session, url):
             park(session, row, url, utcnow())
+            metrics.relay_delivery("parked")
             return "parked"
         row.target = url
         secrets = list(client.callback_secrets)
@@ -58,6 +61,7 @@ def relay(self: Task, outbox_id: int) -> str:
                 if row is not None:
                     disable_endpoint(session, url, f"answered 410 Gone to {payload['type']}", utcnow())
                     park(session, row, url, utcnow())
+            metrics.relay_delivery("parked")
             return "parked"
         # Anything else but 2xx is retried (DESIGN §4); a 4xx that outlives the schedule is the caller's.
         fault = Fault.CALLER if isinstance(exc, PermanentError) else Fault.SYSTEM
@@ -67,4 +71,5 @@ def relay(self: Task, outbox_id: int) -> str:
         row = service.claim_outbox(session, outbox_id)
         if row is not None:
             service.mark_done(session, row, utcnow(), "relay.delivered", type=payload["type"], status=status)
+    metrics.relay_delivery("delivered", metrics.since(payload.get("occurred_at")))
     return "delivered"

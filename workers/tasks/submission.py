@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 
 from app.extensions import liaison
+from app.observability import metrics
 from models import service
 from models.base import utcnow
 from models.failures import Fault
@@ -49,9 +50,10 @@ def submit(self: Task, outbox_id: int) -> str:
             if job_id is None:
                 raise TransientError(f"{exc}; the vendor has no job for this reference") from None
     except PermanentError as exc:
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.CALLER)
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.CALLER, provider=provider_name)
     except TransientError as exc:
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM, deadline=deadline)
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM, deadline=deadline,
+                                    provider=provider_name)
 
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)
@@ -59,4 +61,5 @@ def submit(self: Task, outbox_id: int) -> str:
             return "done"
         rows = service.record_submission(session, row, job_id, utcnow())
     ctx.publisher.publish(rows)
+    metrics.submission(provider_name, "submitted")
     return "submitted"
