@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session
 
 from models.failures import NotReplayable
@@ -68,15 +68,17 @@ DEADLINES = (
 )
 
 
+def due_query(rule: DeadlineRule, now: datetime, batch: int) -> Select:
+    return (select(ExternalTask).where(text(rule.predicate), rule.column <= now)
+            .order_by(rule.column).limit(batch).with_for_update(skip_locked=True))
+
+
 def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
     """Escalate each overdue task once per deadline: ``task.deadline_exceeded`` to the domain app and
     an Incident; the task keeps running unless ``on_deadline=cancel``."""
     escalated, rows = 0, []
     for rule in DEADLINES:
-        due = session.scalars(
-            select(ExternalTask).where(text(rule.predicate), rule.column <= now)
-            .order_by(rule.column).limit(batch).with_for_update(skip_locked=True)
-        ).all()
+        due = session.scalars(due_query(rule, now, batch)).all()
         for task in due:
             deadline = getattr(task, rule.column.key)
             late_s = round((now - deadline).total_seconds(), 3)
@@ -105,14 +107,16 @@ class QuietTask:
     vendor_job_id: str
 
 
+def quiet_query(provider: str, quiet_s: int, now: datetime, batch: int) -> Select:
+    return (select(ExternalTask)
+            .where(text(AT_VENDOR), ExternalTask.provider == provider,
+                   ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
+            .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True))
+
+
 def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, batch: int) -> list[QuietTask]:
     """Tasks at the vendor with no news for ``quiet_s``, oldest first; claimed by moving checked_at."""
-    tasks = session.scalars(
-        select(ExternalTask)
-        .where(text(AT_VENDOR), ExternalTask.provider == provider,
-               ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
-        .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True)
-    ).all()
+    tasks = session.scalars(quiet_query(provider, quiet_s, now, batch)).all()
     for task in tasks:
         task.checked_at = now
     return [QuietTask(t.id, t.correlation_id, t.vendor_job_id) for t in tasks if t.vendor_job_id]

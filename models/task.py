@@ -22,9 +22,9 @@ AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
 NOT_SUBMITTED = "state = 'requested'"
 
 
-def _partial(name: str, column: str, predicate: str) -> Index:
+def _partial(name: str, *columns: str, predicate: str) -> Index:
     where = text(predicate)
-    return Index(name, column, postgresql_where=where, sqlite_where=where)
+    return Index(name, *columns, postgresql_where=where, sqlite_where=where)
 
 
 class ExternalTask(Base):
@@ -34,12 +34,12 @@ class ExternalTask(Base):
         UniqueConstraint("client_id", "idempotency_key"),
         UniqueConstraint("provider", "vendor_job_id"),
         Index("ix_external_tasks_client_id_id", "client_id", "id"),
-        Index("ix_external_tasks_state_id", "state", "id"),
-        _partial("ix_external_tasks_acceptance_due", "acceptance_deadline", AWAITING_ACCEPTANCE),
-        _partial("ix_external_tasks_execution_due", "execution_deadline", AWAITING_COMPLETION),
-        _partial("ix_external_tasks_quiet_at_vendor", "checked_at", AT_VENDOR),
-        _partial("ix_external_tasks_quiet_requested", "checked_at", NOT_SUBMITTED),
-        _partial("ix_external_tasks_retrying", "next_attempt_at", "next_attempt_at IS NOT NULL"),
+        Index("ix_external_tasks_state_provider", "state", "provider"),  # the tasks-by-state gauge
+        _partial("ix_external_tasks_acceptance_due", "acceptance_deadline", predicate=AWAITING_ACCEPTANCE),
+        _partial("ix_external_tasks_execution_due", "execution_deadline", predicate=AWAITING_COMPLETION),
+        _partial("ix_external_tasks_quiet_at_vendor", "provider", "checked_at", predicate=AT_VENDOR),
+        _partial("ix_external_tasks_quiet_requested", "checked_at", predicate=NOT_SUBMITTED),
+        _partial("ix_external_tasks_retrying", "next_attempt_at", predicate="next_attempt_at IS NOT NULL"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 09:45:09.579889
+Create Date: 2026-11-30 10:01:57.649280
 """
 from alembic import op
 import sqlalchemy as sa
@@ -161,10 +161,10 @@ def upgrade() -> None:
         batch_op.create_index('ix_external_tasks_acceptance_due', ['acceptance_deadline'], unique=False, postgresql_where=sa.text("state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"), sqlite_where=sa.text("state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"))
         batch_op.create_index('ix_external_tasks_client_id_id', ['client_id', 'id'], unique=False)
         batch_op.create_index('ix_external_tasks_execution_due', ['execution_deadline'], unique=False, postgresql_where=sa.text("state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"), sqlite_where=sa.text("state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"))
-        batch_op.create_index('ix_external_tasks_quiet_at_vendor', ['checked_at'], unique=False, postgresql_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"), sqlite_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"))
+        batch_op.create_index('ix_external_tasks_quiet_at_vendor', ['provider', 'checked_at'], unique=False, postgresql_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"), sqlite_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"))
         batch_op.create_index('ix_external_tasks_quiet_requested', ['checked_at'], unique=False, postgresql_where=sa.text("state = 'requested'"), sqlite_where=sa.text("state = 'requested'"))
         batch_op.create_index('ix_external_tasks_retrying', ['next_attempt_at'], unique=False, postgresql_where=sa.text('next_attempt_at IS NOT NULL'), sqlite_where=sa.text('next_attempt_at IS NOT NULL'))
-        batch_op.create_index('ix_external_tasks_state_id', ['state', 'id'], unique=False)
+        batch_op.create_index('ix_external_tasks_state_provider', ['state', 'provider'], unique=False)
 
     op.create_table('task_events',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -188,7 +188,7 @@ def downgrade() -> None:
 
     op.drop_table('task_events')
     with op.batch_alter_table('external_tasks', schema=None) as batch_op:
-        batch_op.drop_index('ix_external_tasks_state_id')
+        batch_op.drop_index('ix_external_tasks_state_provider')
         batch_op.drop_index('ix_external_tasks_retrying', postgresql_where=sa.text('next_attempt_at IS NOT NULL'), sqlite_where=sa.text('next_attempt_at IS NOT NULL'))
         batch_op.drop_index('ix_external_tasks_quiet_requested', postgresql_where=sa.text("state = 'requested'"), sqlite_where=sa.text("state = 'requested'"))
         batch_op.drop_index('ix_external_tasks_quiet_at_vendor', postgresql_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"), sqlite_where=sa.text("state IN ('submitted', 'accepted', 'cancel_requested')"))
