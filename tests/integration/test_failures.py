@@ -56,7 +56,7 @@ def test_permanent_rejection_is_a_caller_dead_letter_at_once(pair_stack: Stack) 
     assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"reject": True}}}).status_code == 202
     body = pair_stack.wait_for_task(api_key, cid)
     assert body["state"] == "failed" and body["attempts"] == 1
-    letters = pair_stack.admin("GET", "/dead-letters", params={"kind": "submit", "fault": "caller"}).json()["items"]
+    letters = pair_stack.admin("GET", "/dead-letters", params={"kind": "submit", "fault": "caller", "limit": 500}).json()["items"]
     letter = next(d for d in letters if d["correlation_id"] == cid)
     assert letter["attempts"] == 1 and "422" in letter["error"] and letter["provider"] == "sim"
     assert body["outcome"]["dead_letter_id"] == letter["id"]
@@ -76,7 +76,7 @@ def test_vendor_down_for_good_then_replay_completes_with_the_same_idempotency_ke
     letter_id = failed["outcome"]["dead_letter_id"]
     letter = pair_stack.admin("GET", f"/dead-letters/{letter_id}").json()
     assert letter["fault"] == "system" and letter["kind"] == "submit" and letter["attempts"] == 4
-    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed"}).json()["items"]
+    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "limit": 500}).json()["items"]
     assert any(i["correlation_id"] == cid for i in incidents)
     pair_stack.callbacks.wait_for(lambda reqs: any(r.path == path for r in reqs), timeout=10)
 
@@ -88,9 +88,9 @@ def test_vendor_down_for_good_then_replay_completes_with_the_same_idempotency_ke
     job = next(j for j in pair_stack.vendor("GET", "/_sim/jobs").json()["jobs"] if j["reference"] == cid)
     assert job["idempotency_key"] == cid
     assert pair_stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][cid] == 5
-    open_now = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed"}).json()["items"]
+    open_now = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "limit": 500}).json()["items"]
     assert not any(i["correlation_id"] == cid for i in open_now)  # resolved by the replay, kept in history
-    history = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "state": "resolved"}).json()
+    history = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "state": "resolved", "limit": 500}).json()
     assert any(i["correlation_id"] == cid for i in history["items"])
     types = lambda: [(r.json()["type"], r.json()["state"]) for r in pair_stack.callbacks.posts_to(path)]  # noqa: E731
     pair_stack.callbacks.wait_for(lambda _: ("task.completed", "succeeded") in types(), timeout=10)
@@ -135,7 +135,7 @@ def test_410_disables_the_endpoint_nothing_is_lost_and_reenabling_delivers(pair_
     assert len(pair_stack.callbacks.posts_to(path)) == 1  # one 410, then no more calls
     endpoints = pair_stack.admin("GET", "/callback-endpoints").json()["items"]
     assert any(e["url"] == url for e in endpoints)
-    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "callback_endpoint_disabled"}).json()["items"]
+    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "callback_endpoint_disabled", "limit": 500}).json()["items"]
     assert any(url in i["detail"] for i in incidents)
 
     pair_stack.callbacks.set_status(path, 204)
@@ -154,7 +154,7 @@ def test_retrying_tasks_are_visible(pair_stack: Stack) -> None:
     assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": simulate}}).status_code == 202
     body = pair_stack.wait_for_task(api_key, cid, until=lambda b: b["retrying"], timeout=10)
     assert body["state"] == "requested" and "503" in body["last_error"] and body["next_attempt_at"]
-    listed = pair_stack.admin("GET", "/tasks", params={"retrying": "true"}).json()["items"]
+    listed = pair_stack.admin("GET", "/tasks", params={"retrying": "true", "limit": 500}).json()["items"]
     assert cid in [t["correlation_id"] for t in listed]
     assert pair_stack.wait_for_task(api_key, cid)["state"] == "succeeded"
 

@@ -78,7 +78,7 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
     exceeded = [r.json() for r in pair_stack.callbacks.posts_to(path) if r.json()["type"] == "task.deadline_exceeded"]
     assert sorted(e["deadline"] for e in exceeded) == ["acceptance", "execution"]
     assert next(e for e in exceeded if e["deadline"] == "execution")["late_by_s"] == 30.0
-    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "deadline_exceeded"}).json()["items"]
+    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "deadline_exceeded", "limit": 500}).json()["items"]
     assert len([i for i in incidents if i["correlation_id"] == cid]) == 2
 
     event = {"type": "job.completed", "job_id": _job_id(pair_stack, cid), "status": "succeeded", "outcome": {"late": True}}
@@ -217,11 +217,12 @@ def test_orphans_attach_and_discard(pair_stack: Stack, vendor_secret: str, vendo
     assert post_event(pair_stack.web.url, vendor_secret, event).json()["status"] == "orphan"
     stray = post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": f"job_{uuid.uuid4().hex}"})
     assert stray.json()["status"] == "orphan"
-    orphans = {o["vendor_job_id"]: o for o in pair_stack.admin("GET", "/orphans").json()["items"]}
+    orphans = {o["vendor_job_id"]: o for o in pair_stack.admin("GET", "/orphans", params={"limit": 500}).json()["items"]}
 
     with pair_stack.db.transaction() as session:
         assert flag_stale_orphans(session, utcnow() + timedelta(hours=2), 3600, 500) >= 2
-    assert any(i["kind"] == "orphan_unbound" for i in pair_stack.admin("GET", "/incidents").json()["items"])
+    flagged = pair_stack.admin("GET", "/incidents", params={"kind": "orphan_unbound", "limit": 500}).json()["items"]
+    assert len(flagged) >= 2
 
     attached = pair_stack.admin("POST", f"/orphans/{orphans[job_id]['id']}/attach", json={"correlation_id": cid})
     assert attached.status_code == 202 and attached.json()["state"] == "resolved"
@@ -234,7 +235,7 @@ def test_orphans_attach_and_discard(pair_stack: Stack, vendor_secret: str, vendo
     assert pair_stack.admin("POST", f"/orphans/{stray_id}/discard").json()["state"] == "discarded"
     assert pair_stack.admin("POST", f"/orphans/{stray_id}/discard").status_code == 409
     assert pair_stack.admin("POST", f"/orphans/{stray_id}/attach", json={"correlation_id": cid}).status_code == 409
-    open_ids = [o["id"] for o in pair_stack.admin("GET", "/orphans").json()["items"]]
+    open_ids = [o["id"] for o in pair_stack.admin("GET", "/orphans", params={"limit": 500}).json()["items"]]
     assert stray_id not in open_ids and orphans[job_id]["id"] not in open_ids
 
 
