@@ -69,7 +69,7 @@ def discard_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
         letter = session.get(DeadLetter, letter_id, with_for_update=True)
         if letter is None:
             raise NotFoundError(f"no dead letter {letter_id}")
-        discard(letter, now)
+        discard(session, letter, now)
     return letter
 
 

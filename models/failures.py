@@ -115,10 +115,14 @@ def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMe
     return [row]
 
 
-def discard(letter: DeadLetter, now: datetime) -> None:
+def discard(session: Session, letter: DeadLetter, now: datetime) -> None:
+    """Close without redoing: a person looked and decided, so its incident is resolved too."""
     if letter.state != "open":
         raise NotReplayable(f"dead letter {letter.id} is {letter.state}")
     letter.state, letter.closed_at = "discarded", now
+    kind = IncidentKind.POISON_MESSAGE if letter.kind == "poison" else INCIDENT_FOR_KIND.get(letter.kind, "")
+    subject = f"outbox:{letter.outbox_id}" if letter.outbox_id is not None else f"message:{letter.message_id}"
+    resolve_open(session, kind, subject, now, f"dead letter {letter.id} discarded")
 
 
 def dead_letter_message(session: Session, message_id: str, payload: dict[str, Any], error: str, now: datetime) -> DeadLetter:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 from flask.cli import AppGroup
+from sqlalchemy import select
 
 from app.api.representation import dead_letter_body, endpoint_body, incident_body, task_body
 from app.cli.output import emit, emit_one, json_option
@@ -14,7 +15,10 @@ from app.operations import (
 from models import queries
 from models.base import utcnow
 from models.messages import DeadLetter
+from models.client import Client
 from models.queries import DeadLetterFilter
+from models.states import State
+from models.task import ExternalTask, TaskEvent
 
 
 def register(group: AppGroup) -> None:
@@ -163,6 +167,47 @@ def ep_enable(url: str) -> None:
 @click.group("tasks", cls=AppGroup)
 def tasks() -> None:
     """Tasks across all clients."""
+
+
+@tasks.command("show")
+@click.argument("correlation_id")
+@json_option
+def tasks_show(correlation_id: str, as_json: bool) -> None:
+    """One task with its whole timeline (every request, attempt, event and callback)."""
+    with liaison().db.transaction() as session:
+        task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id))
+        if task is None:
+            raise click.ClickException(f"no task {correlation_id}")
+        events = list(session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)))
+        body = task_body(task, events)
+        body["client"] = task.client.name
+    if as_json:
+        emit_one(body, True)
+        return
+    timeline = body.pop("timeline")
+    emit_one(body, False)
+    click.echo("")
+    emit([{"at": e["at"], "kind": e["kind"], "detail": e["detail"]} for e in timeline], ["at", "kind", "detail"], False)
+
+
+@tasks.command("list")
+@click.option("--state", type=click.Choice([s.value for s in State]), help="Only tasks in this state.")
+@click.option("--client", "client_name", help="Only this client's tasks.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@json_option
+def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: bool) -> None:
+    """Newest tasks first."""
+    query = select(ExternalTask).order_by(ExternalTask.id.desc()).limit(limit)
+    if state:
+        query = query.where(ExternalTask.state == state)
+    with liaison().db.transaction() as session:
+        if client_name:
+            client = session.scalar(select(Client).where(Client.name == client_name))
+            if client is None:
+                raise click.ClickException(f"no client named {client_name!r}")
+            query = query.where(ExternalTask.client_id == client.id)
+        rows = [task_body(t) for t in session.scalars(query)]
+    emit(rows, ["correlation_id", "state", "provider", "attempts", "updated_at", "last_error"], as_json, "no tasks")
 
 
 @tasks.command("retrying")
