@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 from urllib.parse import urlsplit
 
+from flask import Flask
 from sqlalchemy import select
 
 from app import create_app
@@ -18,19 +19,22 @@ from tests.support.servers import ServerThread
 from tests.support.tcp_proxy import TcpProxy
 
 
-def test_broker_down_at_submit_then_delivered_after_the_sweep(stack: Stack, vendor_secret: str) -> None:
-    # A second web process whose only way to the broker goes through a proxy we can cut.
+def _web_behind_a_proxy(stack: Stack, vendor_secret: str) -> tuple[Flask, TcpProxy]:
+    """A second web process whose only way to the broker goes through a proxy we can cut, so "the
+    broker is down" for it while the stack's worker (and every other test) keeps its broker."""
     broker = urlsplit(stack.settings.broker_url)
     proxy = TcpProxy(broker.hostname, broker.port or (6379 if broker.scheme == "redis" else 5672)).start()
     userinfo = broker.netloc.rpartition("@")[0]
-    proxied_url = stack.settings.broker_url.replace(
-        broker.netloc, f"{userinfo + '@' if userinfo else ''}127.0.0.1:{proxy.port}"
-    )
+    proxied_url = stack.settings.broker_url.replace(broker.netloc, f"{userinfo + '@' if userinfo else ''}127.0.0.1:{proxy.port}")
     env = liaison_env(database_url=stack.settings.database_url, broker_url=proxied_url, vendor_url=stack.vendor_url,
                       vendor_secret=vendor_secret, public_url=stack.settings.public_url)
     env["LIAISON_VAR_DIR"] = str(stack.settings.broker_folder.parent)
     env["LIAISON_QUEUE"] = stack.queue
-    web_app = create_app(Settings.from_env(env))
+    return create_app(Settings.from_env(env)), proxy
+
+
+def test_broker_down_at_submit_then_delivered_after_the_sweep(stack: Stack, vendor_secret: str) -> None:
+    web_app, proxy = _web_behind_a_proxy(stack, vendor_secret)
     api_key, _, path = stack.new_client()
     cid = f"outage-{uuid.uuid4().hex[:8]}"
     with ServerThread(web_app) as web:
@@ -64,3 +68,20 @@ def test_sweep_skips_rows_within_the_grace_period_and_rows_already_done(stack: S
     with stack.db.transaction() as session:
         rows = session.scalars(select(OutboxMessage).where(OutboxMessage.correlation_id == cid)).all()
         assert rows and all(r.dispatched_at is not None for r in rows)
+
+
+def test_readyz_is_503_while_the_broker_is_stopped_and_200_when_it_returns(stack: Stack, vendor_secret: str) -> None:
+    import requests
+
+    web_app, proxy = _web_behind_a_proxy(stack, vendor_secret)
+    try:
+        with ServerThread(web_app) as web:
+            assert requests.get(f"{web.url}/readyz", timeout=15).status_code == 200
+            proxy.stop()
+            down = requests.get(f"{web.url}/readyz", timeout=15)
+            assert down.status_code == 503 and "broker unreachable" in down.json()["detail"]
+            proxy.start()
+            assert requests.get(f"{web.url}/readyz", timeout=15).status_code == 200
+    finally:
+        proxy.stop()
+        web_app.extensions["liaison"].db.dispose()
