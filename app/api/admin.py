@@ -3,6 +3,7 @@ tasks, reconcile now."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
@@ -129,14 +130,14 @@ def assign_incident(incident_id: int) -> Response:
     owner = (request.get_json(silent=True) or {}).get("owner")
     if not isinstance(owner, str) or not 0 < len(owner) <= 100:
         raise ValidationFailed("bad owner", errors=[{"field": "owner", "message": "1 to 100 characters"}])
-    return jsonify(incident_body(_act(lambda ctx, i, now: update_incident(ctx, i, now, owner=owner), incident_id)))
+    return jsonify(incident_body(_act(partial(update_incident, owner=owner), incident_id)))
 
 
 @bp.post("/incidents/<int:incident_id>/resolve")
 def resolve(incident_id: int) -> Response:
     note = (request.get_json(silent=True) or {}).get("note")
     note = note if isinstance(note, str) else None
-    return jsonify(incident_body(_act(lambda ctx, i, now: update_incident(ctx, i, now, resolve=True, note=note), incident_id)))
+    return jsonify(incident_body(_act(partial(update_incident, resolve=True, note=note), incident_id)))
 
 
 @bp.get("/callback-endpoints")
