@@ -16,7 +16,7 @@ from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
 CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive
 
 
-@shared_task(bind=True, name="liaison.cancel")
+@shared_task(bind=True, name="liaison.cancel", max_retries=None)
 def cancel(self: Task, outbox_id: int) -> str:
     ctx = liaison()
     if not start_delivery(ctx, outbox_id):

@@ -83,4 +83,5 @@ def retry_or_dead_letter(
         log.info("attempt %d of outbox %s failed; next in %.0fs, held in the database", failed_attempts, outbox_id, delay)
         return "held"
     log.info("attempt %d of outbox %s failed, retrying in %.1fs: %s", failed_attempts, outbox_id, delay, exc)
-    raise task.retry(countdown=delay, max_retries=None, exc=exc)
+    # The task is declared max_retries=None: our policy, not Celery's default of 3, decides when to stop.
+    raise task.retry(countdown=delay, exc=exc)

@@ -21,7 +21,7 @@ from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
 GONE = 410
 
 
-@shared_task(bind=True, name="liaison.relay")
+@shared_task(bind=True, name="liaison.relay", max_retries=None)
 def relay(self: Task, outbox_id: int) -> str:
     ctx = liaison()
     if not start_delivery(ctx, outbox_id):

@@ -16,7 +16,7 @@ from workers.retry_policy import RetryPolicy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
 
 
-@shared_task(bind=True, name="liaison.submit")
+@shared_task(bind=True, name="liaison.submit", max_retries=None)
 def submit(self: Task, outbox_id: int) -> str:
     ctx = liaison()
     if not start_delivery(ctx, outbox_id):
