@@ -1,7 +1,9 @@
-# Sourced by bin/*: make sure .venv exists and matches the requirements files (re-created when they change).
+# Sourced by bin/*: make sure .venv exists and has the requirements installed (again when a requirements file changes).
 # Usage: ensure_venv requirements-dev.txt   (or requirements.txt)
 ensure_venv() {
-  local req="$1" stamp=".venv/.requirements-$(basename "$req" .txt).sha256" want
+  local req="$1"
+  local stamp want
+  stamp=".venv/.$(basename "$req" .txt).sha256"   # one stamp per requirements file
   want=$(cat requirements*.txt | sha256sum | cut -d' ' -f1)
   if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return 0
