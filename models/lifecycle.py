@@ -190,8 +190,7 @@ def attach_orphan(session: Session, orphan: OrphanEvent, task: ExternalTask, now
         raise NotReplayable("the task is bound to another vendor job")
     task.vendor_job_id = orphan.vendor_job_id
     add_event(session, task, "orphan.attached", now, orphan_id=orphan.id)
-    resolve_open(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, f"attached to {task.correlation_id}")
-    return bind_orphans(session, task, now)
+    return bind_orphans(session, task, now)  # resolves the orphans' incidents too
 
 
 def discard_orphan(session: Session, orphan: OrphanEvent, now: datetime) -> None:

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from models.client import Client
+from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
 from models.states import RELAYED, TERMINAL, State, decide, transition
@@ -210,6 +211,8 @@ def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[Ou
     for orphan in orphans:
         orphan.state = "resolved"
         orphan.resolved_at = now
+        if orphan.flagged_at is not None:
+            resolve_open(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, f"bound to {task.correlation_id}")
         out += _apply(session, task, parse_event(orphan.payload), orphan.message_id, now, bound=True)[1]
     return out
 

@@ -248,3 +248,20 @@ def test_a_lost_outbox_message_is_re_driven_by_the_sweep(pair_stack: Stack) -> N
     settings = pair_stack.settings
     assert pair_stack.ctx.publisher.sweep(utcnow(), settings.outbox_grace_s, settings.outbox_lease_s) >= 1
     assert pair_stack.wait_for_task(api_key, cid)["state"] == "succeeded"
+
+
+def test_attaching_resolves_the_orphan_incident(pair_stack: Stack, vendor_secret: str) -> None:
+    from models import Incident
+
+    api_key, _, _ = pair_stack.new_client()
+    cid, _ = pair_stack.unpublished_task(api_key, {"input": "late adoption"})
+    job_id = f"job_{uuid.uuid4().hex}"
+    post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id})
+    with pair_stack.db.transaction() as session:
+        flag_stale_orphans(session, utcnow() + timedelta(hours=2), 3600, 500)
+    orphan = next(o for o in pair_stack.admin("GET", "/orphans", params={"limit": 500}).json()["items"]
+                  if o["vendor_job_id"] == job_id)
+    assert pair_stack.admin("POST", f"/orphans/{orphan['id']}/attach", json={"correlation_id": cid}).status_code == 202
+    with pair_stack.db.transaction() as session:
+        incident = session.scalars(select(Incident).where(Incident.subject == f"orphan:{orphan['id']}")).one()
+        assert incident.resolved_at is not None and f"bound to {cid}" in incident.detail
