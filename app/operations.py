@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.extensions import Liaison
 from models.failures import NotReplayable, discard, enable_endpoint, replay
@@ -13,19 +15,26 @@ from models.incidents import resolve_incident
 from models.lifecycle import attach_orphan, discard_orphan
 from models.messages import DeadLetter
 from models.operations import Incident, OrphanEvent
-from models.task import ExternalTask
 from models.queries import DeadLetterFilter
+from models.task import ExternalTask
+
+T = TypeVar("T")
 
 
 class NotFoundError(LookupError):
     """No such record (→ 404 in the API, an error message in the CLI)."""
 
 
+def _locked(session: Session, model: type[T], key: int, what: str) -> T:
+    row = session.get(model, key, with_for_update=True)
+    if row is None:
+        raise NotFoundError(f"no {what} {key}")
+    return row
+
+
 def replay_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
     with ctx.db.transaction() as session:
-        letter = session.get(DeadLetter, letter_id, with_for_update=True)
-        if letter is None:
-            raise NotFoundError(f"no dead letter {letter_id}")
+        letter = _locked(session, DeadLetter, letter_id, "dead letter")
         rows = replay(session, letter, now)
     ctx.publisher.publish(rows)
     return letter
@@ -66,9 +75,7 @@ def replay_matching(
 
 def discard_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
     with ctx.db.transaction() as session:
-        letter = session.get(DeadLetter, letter_id, with_for_update=True)
-        if letter is None:
-            raise NotFoundError(f"no dead letter {letter_id}")
+        letter = _locked(session, DeadLetter, letter_id, "dead letter")
         discard(session, letter, now)
     return letter
 
@@ -76,9 +83,7 @@ def discard_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
 def update_incident(ctx: Liaison, incident_id: int, now: datetime, *, owner: str | None = None,
                     resolve: bool = False, note: str | None = None) -> Incident:
     with ctx.db.transaction() as session:
-        incident = session.get(Incident, incident_id, with_for_update=True)
-        if incident is None:
-            raise NotFoundError(f"no incident {incident_id}")
+        incident = _locked(session, Incident, incident_id, "incident")
         if owner is not None:
             incident.owner = owner
         if resolve:
@@ -95,9 +100,7 @@ def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime) -> int:
 
 def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime) -> OrphanEvent:
     with ctx.db.transaction() as session:
-        orphan = session.get(OrphanEvent, orphan_id, with_for_update=True)
-        if orphan is None:
-            raise NotFoundError(f"no orphan event {orphan_id}")
+        orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id).with_for_update())
         if task is None:
             raise NotFoundError(f"no task {correlation_id}")
@@ -108,9 +111,7 @@ def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: dat
 
 def discard_orphan_one(ctx: Liaison, orphan_id: int, now: datetime) -> OrphanEvent:
     with ctx.db.transaction() as session:
-        orphan = session.get(OrphanEvent, orphan_id, with_for_update=True)
-        if orphan is None:
-            raise NotFoundError(f"no orphan event {orphan_id}")
+        orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         discard_orphan(session, orphan, now)
     return orphan
 

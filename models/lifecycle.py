@@ -21,7 +21,13 @@ from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import OutboxKind, OutboxMessage
 from models.operations import OrphanEvent
 from models.service import (
-    EventResult, ServiceError, add_event, add_outbox, bind_orphans, move, receive_event,
+    EventResult,
+    ServiceError,
+    add_event,
+    add_outbox,
+    bind_orphans,
+    move,
+    receive_event,
 )
 from models.states import TERMINAL, EventType, State
 from models.task import AT_VENDOR, AWAITING_ACCEPTANCE, AWAITING_COMPLETION, NOT_SUBMITTED, ExternalTask

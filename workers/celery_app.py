@@ -7,8 +7,8 @@ from typing import Any
 
 from celery import Celery, Task, bootsteps
 from celery.signals import worker_process_init
-from kombu import Exchange, Queue
 from flask import Flask
+from kombu import Exchange, Queue
 
 from app.observability.celery_signals import instrument
 from app.settings import Settings

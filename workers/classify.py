@@ -6,8 +6,8 @@ The caller reduces whatever went wrong to plain data first: an HTTP status, or o
 
 from __future__ import annotations
 
-from email.utils import parsedate_to_datetime
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
 

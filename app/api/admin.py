@@ -14,8 +14,15 @@ from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.extensions import liaison
 from app.operations import (
-    NotFoundError, NotReplayable, attach_orphan_to, discard_one, discard_orphan_one, enable_callback_endpoint,
-    replay_matching, replay_one, update_incident,
+    NotFoundError,
+    NotReplayable,
+    attach_orphan_to,
+    discard_one,
+    discard_orphan_one,
+    enable_callback_endpoint,
+    replay_matching,
+    replay_one,
+    update_incident,
 )
 from app.session import db_session
 from models import queries

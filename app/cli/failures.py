@@ -10,12 +10,18 @@ from app.api.representation import dead_letter_body, endpoint_body, incident_bod
 from app.cli.output import emit, emit_one, json_option
 from app.extensions import liaison
 from app.operations import (
-    NotFoundError, NotReplayable, discard_one, enable_callback_endpoint, replay_matching, replay_one, update_incident,
+    NotFoundError,
+    NotReplayable,
+    discard_one,
+    enable_callback_endpoint,
+    replay_matching,
+    replay_one,
+    update_incident,
 )
 from models import queries
 from models.base import utcnow
-from models.messages import DeadLetter
 from models.client import Client
+from models.messages import DeadLetter
 from models.queries import DeadLetterFilter
 from models.states import State
 from models.task import ExternalTask, TaskEvent

@@ -4,8 +4,8 @@ Revision ID: 0001
 Revises: 
 Create Date: 2026-11-30 10:01:57.649280
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = '0001'

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from tests.integration.stack import Stack
 from webhooks.signing import verify
-import time
 
 
 def test_submit_to_completion_relays_signed_callbacks(stack: Stack) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from app.settings import Settings
 from models import DeadLetter, OutboxMessage
 from models.base import utcnow
 from models.service import new_message_id
-from app.settings import Settings
 from tests.integration.stack import Stack, liaison_env
 from workers.celery_app import dead_letter_queue, work_queues
 
