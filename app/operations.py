@@ -101,7 +101,7 @@ def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime) -> int:
 def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime) -> OrphanEvent:
     with ctx.db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
-        task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id).with_for_update())
+        task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id).with_for_update(key_share=True))
         if task is None:
             raise NotFoundError(f"no task {correlation_id}")
         rows = attach_orphan(session, orphan, task, now)

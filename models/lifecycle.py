@@ -2,8 +2,10 @@
 
 Beat jobs call these inside one transaction per batch. Every query repeats a partial index's
 predicate (``models.task``) so it touches only rows that can be due, and claims them with
-``FOR UPDATE SKIP LOCKED`` (SQLite: the transaction's ``BEGIN IMMEDIATE``), so two beats, or a run
-overlapping the next, never act on one row twice.
+``FOR NO KEY UPDATE SKIP LOCKED`` (SQLite: the transaction's ``BEGIN IMMEDIATE``), so two beats, or a
+run overlapping the next, never act on one row twice. NO KEY: a plain ``FOR UPDATE`` would also
+skip every task that another transaction is merely referencing (inserting a TaskEvent takes a key
+share lock on its task), leaving it out of this run for no reason.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ DEADLINES = (
 
 def due_query(rule: DeadlineRule, now: datetime, batch: int) -> Select:
     return (select(ExternalTask).where(text(rule.predicate), rule.column <= now)
-            .order_by(rule.column).limit(batch).with_for_update(skip_locked=True))
+            .order_by(rule.column).limit(batch).with_for_update(skip_locked=True, key_share=True))
 
 
 def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
@@ -117,7 +119,7 @@ def quiet_query(provider: str, quiet_s: int, now: datetime, batch: int) -> Selec
     return (select(ExternalTask)
             .where(text(AT_VENDOR), ExternalTask.provider == provider,
                    ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
-            .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True))
+            .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True, key_share=True))
 
 
 def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, batch: int) -> list[QuietTask]:
@@ -133,7 +135,7 @@ def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int)
     tasks = session.scalars(
         select(ExternalTask)
         .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
-        .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True)
+        .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True, key_share=True)
     ).all()
     for task in tasks:
         task.checked_at = now

@@ -144,9 +144,10 @@ def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
 
 
 def lock_task(session: Session, task_id: int) -> ExternalTask:
-    """Events for one task apply serially: every writer takes the task's row lock first."""
+    """Events for one task apply serially: every writer takes the task's row lock first
+    (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait)."""
     return session.scalars(
-        select(ExternalTask).where(ExternalTask.id == task_id).with_for_update()
+        select(ExternalTask).where(ExternalTask.id == task_id).with_for_update(key_share=True)
     ).one()
 
 
@@ -261,7 +262,7 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
     task = session.scalar(
         select(ExternalTask)
         .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
-        .with_for_update()
+        .with_for_update(key_share=True)
     )
     if task is None:
         session.add(
