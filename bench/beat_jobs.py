@@ -24,13 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg  # noqa: E402
 import requests  # noqa: E402
-from sqlalchemy import insert, text  # noqa: E402
+from sqlalchemy import Executable, insert, text  # noqa: E402
 
 import simulator  # noqa: E402
 from app import create_app  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from models import ProcessedMessage  # noqa: E402
+from models import ExternalTask, ProcessedMessage  # noqa: E402
 from models.base import utcnow  # noqa: E402
+from models.db import Database  # noqa: E402
 from models.lifecycle import DEADLINES, claim_quiet, due_query, escalate_due, quiet_query  # noqa: E402
 from models.maintenance import prune_processed_messages  # noqa: E402
 from tests.integration.stack import migrate  # noqa: E402
@@ -41,7 +42,7 @@ from workers.reconcile import reconcile  # noqa: E402
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-def fill(db, total: int, due: int) -> None:  # type: ignore[no-untyped-def]
+def fill(db: Database, total: int, due: int) -> None:
     """``total`` tasks: all but ``due`` finished long ago; ``due`` overdue and quiet at the vendor."""
     t0 = time.perf_counter()
     with db.transaction() as s:
@@ -62,18 +63,14 @@ def fill(db, total: int, due: int) -> None:  # type: ignore[no-untyped-def]
                 "checked_at": long_ago,
             })
         with db.transaction() as s:
-            from models import ExternalTask
             s.execute(insert(ExternalTask), rows)
         print(f"  inserted {min(start + chunk, total):>9,} tasks", flush=True)
-    with db.engine.connect() as c:
-        if db.engine.dialect.name == "postgresql":
-            c.exec_driver_sql("ANALYZE")
-        else:
-            c.exec_driver_sql("ANALYZE")
+    with db.engine.connect() as c:  # fresh statistics, as autovacuum would have them by now
+        c.exec_driver_sql("ANALYZE")
     print(f"filled {total:,} tasks ({due} due) in {time.perf_counter() - t0:.1f}s")
 
 
-def explain(db, statement) -> str:  # type: ignore[no-untyped-def]
+def explain(db: Database, statement: Executable) -> str:
     with db.engine.connect() as conn:
         compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
         prefix = "EXPLAIN ANALYZE" if db.engine.dialect.name == "postgresql" else "EXPLAIN QUERY PLAN"
@@ -83,8 +80,10 @@ def explain(db, statement) -> str:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=1_000_000)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=1_000_000, help="rows in external_tasks")
     parser.add_argument("--due", type=int, default=200, help="tasks due for escalation and reconciliation")
     parser.add_argument("--prune", type=int, default=100_000, help="old processed messages to prune")
     parser.add_argument("--sqlite", action="store_true", help="use a temporary SQLite file instead of PostgreSQL")
