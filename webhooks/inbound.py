@@ -49,8 +49,8 @@ def receive(provider: str) -> tuple[Response, int]:
         reason = "stale" if exc.reason == "stale" else "signature"
         raise _reject(provider, reason, Unauthorized(f"signature rejected: {exc.reason}", reason=exc.reason)) from None
     bind(message_id=message_id)
-    if len(message_id) > 200:
-        raise _reject(provider, "malformed", BadRequest("webhook-id is longer than 200 characters"))
+    if len(message_id) > 200 or "\x00" in message_id:  # PostgreSQL text cannot hold NUL
+        raise _reject(provider, "malformed", BadRequest("webhook-id must be at most 200 characters, without NUL"))
     try:
         event = parse_event(body)
     except MalformedEvent as exc:

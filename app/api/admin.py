@@ -8,7 +8,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from app.api.representation import dead_letter_body, endpoint_body, incident_body, orphan_body, task_body
+from app.api.representation import MAX_ID, dead_letter_body, endpoint_body, incident_body, orphan_body, task_body
+from app.api.tasks import json_body
 from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
@@ -27,7 +28,7 @@ from app.operations import (
 from app.session import db_session
 from models import queries
 from models.base import utcnow
-from models.messages import DeadLetter
+from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.queries import DeadLetterFilter
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
@@ -35,9 +36,11 @@ bp.before_request(require_admin)
 
 CHOICES = {
     "state": ("open", "replayed", "discarded", "all"),
-    "kind": ("submit", "relay", "cancel", "poison"),
+    "kind": DEAD_LETTER_KINDS,
     "fault": ("caller", "system"),
 }
+#: Route ids: a bigger number is a 404 like any unknown id, not a database integer overflow.
+ID = f"int(max={MAX_ID})"
 
 
 def _int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
@@ -46,7 +49,7 @@ def _int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi
         return None
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         number = lo - 1
     if not lo <= number <= hi:
         raise ValidationFailed(f"bad {name}", errors=[{"field": name, "message": f"a whole number, {lo} to {hi}"}])
@@ -60,11 +63,28 @@ def _choice(source: dict[str, Any], name: str, default: str | None = None) -> st
     return value
 
 
+def _text(source: dict[str, Any], name: str) -> str | None:
+    """An optional free-text filter: a string of at most 200 characters, without NUL."""
+    value = source.get(name)
+    if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
+        message = "a string of at most 200 characters, no NUL"
+        raise ValidationFailed(f"bad {name}", errors=[{"field": name, "message": message}])
+    return value
+
+
+def _json_object() -> dict[str, Any]:
+    """The request's JSON object; no body at all is ``{}``."""
+    body = json_body() if request.get_data(cache=True) else {}
+    if not isinstance(body, dict):
+        raise ValidationFailed("the body must be a JSON object")
+    return body
+
+
 def dead_letter_filter(source: dict[str, Any]) -> DeadLetterFilter:
     state = _choice(source, "state", "open")
     return DeadLetterFilter(
         state=None if state == "all" else state, kind=_choice(source, "kind"), fault=_choice(source, "fault"),
-        provider=source.get("provider"),
+        provider=_text(source, "provider"),
         older_than_s=_int_arg(source, "older_than_s", None, 0, 10**9),
         newer_than_s=_int_arg(source, "newer_than_s", None, 0, 10**9),
     )
@@ -77,12 +97,12 @@ def _page(items: list[Any], limit: int, body: Any) -> dict[str, Any]:
 @bp.get("/dead-letters")
 def list_dead_letters() -> Response:
     limit = _int_arg(request.args, "limit", 50, 1, 500)
-    after = _int_arg(request.args, "after_id", None, 0, 2**62)
+    after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.dead_letters(db_session(), dead_letter_filter(request.args), utcnow(), limit, after)
     return jsonify(_page(items, limit, dead_letter_body))
 
 
-@bp.get("/dead-letters/<int:letter_id>")
+@bp.get(f"/dead-letters/<{ID}:letter_id>")
 def show_dead_letter(letter_id: int) -> Response:
     letter = db_session().get(DeadLetter, letter_id)
     if letter is None:
@@ -99,12 +119,12 @@ def _act(action: Any, *args: Any) -> Any:
         raise Conflict(str(exc)) from None
 
 
-@bp.post("/dead-letters/<int:letter_id>/replay")
+@bp.post(f"/dead-letters/<{ID}:letter_id>/replay")
 def replay_dead_letter(letter_id: int) -> tuple[Response, int]:
     return jsonify(dead_letter_body(_act(replay_one, letter_id))), 202
 
 
-@bp.post("/dead-letters/<int:letter_id>/discard")
+@bp.post(f"/dead-letters/<{ID}:letter_id>/discard")
 def discard_dead_letter(letter_id: int) -> Response:
     return jsonify(dead_letter_body(_act(discard_one, letter_id)))
 
@@ -113,9 +133,7 @@ def discard_dead_letter(letter_id: int) -> Response:
 def replay_dead_letters() -> tuple[Response, int]:
     """Replay every open dead letter matching the body's filter (kind, fault, provider, older_than_s,
     newer_than_s), at most ``limit`` (default 1000)."""
-    body = request.get_json(silent=True) or {}
-    if not isinstance(body, dict):
-        raise ValidationFailed("the body must be a JSON object")
+    body = _json_object()
     limit = _int_arg(body, "limit", 1000, 1, 100_000)
     replayed, skipped = replay_matching(liaison(), dead_letter_filter({**body, "state": "open"}), utcnow(), limit)
     return jsonify({"replayed": replayed, "skipped": skipped}), 202
@@ -127,22 +145,22 @@ def list_incidents() -> Response:
     if state not in ("open", "resolved", "all"):
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved or all"}])
     limit = _int_arg(request.args, "limit", 50, 1, 500)
-    after = _int_arg(request.args, "after_id", None, 0, 2**62)
-    items = queries.incidents(db_session(), state, request.args.get("kind"), limit, after)
+    after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
+    items = queries.incidents(db_session(), state, _text(request.args, "kind"), limit, after)
     return jsonify(_page(items, limit, incident_body))
 
 
-@bp.post("/incidents/<int:incident_id>/assign")
+@bp.post(f"/incidents/<{ID}:incident_id>/assign")
 def assign_incident(incident_id: int) -> Response:
-    owner = (request.get_json(silent=True) or {}).get("owner")
+    owner = _json_object().get("owner")
     if not isinstance(owner, str) or not 0 < len(owner) <= 100:
         raise ValidationFailed("bad owner", errors=[{"field": "owner", "message": "1 to 100 characters"}])
     return jsonify(incident_body(_act(partial(update_incident, owner=owner), incident_id)))
 
 
-@bp.post("/incidents/<int:incident_id>/resolve")
+@bp.post(f"/incidents/<{ID}:incident_id>/resolve")
 def resolve(incident_id: int) -> Response:
-    note = (request.get_json(silent=True) or {}).get("note")
+    note = _json_object().get("note")
     note = note if isinstance(note, str) else None
     return jsonify(incident_body(_act(partial(update_incident, resolve=True, note=note), incident_id)))
 
@@ -154,7 +172,7 @@ def list_endpoints() -> Response:
 
 @bp.post("/callback-endpoints/enable")
 def enable_endpoint() -> tuple[Response, int]:
-    url = (request.get_json(silent=True) or {}).get("url")
+    url = _json_object().get("url")
     if not is_http_url(url):
         raise ValidationFailed("bad url", errors=[{"field": "url", "message": "the disabled endpoint's URL"}])
     return jsonify({"url": url, "released": _act(enable_callback_endpoint, url)}), 202
@@ -166,7 +184,7 @@ def list_tasks() -> Response:
     if request.args.get("retrying") not in ("true", "1"):
         raise ValidationFailed("only retrying=true is supported here", errors=[{"field": "retrying", "message": "true"}])
     limit = _int_arg(request.args, "limit", 50, 1, 500)
-    after = _int_arg(request.args, "after_id", None, 0, 2**62)
+    after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.retrying_tasks(db_session(), limit, after)
     return jsonify(_page(items, limit, task_body))
 
@@ -177,21 +195,21 @@ def list_orphans() -> Response:
     if state not in ("open", "resolved", "discarded", "all"):
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved, discarded or all"}])
     limit = _int_arg(request.args, "limit", 50, 1, 500)
-    after = _int_arg(request.args, "after_id", None, 0, 2**62)
+    after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.orphans(db_session(), None if state == "all" else state, limit, after)
     return jsonify(_page(items, limit, orphan_body))
 
 
-@bp.post("/orphans/<int:orphan_id>/attach")
+@bp.post(f"/orphans/<{ID}:orphan_id>/attach")
 def attach_orphan(orphan_id: int) -> tuple[Response, int]:
     """Bind an orphan event to a task by CorrelationId; it is then applied like any event."""
-    correlation_id = (request.get_json(silent=True) or {}).get("correlation_id")
+    correlation_id = _json_object().get("correlation_id")
     if not isinstance(correlation_id, str) or not correlation_id:
         raise ValidationFailed("bad correlation_id", errors=[{"field": "correlation_id", "message": "required"}])
     return jsonify(orphan_body(_act(attach_orphan_to, orphan_id, correlation_id))), 202
 
 
-@bp.post("/orphans/<int:orphan_id>/discard")
+@bp.post(f"/orphans/<{ID}:orphan_id>/discard")
 def discard_orphan(orphan_id: int) -> Response:
     return jsonify(orphan_body(_act(discard_orphan_one, orphan_id)))
 

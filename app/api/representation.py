@@ -42,6 +42,10 @@ def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict
     return body
 
 
+#: Ids from a client (cursors, admin routes) stop well inside a 64-bit database integer.
+MAX_ID = 2**62
+
+
 def encode_cursor(last_id: int) -> str:
     return base64.urlsafe_b64encode(f"t{last_id}".encode()).decode().rstrip("=")
 
@@ -49,9 +53,10 @@ def encode_cursor(last_id: int) -> str:
 def decode_cursor(cursor: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith("t"):
+        last_id = int(raw[1:]) if raw.startswith("t") else 0
+        if not 0 < last_id < MAX_ID:
             raise ValueError
-        return int(raw[1:])
+        return last_id
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise BadRequest("cursor is not one this API gave out") from None
 

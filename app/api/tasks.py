@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from app.api.representation import decode_cursor, encode_cursor, task_body
-from app.api.validation import parse_submit, valid_idempotency_key
+from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
 from app.auth import current_client
 from app.errors import BadRequest, Conflict, NotFound, UnsupportedMediaType, ValidationFailed
 from app.extensions import liaison
@@ -18,9 +18,11 @@ from app.observability import bind
 from app.session import db_session
 from models import service
 from models.base import utcnow
+from models.client import Client
 from models.lifecycle import AlreadyFinal, request_cancel
 from models.states import State
 from models.task import ExternalTask, TaskEvent
+from webhooks.events import InvalidJson, strict_loads
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
@@ -29,11 +31,17 @@ def json_body() -> Any:
     if not request.is_json:
         raise UnsupportedMediaType("send Content-Type: application/json")
     try:
-        return json.loads(request.get_data(cache=True))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return strict_loads(request.get_data(cache=True))
+    except InvalidJson as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise BadRequest("the body is nested too deeply") from None
+
+
+def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask:
+    """The client's task, or 404. An id no task can have (say, with a NUL byte) is not looked up."""
+    task = service.find_task(session, client, correlation_id) if CORRELATION_ID.fullmatch(correlation_id) else None
+    if task is None:
+        raise NotFound("no such task")
+    return task
 
 
 @bp.post("")
@@ -81,10 +89,7 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
     if not isinstance(reason, str) or not 0 < len(reason) <= 500:
         raise ValidationFailed("bad reason", errors=[{"field": "reason", "message": "a string of 1 to 500 characters"}])
     session = db_session()
-    found = service.find_task(session, client, correlation_id)
-    if found is None:
-        raise NotFound("no such task")
-    task = service.lock_task(session, found.id)
+    task = service.lock_task(session, find_task(session, client, correlation_id).id)
     if key is not None and not service.first_time(session, f"cancel:{client.id}", key, "cancel", utcnow()):
         return jsonify(task_body(task)), 202  # the same request again: same answer, nothing more done
     try:
@@ -100,9 +105,7 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
 @bp.get("/<correlation_id>")
 def get_task(correlation_id: str) -> Response:
     session = db_session()
-    task = service.find_task(session, current_client(), correlation_id)
-    if task is None:
-        raise NotFound("no such task")
+    task = find_task(session, current_client(), correlation_id)
     events = session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)).all()
     return jsonify(task_body(task, list(events)))
 

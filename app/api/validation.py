@@ -32,7 +32,10 @@ def fingerprint(body: Any) -> str:
 def is_http_url(value: Any) -> bool:
     if not isinstance(value, str) or len(value) > 2000:
         return False
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an unclosed IPv6 bracket: "http://[::1/x"
+        return False
     return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import uuid
+from typing import Any
 
+import pytest
 import requests
 
 from tests.integration.stack import Stack
@@ -115,3 +118,125 @@ def test_deadlines_are_stored_in_utc(pair_stack: Stack) -> None:
 def test_health_and_readiness(pair_stack: Stack) -> None:
     assert requests.get(f"{pair_stack.web.url}/healthz", timeout=5).json() == {"status": "ok"}
     assert requests.get(f"{pair_stack.web.url}/readyz", timeout=5).status_code == 200
+
+
+# --- malformed input is a 4xx problem, never a 500 ------------------------------------------
+
+#: JSON that json.loads accepts or fails on oddly, and that the database could not store.
+UNSTORABLE_BODIES = [
+    pytest.param(b'{"input": {"n": ' + b"1" * 4301 + b"}}", id="int-past-4300-digits"),
+    pytest.param(b'{"input": {"n": NaN}}', id="NaN"),
+    pytest.param(b'{"input": {"n": Infinity}}', id="Infinity"),
+    pytest.param(b'{"input": {"n": -Infinity}}', id="-Infinity"),
+    pytest.param(b'{"input": {"n": 1e400}}', id="overflows-to-inf"),
+    pytest.param(b'{"input": "\\ud800"}', id="lone-surrogate"),
+    pytest.param(b'{"input": {"\\udfff": 1}}', id="lone-surrogate-key"),
+    pytest.param(b'{"input": "a\\u0000b"}', id="nul"),
+    pytest.param(b'{"input": "x", "callback_url": "http://cb/\\u0000"}', id="nul-in-callback-url"),
+    pytest.param(b'{"input": ' + b"[" * 100_000 + b"}", id="nested-too-deeply"),
+]
+
+
+@pytest.mark.parametrize("path", ["", "/no-such-task/cancel"])
+@pytest.mark.parametrize("body", UNSTORABLE_BODIES)
+def test_unstorable_json_is_400_and_stores_nothing(pair_stack: Stack, body: bytes, path: str) -> None:
+    api_key, _, _ = pair_stack.new_client()
+    url = f"{pair_stack.web.url}/api/v1/tasks"
+    r = requests.post(url + path, data=body, headers={**_auth(api_key), "Content-Type": "application/json"}, timeout=5)
+    assert r.status_code == 400, r.text
+    assert r.headers["Content-Type"] == PROBLEM and "not valid JSON" in r.json()["detail"]
+    assert requests.get(url, headers=_auth(api_key), timeout=5).json()["tasks"] == []
+
+
+@pytest.mark.parametrize("callback_url", ["http://[::1/x", "http://[::1", "https://::1]/x"])
+def test_broken_ipv6_callback_url_is_a_field_error(pair_stack: Stack, callback_url: str) -> None:
+    api_key, _, _ = pair_stack.new_client()
+    response = pair_stack.submit(api_key, {"input": "x", "callback_url": callback_url})
+    assert response.status_code == 422 and response.headers["Content-Type"] == PROBLEM
+    assert [e["field"] for e in response.json()["errors"]] == ["callback_url"]
+
+
+@pytest.mark.parametrize("last_id", [0, -5, 2**62, 2**63, 10**30], ids=["zero", "negative", "2**62", "2**63", "10**30"])
+def test_cursor_outside_the_id_range_is_400(pair_stack: Stack, last_id: int) -> None:
+    api_key, _, _ = pair_stack.new_client()
+    cursor = base64.urlsafe_b64encode(f"t{last_id}".encode()).decode().rstrip("=")
+    r = requests.get(f"{pair_stack.web.url}/api/v1/tasks", params={"cursor": cursor}, headers=_auth(api_key), timeout=5)
+    assert r.status_code == 400 and r.headers["Content-Type"] == PROBLEM
+
+
+@pytest.mark.parametrize("method, suffix", [("GET", ""), ("POST", "/cancel")])
+def test_correlation_id_no_task_can_have_is_404(pair_stack: Stack, method: str, suffix: str) -> None:
+    """A NUL byte in the path would make PostgreSQL refuse the lookup; such an id is simply unknown."""
+    api_key, _, _ = pair_stack.new_client()
+    r = requests.request(method, f"{pair_stack.web.url}/api/v1/tasks/a%00b{suffix}", headers=_auth(api_key), timeout=5)
+    assert r.status_code == 404 and r.headers["Content-Type"] == PROBLEM
+
+
+def _admin(stack: Stack, method: str, path: str, *, body: bytes | None = None, content_type: str = "application/json",
+           params: dict[str, str] | None = None) -> requests.Response:
+    headers = {"Authorization": f"Bearer {stack.settings.admin_token}", "Content-Type": content_type}
+    return requests.request(method, f"{stack.web.url}/admin/v1{path}", data=body, params=params, headers=headers,
+                            timeout=10)
+
+
+BEYOND_BIGINT = str(10**30)
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/dead-letters/{}"),
+        ("POST", "/dead-letters/{}/replay"),
+        ("POST", "/dead-letters/{}/discard"),
+        ("POST", "/incidents/{}/assign"),
+        ("POST", "/incidents/{}/resolve"),
+        ("POST", "/orphans/{}/attach"),
+        ("POST", "/orphans/{}/discard"),
+    ],
+)
+def test_admin_ids_beyond_a_database_integer_are_404(pair_stack: Stack, method: str, path: str) -> None:
+    body = b'{"owner": "me", "correlation_id": "c"}' if method == "POST" else None
+    r = _admin(pair_stack, method, path.format(BEYOND_BIGINT), body=body)
+    assert r.status_code == 404 and r.headers["Content-Type"] == PROBLEM
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/dead-letters/replay", "/incidents/1/assign", "/incidents/1/resolve", "/callback-endpoints/enable",
+     "/orphans/1/attach"],
+)
+@pytest.mark.parametrize("body", [b"[]", b'["http://x"]', b'"text"', b"5", b"null"])
+def test_admin_body_that_is_not_an_object_is_422(pair_stack: Stack, path: str, body: bytes) -> None:
+    r = _admin(pair_stack, "POST", path, body=body)
+    assert r.status_code == 422 and r.headers["Content-Type"] == PROBLEM
+    assert r.json()["detail"] == "the body must be a JSON object"
+
+
+@pytest.mark.parametrize(
+    "method, path, kwargs, status, field",
+    [
+        pytest.param("POST", "/dead-letters/replay", {"body": b'{"provider": ["sim"]}'}, 422, "provider",
+                     id="provider-not-a-string"),
+        pytest.param("GET", "/dead-letters", {"params": {"provider": "a\x00b"}}, 422, "provider", id="provider-nul"),
+        pytest.param("GET", "/incidents", {"params": {"kind": "a\x00b"}}, 422, "kind", id="kind-nul"),
+        pytest.param("POST", "/callback-endpoints/enable", {"body": b'{"url": "http://[::1/x"}'}, 422, "url",
+                     id="broken-ipv6-url"),
+        pytest.param("POST", "/dead-letters/replay", {"body": b'{"limit": NaN}'}, 400, None, id="NaN"),
+        pytest.param("POST", "/dead-letters/replay", {"body": b'{"limit": 1e400}'}, 400, None, id="overflows-to-inf"),
+        pytest.param("POST", "/dead-letters/replay", {"body": b'{"limit": ' + b"9" * 5000 + b"}"}, 400, None,
+                     id="int-past-4300-digits"),
+        pytest.param("POST", "/incidents/1/assign", {"body": b'{"owner": "\\ud800"}'}, 400, None, id="lone-surrogate"),
+        pytest.param("POST", "/orphans/1/attach", {"body": b'{"correlation_id": "a\\u0000"}'}, 400, None, id="nul"),
+        pytest.param("POST", "/dead-letters/replay", {"body": b"[" * 100_000}, 400, None, id="nested-too-deeply"),
+        pytest.param("POST", "/incidents/1/resolve", {"body": b"note=x", "content_type": "text/plain"}, 415, None,
+                     id="not-json"),
+    ],
+)
+def test_admin_malformed_input_is_a_4xx_problem(
+    pair_stack: Stack, method: str, path: str, kwargs: dict[str, Any], status: int, field: str | None
+) -> None:
+    r = _admin(pair_stack, method, path, **kwargs)
+    assert r.status_code == status, r.text
+    assert r.headers["Content-Type"] == PROBLEM
+    if field:
+        assert [e["field"] for e in r.json()["errors"]] == [field]

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
 from models import OrphanEvent, ProcessedMessage
@@ -93,3 +94,51 @@ def test_event_for_an_unknown_job_is_kept_as_an_orphan(pair_stack: Stack, vendor
     again = post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id},
                        message_id=orphan.message_id)
     assert again.json()["status"] == "duplicate"
+
+
+def _malformed_count(stack: Stack) -> float:
+    """``liaison_webhooks_rejected_total{provider="sim", reason="malformed"}`` from /metrics."""
+    text = requests.get(f"{stack.web.url}/metrics", timeout=5).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "liaison_webhooks_rejected_total" and sample.labels == {"provider": "sim",
+                                                                                     "reason": "malformed"}:
+                return sample.value
+    return 0.0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"type": "job.accepted", "job_id": "j", "n": ' + b"1" * 4301 + b"}", id="int-past-4300-digits"),
+        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": NaN}}', id="NaN"),
+        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": Infinity}}',
+                     id="Infinity"),
+        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": -1e400}}',
+                     id="overflows-to-inf"),
+        pytest.param(b'{"type": "job.accepted", "job_id": "\\ud800"}', id="lone-surrogate-job-id"),
+        pytest.param(b'{"type": "job.accepted", "job_id": "j\\u0000"}', id="nul-job-id"),
+        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"e": "\\u0000"}}',
+                     id="nul-in-outcome"),
+        pytest.param(b"[" * 100_000, id="nested-too-deeply"),
+    ],
+)
+def test_unstorable_json_is_a_malformed_webhook(pair_stack: Stack, vendor_secret: str, body: bytes) -> None:
+    """Signed, but JSON the database could not store: 400 as a malformed body, counted, nothing stored."""
+    before, malformed = _stored(pair_stack), _malformed_count(pair_stack)
+    response = _post(pair_stack, body, _signed(vendor_secret, body))
+    assert response.status_code == 400, response.text
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert _stored(pair_stack) == before
+    assert _malformed_count(pair_stack) == malformed + 1
+
+
+def test_webhook_id_with_a_nul_byte_is_malformed(pair_stack: Stack, vendor_secret: str) -> None:
+    body = json.dumps(EVENT).encode()
+    signed = sign(vendor_secret, "msg_a\x00b", int(time.time()), body).as_dict()
+    headers = {**signed, "Content-Type": "application/json"}
+    before = _stored(pair_stack)
+    response = _post(pair_stack, body, headers)
+    assert response.status_code == 400, response.text
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert _stored(pair_stack) == before

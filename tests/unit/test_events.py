@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models.states import EventType, State
-from webhooks.events import MalformedEvent, VendorEvent, parse_event
+from webhooks.events import InvalidJson, MalformedEvent, VendorEvent, parse_event, strict_loads
 
 
 def body(**fields) -> bytes:
@@ -160,6 +161,69 @@ def test_deeply_nested_json_is_malformed():
         parse_event(b"[" * 100_000)
 
 
+# --- strict JSON: what json.loads lets through but the database cannot store ---------------
+
+UNSTORABLE = [
+    pytest.param(b'{"n": ' + b"1" * 4301 + b"}", id="int-past-4300-digits"),
+    pytest.param(b'{"n": NaN}', id="NaN"),
+    pytest.param(b'{"n": Infinity}', id="Infinity"),
+    pytest.param(b'{"n": -Infinity}', id="-Infinity"),
+    pytest.param(b'{"n": 1e400}', id="float-overflows-to-inf"),
+    pytest.param(b'{"n": -1e400}', id="float-overflows-to-minus-inf"),
+    pytest.param(b'"\\ud800"', id="lone-surrogate"),
+    pytest.param(b'{"a": ["x", "\\udfff"]}', id="lone-low-surrogate-in-list"),
+    pytest.param(b'{"\\ud800": 1}', id="lone-surrogate-key"),
+    pytest.param(b'{"a": "x\\u0000y"}', id="nul-in-string"),
+    pytest.param(b'{"a\\u0000": 1}', id="nul-in-key"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-too-deeply"),
+]
+
+
+NESTED_100 = functools.reduce(lambda inner, _: [inner], range(99), [])
+
+
+@pytest.mark.parametrize("raw", UNSTORABLE)
+def test_strict_loads_rejects_what_cannot_be_stored(raw):
+    with pytest.raises(InvalidJson):
+        strict_loads(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        pytest.param(b'{"n": ' + b"1" * 4300 + b"}", {"n": int("1" * 4300)}, id="int-of-4300-digits"),
+        pytest.param(b'[1.5, -0.0, 1e308, 1e-400]', [1.5, -0.0, 1e308, 0.0], id="finite-floats"),
+        pytest.param(b'"\\ud83d\\ude00 \\u00e9"', "\U0001f600 \u00e9", id="surrogate-pair"),
+        pytest.param(b'"NaN"', "NaN", id="NaN-as-a-string"),
+        pytest.param(b"[" * 100 + b"]" * 100, NESTED_100, id="nested-100"),
+    ],
+)
+def test_strict_loads_accepts_ordinary_json(raw, value):
+    assert strict_loads(raw) == value
+
+
+def test_invalid_json_is_a_value_error():
+    assert issubclass(InvalidJson, ValueError)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b'{"type": "job.accepted", "job_id": "j", "n": ' + b"1" * 5000 + b"}", id="huge-int"),
+        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": NaN}}', id="NaN"),
+        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": -Infinity}}',
+                     id="-Infinity"),
+        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": 1e999}}',
+                     id="overflow"),
+        pytest.param(b'{"type": "job.accepted", "job_id": "\\ud800"}', id="lone-surrogate-job-id"),
+        pytest.param(b'{"type": "job.accepted", "job_id": "j\\u0000"}', id="nul-job-id"),
+    ],
+)
+def test_unstorable_json_is_a_malformed_event(raw):
+    with pytest.raises(MalformedEvent, match="not valid JSON"):
+        parse_event(raw)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
@@ -198,3 +262,35 @@ def test_arbitrary_bytes_never_crash(raw):
         parse_event(raw)
     except MalformedEvent:
         pass
+
+
+awkward_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats()
+    | st.text(max_size=3) | st.sampled_from(["\x00", "a\x00", "\ud800", "\udfff", "\ud83d\ude00"]),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=2) | st.just("\ud800"), c, max_size=3),
+    max_leaves=5,
+)
+
+
+@given(awkward_values)
+def test_strict_loads_returns_only_what_can_be_stored(value):
+    """Whatever json.dumps writes (NaN, Infinity, lone surrogates, NUL included): InvalidJson, or a
+    value that serialises as strict JSON in valid UTF-8 without NUL (what PostgreSQL's JSONB needs)."""
+    try:
+        parsed = strict_loads(json.dumps(value).encode())
+    except InvalidJson:
+        return
+    json.dumps(parsed, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    assert not any("\x00" in text for text in _strings(parsed))
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.api.validation import FIELDS, fingerprint, parse_submit, valid_idempotency_key
-from app.errors import ValidationFailed
+from app.api.representation import MAX_ID, decode_cursor, encode_cursor
+from app.api.validation import FIELDS, fingerprint, is_http_url, parse_submit, valid_idempotency_key
+from app.errors import BadRequest, ValidationFailed
 from app.settings import ProviderSettings
 from models.service import SubmitRequest
 from webhooks.signing import generate_secret
@@ -242,6 +243,24 @@ def test_bad_callback_url(value):
     assert fields_of({"input": {}, "callback_url": value}) == {"callback_url"}
 
 
+BROKEN_IPV6_URLS = ["http://[::1/x", "http://[::1", "https://::1]/x", "http://[/"]
+
+
+@pytest.mark.parametrize("value", BROKEN_IPV6_URLS)
+def test_broken_ipv6_callback_url_is_a_field_error(value):
+    """urlsplit raises ValueError on an unbalanced bracket; that is a bad URL, not a crash."""
+    assert fields_of({"input": {}, "callback_url": value}) == {"callback_url"}
+
+
+@pytest.mark.parametrize("value", BROKEN_IPV6_URLS)
+def test_is_http_url_is_false_for_broken_ipv6(value):
+    assert is_http_url(value) is False
+
+
+def test_is_http_url_accepts_a_real_ipv6_host():
+    assert is_http_url("http://[::1]:8080/hook") is True
+
+
 def test_callback_url_required_when_client_has_none():
     for client_callback_url in (None, ""):
         assert fields_of({"input": {}}, client_callback_url=client_callback_url) == {"callback_url"}
@@ -403,3 +422,29 @@ def test_invalid_idempotency_key(value):
 def test_idempotency_key_with_trailing_newline_is_invalid():
     with pytest.raises(ValidationFailed):
         valid_idempotency_key("k\n")
+
+
+# --- list cursor (app.api.representation) -------------------------------------------------
+
+
+@pytest.mark.parametrize("last_id", [1, 42, MAX_ID - 1])
+def test_cursor_round_trips(last_id):
+    assert decode_cursor(encode_cursor(last_id)) == last_id
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        pytest.param(encode_cursor(0), id="zero"),
+        pytest.param(encode_cursor(-5), id="negative"),
+        pytest.param(encode_cursor(MAX_ID), id="2**62"),
+        pytest.param(encode_cursor(10**30), id="overflows-bigint"),
+        pytest.param(encode_cursor(int("9" * 4300)), id="4300-digits"),
+        pytest.param("!!", id="not-base64"),
+        pytest.param(encode_cursor(5)[1:], id="truncated"),
+    ],
+)
+def test_cursor_out_of_range_or_garbled_is_400(cursor):
+    with pytest.raises(BadRequest) as info:
+        decode_cursor(cursor)
+    assert info.value.status == 400
