@@ -1,4 +1,5 @@
-"""Pure: a failed call → transient, permanent or uncertain. Only transient failures retry.
+"""Pure: a failed call → transient, permanent or uncertain (only transient failures retry), and
+whose fault it is once it is dead-lettered (``caller`` or ``system``).
 
 The caller reduces whatever went wrong to plain data first: an HTTP status, or one of the
 ``Failure`` labels (which say *when* the transport failed: before the request left, or after).
@@ -9,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
+
+from models.failures import Fault
 
 
 class Kind(StrEnum):
@@ -26,6 +29,9 @@ class Failure(StrEnum):
 
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429})
+#: A provider refusing the credentials we configured for it (its API key): ours, whatever the input.
+CREDENTIAL_STATUSES = frozenset({401, 403})
+PROXY_AUTH = 407  # our own egress proxy refused us, never the other side
 
 _FAILURES: dict[Failure, Kind] = {
     Failure.CONNECT_ERROR: Kind.TRANSIENT,
@@ -47,6 +53,26 @@ def classify_status(status: int) -> Kind | None:
 
 def classify_failure(failure: Failure | str) -> Kind:
     return _FAILURES[Failure(failure)]
+
+
+def fault_of(
+    kind: Kind, status: int | None = None, failure: Failure | None = None, *, callers_endpoint: bool = False
+) -> str:
+    """Whose fault a failed call is: ``caller`` only when the other side refused what the caller gave us.
+
+    An outage (transient, uncertain) is ours to watch, and so is a permanent failure without a status
+    (a broken contract, our own configuration) or with 407. Calling a provider, 401 and 403 refuse
+    credentials *we* configured, and a 3xx breaks the contract: ``system``; any other 4xx rejects the
+    caller's input. Relaying (``callers_endpoint``), the endpoint and the secrets it checks belong to
+    the caller: any refusal of it, 401, 403 and redirects included, is the caller's.
+    """
+    if kind is not Kind.PERMANENT or status is None or failure is Failure.BAD_RESPONSE or status == PROXY_AUTH:
+        return Fault.SYSTEM
+    if callers_endpoint:
+        return Fault.CALLER
+    if 400 <= status < 500 and status not in CREDENTIAL_STATUSES:
+        return Fault.CALLER
+    return Fault.SYSTEM
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:

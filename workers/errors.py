@@ -5,28 +5,47 @@
     ├── PermanentError   never retry (other 4xx, a response that breaks the contract)
     └── UncertainError   the request may have been acted on (timeout after sending): settle first
 
-Tasks raise these; ``workers.tasks.base`` maps them onto Celery's retry or onto dead-lettering.
+Tasks raise these; ``workers.tasks.outcomes`` maps them onto Celery's retry or onto dead-lettering,
+labelled with ``fault()``.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
+
+from workers.classify import Failure, Kind, fault_of
 
 
 class CallError(Exception):
     """Root: a call to another system did not succeed. ``str()`` never carries a secret."""
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after_s: float | None = None) -> None:
+    kind: ClassVar[Kind]
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        failure: Failure | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
+        self.failure = failure  # what went wrong when no HTTP status says it
+
+    def fault(self, *, callers_endpoint: bool = False) -> str:
+        """``caller`` or ``system``, for the dead letter: see ``workers.classify.fault_of``."""
+        return fault_of(self.kind, self.status, self.failure, callers_endpoint=callers_endpoint)
 
 
 class TransientError(CallError):
-    pass
+    kind = Kind.TRANSIENT
 
 
 class PermanentError(CallError):
-    pass
+    kind = Kind.PERMANENT
 
 
 class UncertainError(CallError):
-    pass
+    kind = Kind.UNCERTAIN

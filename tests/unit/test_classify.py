@@ -1,4 +1,5 @@
-"""Failure classification (workers.classify): which failures retry, and Retry-After parsing."""
+"""Failure classification (workers.classify): which failures retry, whose fault they are, and
+Retry-After parsing."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.classify import Failure, Kind, classify_failure, classify_status, parse_retry_after
+from models.failures import Fault
+from workers.classify import Failure, Kind, classify_failure, classify_status, fault_of, parse_retry_after
+from workers.errors import PermanentError, TransientError, UncertainError
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -71,6 +74,77 @@ def test_every_failure_label_is_classified():
 def test_unknown_failure_label_is_value_error():
     with pytest.raises(ValueError):
         classify_failure("dns_error")
+
+
+# --- whose fault ------------------------------------------------------------------------
+
+
+C, S = Fault.CALLER, Fault.SYSTEM
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "failure", "provider", "relay"),
+    [
+        # a provider or a domain app refusing the input it was given: the caller's
+        (Kind.PERMANENT, 400, None, C, C),
+        (Kind.PERMANENT, 404, None, C, C),
+        (Kind.PERMANENT, 409, None, C, C),
+        (Kind.PERMANENT, 410, None, C, C),
+        (Kind.PERMANENT, 422, None, C, C),
+        (Kind.PERMANENT, 451, None, C, C),
+        # credentials: a provider refuses the ones we configured; a domain app checks secrets the caller registered
+        (Kind.PERMANENT, 401, None, S, C),
+        (Kind.PERMANENT, 403, None, S, C),
+        # our own egress proxy wants credentials, whoever we were calling
+        (Kind.PERMANENT, 407, None, S, S),
+        # a redirect: a provider breaks the contract; a callback endpoint is misconfigured
+        (Kind.PERMANENT, 301, None, S, C),
+        (Kind.PERMANENT, 304, None, S, C),
+        # an answer that breaks the contract, or our configuration (no status at all)
+        (Kind.PERMANENT, None, Failure.BAD_RESPONSE, S, S),
+        (Kind.PERMANENT, 200, Failure.BAD_RESPONSE, S, S),
+        (Kind.PERMANENT, 404, Failure.BAD_RESPONSE, S, S),  # e.g. find refused: nothing of the caller's in it
+        (Kind.PERMANENT, None, None, S, S),
+        # down, slow or unreachable for the whole retry budget: ours to watch
+        (Kind.TRANSIENT, 429, None, S, S),
+        (Kind.TRANSIENT, 503, None, S, S),
+        (Kind.TRANSIENT, None, Failure.CONNECT_ERROR, S, S),
+        (Kind.TRANSIENT, None, Failure.CONNECT_TIMEOUT, S, S),
+        (Kind.UNCERTAIN, None, Failure.READ_TIMEOUT, S, S),
+        (Kind.UNCERTAIN, None, Failure.RESET_AFTER_SEND, S, S),
+    ],
+)
+def test_fault_table(kind, status, failure, provider, relay):
+    assert fault_of(kind, status, failure) == provider
+    assert fault_of(kind, status, failure, callers_endpoint=True) == relay
+
+
+@given(st.integers(100, 599), st.sampled_from([None, *Failure]), st.booleans())
+def test_only_a_permanent_refusal_is_ever_the_callers(status, failure, relay):
+    """Whatever the status: an outage is never blamed on the caller, and a fault is one of the two."""
+    for kind in Kind:
+        fault = fault_of(kind, status, failure, callers_endpoint=relay)
+        assert fault in (C, S)
+        if fault == C:
+            assert kind is Kind.PERMANENT and failure is not Failure.BAD_RESPONSE and status != 407
+
+
+@pytest.mark.parametrize(
+    ("error", "provider", "relay"),
+    [
+        (PermanentError("HTTP 422", status=422), C, C),
+        (PermanentError("HTTP 401", status=401), S, C),
+        (PermanentError("HTTP 403", status=403), S, C),
+        (PermanentError("response is not JSON"), S, S),  # how the REST provider reports a broken contract
+        (PermanentError("find: HTTP 400", status=400, failure=Failure.BAD_RESPONSE), S, S),
+        (TransientError("HTTP 503", status=503), S, S),
+        (UncertainError("read_timeout", failure=Failure.READ_TIMEOUT), S, S),
+    ],
+)
+def test_error_fault_is_fault_of_its_classification(error, provider, relay):
+    """What the tasks call: the error carries its kind, status and failure label to ``fault_of``."""
+    assert error.fault() == provider
+    assert error.fault(callers_endpoint=True) == relay
 
 
 # --- Retry-After --------------------------------------------------------------------------

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.retry_policy import RetryPolicy, next_delay
+from app.settings import ProviderSettings, Settings
+from webhooks.signing import generate_secret
+from workers.retry_policy import RetryPolicy, next_delay, provider_policy, relay_policy
 
 RELAY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 # Float slack for the *upper* bound only: rng.uniform(a, b) may round a hair past b.
@@ -216,17 +218,119 @@ def test_schedule_ignores_base_and_factor():
     assert next_delay(1, policy, Random(0)) == 7
 
 
+class _Extreme(Random):
+    """An rng whose jitter factor is always the lowest (or highest) the policy allows."""
+
+    def __init__(self, high: bool) -> None:
+        super().__init__(0)
+        self.high = high
+
+    def uniform(self, a: float, b: float) -> float:
+        return b if self.high else a
+
+
 @given(seed=st.integers(0, 2**32))
-def test_relay_schedule_within_twenty_percent(seed):
-    """The relay's Standard-Webhooks-like schedule with ±20 % jitter: each delay stays within ±20 %."""
-    policy = RetryPolicy(
-        max_attempts=8, schedule=RELAY_SCHEDULE, jitter=0.2, cap_s=36000 * 1.2, max_total_s=math.inf
-    )
+def test_production_relay_policy_within_twenty_percent(seed):
+    """The relay policy production builds from the default settings: each step of the
+    Standard-Webhooks-like schedule stays within ±20 %, and the eighth attempt is the last."""
+    policy = relay_policy(Settings.from_env({}))
+    assert policy.schedule == RELAY_SCHEDULE and policy.max_attempts == 8
     rng = Random(seed)
+    elapsed = 0.0
     for failed, nominal in enumerate(RELAY_SCHEDULE, start=1):
-        delay = next_delay(failed, policy, rng)
+        delay = next_delay(failed, policy, rng, elapsed_s=elapsed)
         assert nominal * 0.8 <= delay <= nominal * 1.2 * (1 + EPS)
-    assert next_delay(8, policy, rng) is None
+        elapsed += delay
+    assert next_delay(8, policy, rng, elapsed_s=elapsed) is None
+
+
+@pytest.mark.parametrize("high", [False, True])
+def test_production_relay_policy_reaches_both_jitter_bounds(high):
+    """The cap leaves the longest steps their full +20 %: 10 h can become 12 h, not only 8–10 h."""
+    policy = relay_policy(Settings.from_env({}))
+    factor = 1.2 if high else 0.8
+    delays = [next_delay(n, policy, _Extreme(high)) for n in range(1, len(RELAY_SCHEDULE) + 1)]
+    assert delays == pytest.approx([nominal * factor for nominal in RELAY_SCHEDULE])
+
+
+@given(
+    schedule=schedules,
+    max_attempts=st.integers(1, 20),
+    max_total=st.floats(1, 10**6, allow_nan=False),
+    seed=st.integers(0, 2**32),
+)
+def test_production_relay_policy_from_any_configuration(schedule, max_attempts, max_total, seed):
+    """Whatever is configured: every step is jittered within ±20 % uncut by the cap, and the
+    attempts and the total time are the configured ones."""
+    env = {
+        "LIAISON_RELAY_SCHEDULE_S": ",".join(repr(d) for d in schedule),
+        "LIAISON_RELAY_MAX_ATTEMPTS": str(max_attempts),
+        "LIAISON_RELAY_MAX_TOTAL_S": repr(max_total),
+    }
+    policy = relay_policy(Settings.from_env(env))
+    assert (policy.max_attempts, policy.max_total_s) == (max_attempts, max_total)
+    rng = Random(seed)
+    for failed in range(1, max_attempts):
+        nominal = schedule[min(failed - 1, len(schedule) - 1)]
+        delay = next_delay(failed, policy, rng)
+        if delay is None:
+            assert nominal * 1.2 * (1 + EPS) > max_total  # only the total time cuts a step short
+        else:
+            assert nominal * 0.8 <= delay <= nominal * 1.2 * (1 + EPS)
+            assert delay <= max_total
+    assert next_delay(max_attempts, policy, rng) is None
+
+
+def test_production_relay_policy_gives_up_after_the_configured_total_time():
+    policy = relay_policy(Settings.from_env({"LIAISON_RELAY_MAX_TOTAL_S": "3600"}))
+    assert next_delay(2, policy, _Extreme(False), elapsed_s=3000) == 240  # 300 s −20 %, by 3240 s
+    assert next_delay(2, policy, _Extreme(False), elapsed_s=3400) is None
+    default = relay_policy(Settings.from_env({}))
+    assert default.max_total_s == 2 * 24 * 3600
+    assert next_delay(7, default, _Extreme(True), elapsed_s=2 * 24 * 3600 - 36000 * 1.2) == 36000 * 1.2
+    assert next_delay(7, default, _Extreme(True), elapsed_s=2 * 24 * 3600 - 36000) is None
+
+
+SIM = {"LIAISON_PROVIDER_SIM_BASE_URL": "http://sim.local:9000", "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": generate_secret()}
+
+
+def test_production_provider_policy_defaults():
+    """Submit and cancel: 6 attempts, 2 s doubling up to 300 s, ±20 %, within 24 h."""
+    policy = provider_policy(ProviderSettings.from_env(SIM, "sim"))
+    assert (policy.max_attempts, policy.base_s, policy.factor, policy.cap_s) == (6, 2.0, 2.0, 300.0)
+    assert (policy.max_total_s, policy.jitter, policy.schedule) == (24 * 3600, 0.2, ())
+
+
+@given(
+    max_attempts=st.integers(1, 20),
+    base=st.floats(0, 100, allow_nan=False),
+    cap=st.floats(0, 10_000, allow_nan=False),
+    max_total=st.floats(1, 10**6, allow_nan=False),
+    failed=st.integers(1, 25),
+    elapsed=st.floats(0, 10**6, allow_nan=False),
+    seed=st.integers(0, 2**32),
+)
+def test_production_provider_policy_follows_its_settings(max_attempts, base, cap, max_total, failed, elapsed, seed):
+    """Every SUBMIT_* setting reaches the policy: attempts, base, cap and total time bound each delay."""
+    env = {
+        **SIM,
+        "LIAISON_PROVIDER_SIM_SUBMIT_MAX_ATTEMPTS": str(max_attempts),
+        "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_BASE_S": repr(base),
+        "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_CAP_S": repr(cap),
+        "LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S": repr(max_total),
+    }
+    policy = provider_policy(ProviderSettings.from_env(env, "sim"))
+    delay = next_delay(failed, policy, Random(seed), elapsed_s=elapsed)
+    if failed >= max_attempts:
+        assert delay is None
+        return
+    nominal = min(cap, base * 2.0 ** (failed - 1))
+    high = min(cap, nominal * 1.2) + EPS * max(1.0, cap)
+    if delay is None:
+        assert elapsed + high > max_total  # only the total time stops it before max_attempts
+    else:
+        assert nominal * 0.8 <= delay <= high
+        assert elapsed + delay <= max_total
 
 
 def test_relay_schedule_capped_when_cap_below_entries():

@@ -8,9 +8,8 @@ from celery import Task, shared_task
 from app.extensions import liaison
 from models import service
 from models.base import utcnow
-from models.failures import Fault
 from workers.errors import PermanentError, TransientError
-from workers.retry_policy import RetryPolicy
+from workers.retry_policy import RetryPolicy, provider_policy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
 
 CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive
@@ -33,8 +32,7 @@ def cancel(self: Task, outbox_id: int) -> str:
 
     provider = ctx.providers.get(provider_name)
     ps = ctx.settings.providers.get(provider_name)
-    policy = RetryPolicy(max_attempts=ps.submit_max_attempts, base_s=ps.submit_backoff_base_s,
-                         cap_s=ps.submit_backoff_cap_s) if ps else RetryPolicy()
+    policy = provider_policy(ps) if ps else RetryPolicy()
     try:
         if provider is None:
             raise PermanentError(f"provider {provider_name!r} is not configured")
@@ -45,9 +43,9 @@ def cancel(self: Task, outbox_id: int) -> str:
                 if (row := service.claim_outbox(session, outbox_id)) is not None:
                     service.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
             return "too_late"
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM)
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault())
     except TransientError as exc:
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM)
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault())
 
     with ctx.db.transaction() as session:
         if (row := service.claim_outbox(session, outbox_id)) is not None:

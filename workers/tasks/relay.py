@@ -11,11 +11,11 @@ from app.observability import metrics
 from models import service
 from models.base import utcnow
 from models.client import Client
-from models.failures import Fault, disable_endpoint, endpoint_disabled, park
+from models.failures import disable_endpoint, endpoint_disabled, park
 from models.task import ExternalTask
 from webhooks.delivery import deliver
-from workers.errors import CallError, PermanentError
-from workers.retry_policy import RetryPolicy
+from workers.errors import CallError
+from workers.retry_policy import relay_policy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
 
 GONE = 410
@@ -47,10 +47,7 @@ def relay(self: Task, outbox_id: int) -> str:
         payload = dict(row.payload, message_id=message_id)
 
     settings = ctx.settings
-    policy = RetryPolicy(
-        max_attempts=settings.relay_max_attempts, schedule=settings.relay_schedule_s,
-        cap_s=max(settings.relay_schedule_s), max_total_s=2 * 24 * 3600,
-    )
+    policy = relay_policy(settings)
     try:
         status = deliver(url, secrets, message_id, payload, time.time(), settings.relay_timeout_s)
     except CallError as exc:
@@ -64,7 +61,7 @@ def relay(self: Task, outbox_id: int) -> str:
             metrics.relay_delivery("parked")
             return "parked"
         # Anything else but 2xx is retried (DESIGN §4); a 4xx that outlives the schedule is the caller's.
-        fault = Fault.CALLER if isinstance(exc, PermanentError) else Fault.SYSTEM
+        fault = exc.fault(callers_endpoint=True)
         return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=fault, retry_permanent=True)
 
     with ctx.db.transaction() as session:

@@ -8,11 +8,11 @@ from app.extensions import liaison
 from app.observability import metrics
 from models import service
 from models.base import utcnow
-from models.failures import Fault
 from models.states import State
+from workers.classify import Failure
 from workers.errors import PermanentError, TransientError, UncertainError
 from workers.providers import SubmitJob
-from workers.retry_policy import RetryPolicy
+from workers.retry_policy import RetryPolicy, provider_policy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
 
 
@@ -36,23 +36,26 @@ def submit(self: Task, outbox_id: int) -> str:
     provider = ctx.providers.get(provider_name)
     if provider is None:  # configuration changed after the task was accepted
         exc = PermanentError(f"provider {provider_name!r} is not configured")
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, RetryPolicy(), fault=Fault.SYSTEM)
-    ps = ctx.settings.providers[provider_name]
-    policy = RetryPolicy(
-        max_attempts=ps.submit_max_attempts, base_s=ps.submit_backoff_base_s, cap_s=ps.submit_backoff_cap_s
-    )
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, RetryPolicy(), fault=exc.fault())
+    policy = provider_policy(ctx.settings.providers[provider_name])
     try:
         try:
             job_id = provider.submit(job)
         except UncertainError as exc:
             # The vendor may have created the job: ask before trying again, so it never runs twice.
-            job_id = provider.find(job.correlation_id)
+            try:
+                job_id = provider.find(job.correlation_id)
+            except PermanentError as refused:
+                # find carries nothing of the caller's: refusing it breaks the vendor's contract.
+                raise PermanentError(
+                    f"find: {refused}", status=refused.status, failure=Failure.BAD_RESPONSE
+                ) from None
             if job_id is None:
                 raise TransientError(f"{exc}; the vendor has no job for this reference") from None
     except PermanentError as exc:
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.CALLER, provider=provider_name)
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault(), provider=provider_name)
     except TransientError as exc:
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM, deadline=deadline,
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault(), deadline=deadline,
                                     provider=provider_name)
 
     with ctx.db.transaction() as session:
