@@ -7,6 +7,7 @@ documents the same names.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ def _number(env: Mapping[str, str], name: str, default: float, minimum: float, c
         value = cast(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number") from None
+    if not math.isfinite(value):  # "nan" would pass every comparison: a limit that never bites
+        raise ConfigError(f"{name} must be a finite number")
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}")
     return value
@@ -72,8 +75,8 @@ def _delays(env: Mapping[str, str], name: str, default: tuple[float, ...]) -> tu
         values = tuple(float(v) for v in raw.split(","))
     except ValueError:
         raise ConfigError(f"{name} must be comma-separated seconds") from None
-    if any(v < 0 for v in values):
-        raise ConfigError(f"{name} must not be negative")
+    if any(v < 0 or not math.isfinite(v) for v in values):
+        raise ConfigError(f"{name} must be finite and not negative")
     return values
 
 
@@ -103,6 +106,7 @@ class ProviderSettings:
     submit_max_attempts: int = 6
     submit_backoff_base_s: float = 2.0
     submit_backoff_cap_s: float = 300.0
+    submit_max_total_s: float = 24 * 3600.0  # no attempt starts later than this after the first
     reconcile_after_s: int = 900  # a task quiet this long at the vendor is asked about
     rate_limit_per_s: float = 10.0  # calls per second reconciliation may make
 
@@ -130,6 +134,7 @@ class ProviderSettings:
             submit_max_attempts=_int(env, prefix + "SUBMIT_MAX_ATTEMPTS", 6, 1),
             submit_backoff_base_s=_float(env, prefix + "SUBMIT_BACKOFF_BASE_S", 2.0, 0.0),
             submit_backoff_cap_s=_float(env, prefix + "SUBMIT_BACKOFF_CAP_S", 300.0, 0.0),
+            submit_max_total_s=_float(env, prefix + "SUBMIT_MAX_TOTAL_S", 24 * 3600.0, 1.0),
             reconcile_after_s=_int(env, prefix + "RECONCILE_AFTER_S", 900, 1),
             rate_limit_per_s=_float(env, prefix + "RATE_LIMIT_PER_S", 10.0, 0.01),
         )
@@ -153,6 +158,7 @@ class Settings:
     relay_max_attempts: int = 8
     # Standard-Webhooks-like: after the first try, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (±20 %).
     relay_schedule_s: tuple[float, ...] = (5, 300, 1800, 7200, 18000, 36000, 36000)
+    relay_max_total_s: float = 2 * 24 * 3600.0  # no relay attempt starts later than this after the first
     queue: str = "liaison"  # the Celery work queue (RabbitMQ: also "<queue>.dlx" / "<queue>.dead")
     # Longest wait handed to Celery as a countdown; longer waits are held in the database and
     # re-published by the outbox sweep, so no countdown comes near the Redis visibility_timeout.
@@ -160,6 +166,9 @@ class Settings:
     max_deliveries: int = 5  # a message started this often without finishing is poison
     orphan_window_s: int = 3600  # an orphan event still unbound after this opens an incident
     beat_batch: int = 500  # rows one beat job handles per transaction
+    # A reconcile run stops claiming work after this, so it ends before beat's next one (every 300 s)
+    # is due; what is left is the oldest work of the next run.
+    reconcile_max_run_s: int = 240
     log_format: str = "console"
     log_level: str = "INFO"
 
@@ -191,11 +200,13 @@ class Settings:
             relay_timeout_s=_float(env, "LIAISON_RELAY_TIMEOUT_S", 15.0, 0.01),
             relay_max_attempts=_int(env, "LIAISON_RELAY_MAX_ATTEMPTS", 8, 1),
             relay_schedule_s=_delays(env, "LIAISON_RELAY_SCHEDULE_S", (5, 300, 1800, 7200, 18000, 36000, 36000)),
+            relay_max_total_s=_float(env, "LIAISON_RELAY_MAX_TOTAL_S", 2 * 24 * 3600.0, 1.0),
             queue=_str(env, "LIAISON_QUEUE", "liaison"),
             max_countdown_s=_int(env, "LIAISON_MAX_COUNTDOWN_S", 900, 1),
             max_deliveries=_int(env, "LIAISON_MAX_DELIVERIES", 5, 1),
             orphan_window_s=_int(env, "LIAISON_ORPHAN_WINDOW_S", 3600, 1),
             beat_batch=_int(env, "LIAISON_BEAT_BATCH", 500, 1),
+            reconcile_max_run_s=_int(env, "LIAISON_RECONCILE_MAX_RUN_S", 240, 1),
             log_format=_choice(env, "LIAISON_LOG_FORMAT", "console", ("console", "json")),
             log_level=_choice(env, "LIAISON_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper(),
         )

@@ -49,6 +49,7 @@ def test_defaults_from_empty_env():
     assert settings.webhook_tolerance_s == 300
     assert settings.processed_retention_s > 2 * settings.webhook_tolerance_s
     assert settings.relay_schedule_s == (5, 300, 1800, 7200, 18000, 36000, 36000)
+    assert settings.relay_max_total_s == 2 * 24 * 3600
     assert settings.log_format == "console"
     assert settings.log_level == "INFO"
 
@@ -85,6 +86,7 @@ def test_provider_from_env():
     assert sim.webhook_secrets == (SECRET_1, SECRET_2)
     assert sim.api_key == API_KEY
     assert sim.acceptance_timeout_s is None and sim.execution_timeout_s is None
+    assert sim.submit_max_total_s == 24 * 3600
     assert settings.default_provider == "sim"
 
 
@@ -116,6 +118,19 @@ def test_provider_timeouts():
     )
     assert settings.providers["sim"].acceptance_timeout_s == 60
     assert settings.providers["sim"].execution_timeout_s == 3600
+
+
+def test_max_total_times_parse():
+    """How long retries may go on is configuration: per provider, and for relays."""
+    settings = Settings.from_env(sim_env(LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S="7200", LIAISON_RELAY_MAX_TOTAL_S="90.5"))
+    assert settings.providers["sim"].submit_max_total_s == 7200.0
+    assert settings.relay_max_total_s == 90.5
+
+
+@pytest.mark.parametrize("value", ["0", "0.5", "-1", "a day", "nan", "inf"])
+def test_bad_max_total_times_name_their_variable(value):
+    assert "LIAISON_RELAY_MAX_TOTAL_S" in config_error({"LIAISON_RELAY_MAX_TOTAL_S": value})
+    assert "LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S" in config_error(sim_env(LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S=value))
 
 
 def test_bad_provider_name():
@@ -181,6 +196,8 @@ def test_max_body_bytes_minimum():
     [
         ("LIAISON_RELAY_SCHEDULE_S", "5,x,10"),
         ("LIAISON_RELAY_SCHEDULE_S", "5,-1"),
+        ("LIAISON_RELAY_SCHEDULE_S", "5,nan"),
+        ("LIAISON_RELAY_TIMEOUT_S", "nan"),
         ("LIAISON_LOG_FORMAT", "xml"),
         ("LIAISON_LOG_LEVEL", "verbose"),
         ("LIAISON_PUBLIC_URL", "not a url"),
