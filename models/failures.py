@@ -11,11 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models.incidents import IncidentKind, open_incident, resolve_open
-from models.messages import DeadLetter, OutboxKind, OutboxMessage
+from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
 from models.operations import CallbackEndpoint
-from models.service import ServiceError, add_event, lock_task, move
+from models.service import ServiceError, add_event, lock_task, move, settle_retry
 from models.states import TERMINAL, State, reopen
-from models.task import ExternalTask
 
 INCIDENT_FOR_KIND = {
     OutboxKind.SUBMIT: IncidentKind.SUBMIT_FAILED,
@@ -52,7 +51,7 @@ def dead_letter(
         if task is not None and outbox.kind == OutboxKind.SUBMIT:
             task.attempts += 1
     letter = DeadLetter(
-        kind="poison" if poison else outbox.kind, message_id=outbox.message_id, outbox_id=outbox.id,
+        kind=POISON if poison else outbox.kind, message_id=outbox.message_id, outbox_id=outbox.id,
         correlation_id=outbox.correlation_id, provider=task.provider if task else None,
         payload={"outbox_kind": outbox.kind, **outbox.payload}, error=error, fault=fault,
         attempts=outbox.attempts, first_failed_at=outbox.created_at, last_failed_at=now,
@@ -64,8 +63,8 @@ def dead_letter(
                   correlation_id=outbox.correlation_id)
     if task is None:
         return []
+    settle_retry(session, task, outbox)
     task.last_error = error
-    task.next_attempt_at = None
     add_event(session, task, f"{outbox.kind}.dead_lettered", now, error=error, fault=fault, dead_letter_id=letter.id)
     if outbox.kind == OutboxKind.SUBMIT and task.state not in TERMINAL:
         task.outcome = {"error": error, "fault": fault, "dead_letter_id": letter.id}
@@ -110,7 +109,7 @@ def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMe
             previous, task.state = task.state, reopen(task.state).value
             task.outcome, task.updated_at = None, now
             add_event(session, task, "state.requested", now, previous=previous, reason="dead letter replayed")
-    kind = IncidentKind.POISON_MESSAGE if letter.kind == "poison" else INCIDENT_FOR_KIND.get(row.kind, "")
+    kind = IncidentKind.POISON_MESSAGE if letter.kind == POISON else INCIDENT_FOR_KIND.get(row.kind, "")
     resolve_open(session, kind, f"outbox:{row.id}", now, f"dead letter {letter.id} replayed")
     return [row]
 
@@ -120,14 +119,14 @@ def discard(session: Session, letter: DeadLetter, now: datetime) -> None:
     if letter.state != "open":
         raise NotReplayable(f"dead letter {letter.id} is {letter.state}")
     letter.state, letter.closed_at = "discarded", now
-    kind = IncidentKind.POISON_MESSAGE if letter.kind == "poison" else INCIDENT_FOR_KIND.get(letter.kind, "")
+    kind = IncidentKind.POISON_MESSAGE if letter.kind == POISON else INCIDENT_FOR_KIND.get(letter.kind, "")
     subject = f"outbox:{letter.outbox_id}" if letter.outbox_id is not None else f"message:{letter.message_id}"
     resolve_open(session, kind, subject, now, f"dead letter {letter.id} discarded")
 
 
 def dead_letter_message(session: Session, message_id: str, payload: dict[str, Any], error: str, now: datetime) -> DeadLetter:
     """A broker message we cannot even decode or route: kept, never dropped."""
-    letter = DeadLetter(kind="poison", message_id=message_id[:64], payload=payload, error=error, fault=Fault.SYSTEM,
+    letter = DeadLetter(kind=POISON, message_id=message_id[:64], payload=payload, error=error, fault=Fault.SYSTEM,
                         attempts=0, first_failed_at=now, last_failed_at=now)
     session.add(letter)
     session.flush()
@@ -154,9 +153,9 @@ def park(session: Session, outbox: OutboxMessage, url: str, now: datetime) -> No
     outbox.dispatched_at = outbox.next_attempt_at = None
     outbox.deliveries = 0
     if outbox.task_id is not None:
-        task = session.get(ExternalTask, outbox.task_id)
-        if task is not None:
-            add_event(session, task, "relay.parked", now, reason="callback endpoint disabled (410 Gone)")
+        task = lock_task(session, outbox.task_id)
+        settle_retry(session, task, outbox)
+        add_event(session, task, "relay.parked", now, reason="callback endpoint disabled (410 Gone)")
 
 
 def disable_endpoint(session: Session, url: str, reason: str, now: datetime) -> None:

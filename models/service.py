@@ -7,12 +7,13 @@ goes through :func:`models.states.transition` / :func:`models.states.decide`.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -182,7 +183,9 @@ def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now:
     task = lock_task(session, outbox.task_id)
     outbox.done_at = now
     out: list[OutboxMessage] = []
-    task.vendor_job_id = task.vendor_job_id or job_id
+    if task.vendor_job_id is None:
+        task.vendor_job_id = job_id
+        lock_job(session, task.provider, job_id)  # an early webhook for it commits before we look
     task.attempts += 1
     task.last_error = None
     task.next_attempt_at = None
@@ -195,6 +198,22 @@ def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now:
             out.append(add_outbox(session, OutboxKind.CANCEL, task, now, reason="canceled before the vendor answered"))
     out += bind_orphans(session, task, now)
     return out
+
+
+def lock_job(session: Session, source: str, job_id: str) -> None:
+    """Serialise "is there a task for this vendor job?" against "this task now has that job id".
+
+    Without it, on PostgreSQL a webhook that overtakes its submit response can look for the task
+    before the submission commits while the submission looks for orphans before the webhook
+    commits: neither sees the other and the event stays an orphan. Both take this transaction-level
+    advisory lock first (the submission only when it sets the job id, after its task lock; the
+    webhook before it looks the task up, when the row it could wait on does not match yet — so the
+    two never wait on each other crosswise). SQLite's ``BEGIN IMMEDIATE`` serialises writers already.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    digest = hashlib.blake2b(f"{source}\0{job_id}".encode(), digest_size=8).digest()
+    session.execute(select(func.pg_advisory_xact_lock(int.from_bytes(digest, "big", signed=True))))
 
 
 def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
@@ -259,6 +278,7 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
     """Store and apply one verified vendor event, at most once per (source, message_id)."""
     if not first_time(session, source, message_id, event.type.value, now):
         return EventResult("duplicate")
+    lock_job(session, source, event.job_id)
     task = session.scalar(
         select(ExternalTask)
         .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
@@ -296,10 +316,31 @@ def record_attempt_failure(
     )
 
 
+def settle_retry(session: Session, task: ExternalTask, finished: OutboxMessage) -> None:
+    """``finished`` no longer waits for another attempt (done, parked or dead-lettered).
+
+    A task shows as retrying while any of its outbox rows waits for one, so its ``next_attempt_at``
+    becomes the earliest of the others, and ``last_error`` goes once none is left: a relay that
+    needed one retry must not leave its task looking like it is still retrying.
+    """
+    pending = session.scalar(
+        select(func.min(OutboxMessage.next_attempt_at)).where(
+            OutboxMessage.task_id == task.id,
+            OutboxMessage.id != finished.id,
+            OutboxMessage.done_at.is_(None),
+            OutboxMessage.next_attempt_at.is_not(None),
+        )
+    )
+    task.next_attempt_at = pending
+    if pending is None:
+        task.last_error = None
+
+
 def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
     outbox.done_at = now
     outbox.attempts += 1
     if outbox.task_id is not None:
-        task = session.get(ExternalTask, outbox.task_id)
-        if task is not None:
-            add_event(session, task, event, now, message_id=outbox.message_id, **detail)
+        task = lock_task(session, outbox.task_id)
+        if outbox.next_attempt_at is not None or task.next_attempt_at is not None:
+            settle_retry(session, task, outbox)
+        add_event(session, task, event, now, message_id=outbox.message_id, **detail)

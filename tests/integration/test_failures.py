@@ -124,6 +124,22 @@ def test_callback_5xx_then_2xx_is_delivered_once(pair_stack: Stack) -> None:
     assert kinds.count("relay.attempt_failed") == 2 and kinds.count("relay.delivered") == 1
 
 
+def test_a_delivered_retry_no_longer_shows_the_task_as_retrying(pair_stack: Stack) -> None:
+    api_key, _, path = pair_stack.new_client()
+    pair_stack.callbacks.set_status(path, [500, 204])
+    cid = f"relay-settled-{uuid.uuid4().hex[:8]}"
+    body = {"correlation_id": cid, "input": {"simulate": {"complete_delay_s": 60}}}  # stays accepted
+    assert pair_stack.submit(api_key, body).status_code == 202
+    retrying = pair_stack.wait_for_task(api_key, cid, until=lambda b: b["retrying"])
+    assert retrying["state"] == "accepted" and "500" in retrying["last_error"]
+    done = pair_stack.wait_for_task(
+        api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]], timeout=15)
+    assert done["state"] == "accepted"
+    assert (done["retrying"], done["last_error"], done["next_attempt_at"]) == (False, None, None)
+    listed = pair_stack.admin("GET", "/tasks", params={"retrying": "true", "limit": 500}).json()["items"]
+    assert cid not in [t["correlation_id"] for t in listed]
+
+
 def test_410_disables_the_endpoint_nothing_is_lost_and_reenabling_delivers(pair_stack: Stack) -> None:
     api_key, _, path = pair_stack.new_client()
     url = pair_stack.callback_server.url + path
