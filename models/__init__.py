@@ -2,6 +2,7 @@
 
 from models.base import Base
 from models.client import Client
+from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
 from models.task import ExternalTask, TaskEvent
@@ -13,6 +14,7 @@ __all__ = [
     "DeadLetter",
     "ExternalTask",
     "Incident",
+    "Lease",
     "OrphanEvent",
     "OutboxMessage",
     "ProcessedMessage",

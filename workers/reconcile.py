@@ -1,6 +1,8 @@
 """Reconciliation: ask each provider about tasks that have been quiet too long, and apply what it
 says through the webhook path. Provider calls happen outside any transaction, paced by the
-provider's rate limit; each result is applied in its own short transaction."""
+provider's rate limit; each result is applied in its own short transaction. One run at a time per
+provider (a lease), and a run stops claiming work after ``reconcile_max_run_s``, so runs from two
+beats, the CLI or the admin API never add up to more than the rate limit."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.extensions import Liaison
+from models.leases import lease
 from models.lifecycle import apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
 from workers.errors import CallError, PermanentError
 from workers.rate_limit import TokenBucket
@@ -27,47 +30,70 @@ class ReconcileReport:
     errors: int = 0
     redriven: int = 0
     by_provider: dict[str, int] = field(default_factory=dict)
+    #: providers another run was reconciling (it holds their lease): left to it, so that two runs
+    #: never pace themselves separately and together exceed the provider's rate limit
+    skipped: list[str] = field(default_factory=list)
+    #: providers whose run ended on ``reconcile_max_run_s`` with quiet tasks left for the next run
+    unfinished: list[str] = field(default_factory=list)
 
 
 def reconcile(
     ctx: Liaison, now: datetime, *, sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic, max_batches: int = 20,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ReconcileReport:
+    """One run over every provider, each under its lease and within ``reconcile_max_run_s``."""
     report = ReconcileReport()
-    batch = ctx.settings.beat_batch
-    for name, provider in ctx.providers.items():
-        ps = ctx.settings.providers[name]
-        bucket = TokenBucket(ps.rate_limit_per_s)
-        for _ in range(max_batches):
-            with ctx.db.transaction() as session:
-                quiet = claim_quiet(session, name, ps.reconcile_after_s, now, batch)
-            for task in quiet:
-                sleep(bucket.wait_for(clock()))
-                report.checked += 1
-                report.by_provider[name] = report.by_provider.get(name, 0) + 1
-                try:
-                    snapshot = provider.status(task.vendor_job_id)
-                except PermanentError as exc:
-                    if exc.status == NOT_FOUND:
-                        report.unknown += 1
-                        with ctx.db.transaction() as session:
-                            unknown_job(session, task, name, str(exc), now)
-                    else:
-                        report.errors += 1
-                    continue
-                except CallError as exc:
-                    report.errors += 1
-                    log.warning("reconcile: %s status of %s failed: %s", name, task.correlation_id, exc)
-                    continue
-                with ctx.db.transaction() as session:
-                    result = apply_snapshot(session, name, snapshot.job_id, snapshot.status, snapshot.outcome, now)
-                if result is not None:
-                    report.applied += result.status == "applied"
-                    ctx.publisher.publish(result.outbox)
-            if len(quiet) < batch:
-                break
+    max_run_s = ctx.settings.reconcile_max_run_s
+    for name in ctx.providers:
+        # The lease outlives the run's budget by the longest a last call can take.
+        with lease(ctx.db, f"reconcile:{name}", now, ttl_s=max_run_s + 120) as held:
+            if not held:
+                report.skipped.append(name)
+                continue
+            _reconcile_provider(ctx, name, now, report, sleep=sleep, clock=clock, until=clock() + max_run_s)
     quiet_s = min((ps.reconcile_after_s for ps in ctx.settings.providers.values()), default=900)
     with ctx.db.transaction() as session:
-        rows = claim_unsubmitted(session, quiet_s, now, batch)
+        rows = claim_unsubmitted(session, quiet_s, now, ctx.settings.beat_batch)
     report.redriven = ctx.publisher.publish(rows)
     return report
+
+
+def _reconcile_provider(
+    ctx: Liaison, name: str, now: datetime, report: ReconcileReport, *,
+    sleep: Callable[[float], None], clock: Callable[[], float], until: float,
+) -> None:
+    """Quiet tasks of one provider, oldest first, in batches, paced by its rate limit."""
+    provider, ps = ctx.providers[name], ctx.settings.providers[name]
+    batch = ctx.settings.beat_batch
+    bucket = TokenBucket(ps.rate_limit_per_s)
+    while True:
+        if clock() >= until:
+            report.unfinished.append(name)
+            return
+        with ctx.db.transaction() as session:
+            quiet = claim_quiet(session, name, ps.reconcile_after_s, now, batch)
+        for task in quiet:
+            sleep(bucket.wait_for(clock()))
+            report.checked += 1
+            report.by_provider[name] = report.by_provider.get(name, 0) + 1
+            try:
+                snapshot = provider.status(task.vendor_job_id)
+            except PermanentError as exc:
+                if exc.status == NOT_FOUND:
+                    report.unknown += 1
+                    with ctx.db.transaction() as session:
+                        unknown_job(session, task, name, str(exc), now)
+                else:
+                    report.errors += 1
+                continue
+            except CallError as exc:
+                report.errors += 1
+                log.warning("reconcile: %s status of %s failed: %s", name, task.correlation_id, exc)
+                continue
+            with ctx.db.transaction() as session:
+                result = apply_snapshot(session, name, snapshot.job_id, snapshot.status, snapshot.outcome, now)
+            if result is not None:
+                report.applied += result.status == "applied"
+                ctx.publisher.publish(result.outbox)
+        if len(quiet) < batch:
+            return

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import click
 from flask.cli import AppGroup, with_appcontext
 
@@ -11,7 +14,6 @@ from app.extensions import liaison
 from app.operations import NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from models import queries
 from models.base import utcnow
-from models.lifecycle import escalate_due
 
 
 def register(group: AppGroup) -> None:
@@ -66,9 +68,6 @@ def orphans_discard(orphan_id: int) -> None:
 @with_appcontext
 def reconcile(run_now: bool, as_json: bool) -> None:
     """Ask each provider about tasks quiet too long and apply what it says; re-drive stuck submits."""
-    import dataclasses
-    import json
-
     from workers.reconcile import reconcile as run
 
     report = run(liaison(), utcnow())
@@ -78,21 +77,20 @@ def reconcile(run_now: bool, as_json: bool) -> None:
     click.echo(f"checked {report.checked} tasks ({', '.join(f'{k}: {v}' for k, v in report.by_provider.items()) or 'none'}), "
                f"applied {report.applied}, unknown jobs {report.unknown}, errors {report.errors}, "
                f"re-driven submits {report.redriven}")
+    if report.skipped:
+        click.echo(f"skipped (another run holds their lease): {', '.join(report.skipped)}")
+    if report.unfinished:
+        click.echo(f"stopped at the run's time budget, the rest is for the next run: {', '.join(report.unfinished)}")
 
 
 @click.command("check-deadlines")
 @click.option("--now", "run_now", is_flag=True, required=True, help="Run it now, here (what beat runs every minute).")
+@json_option
 @with_appcontext
-def check_deadlines(run_now: bool) -> None:
+def check_deadlines(run_now: bool, as_json: bool) -> None:
     """Escalate tasks past their acceptance or execution deadline (once per deadline)."""
-    ctx = liaison()
-    total = 0
-    while True:
-        with ctx.db.transaction() as session:
-            escalated, rows = escalate_due(session, utcnow(), ctx.settings.beat_batch)
-        ctx.publisher.publish(rows)
-        total += escalated
-        if escalated < ctx.settings.beat_batch:
-            break
-        click.echo(f"  escalated {total} so far", err=True)
-    click.echo(f"escalated {total} overdue tasks")
+    from workers.deadlines import check_deadlines as run
+
+    total = run(liaison(), utcnow(), max_batches=10_000,
+                progress=lambda n: click.echo(f"  escalated {n} so far", err=True))
+    click.echo(json.dumps({"escalated": total}) if as_json else f"escalated {total} overdue tasks")

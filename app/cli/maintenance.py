@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 
+from app.cli.output import json_option
 from app.extensions import liaison
 from models.base import utcnow
 
@@ -45,18 +47,20 @@ def db_upgrade() -> None:
 
 
 @click.command("sweep-outbox")
+@json_option
 @with_appcontext
-def sweep_outbox() -> None:
+def sweep_outbox(as_json: bool) -> None:
     """Publish outbox rows the broker never got (what beat runs every 30 s)."""
     ctx = liaison()
     n = ctx.publisher.sweep(utcnow(), ctx.settings.outbox_grace_s, ctx.settings.outbox_lease_s)
-    click.echo(f"re-published {n} outbox rows")
+    click.echo(json.dumps({"published": n}) if as_json else f"re-published {n} outbox rows")
 
 
 @click.command("prune")
 @with_appcontext
 @click.option("--now", "run_now", is_flag=True, required=True, help="Run it now (what beat runs hourly).")
-def prune(run_now: bool) -> None:
+@json_option
+def prune(run_now: bool, as_json: bool) -> None:
     """Delete processed-message records older than the retention, in batches, showing progress."""
     from models.maintenance import prune_processed_messages
 
@@ -65,7 +69,10 @@ def prune(run_now: bool) -> None:
         ctx.db, utcnow(), ctx.settings.processed_retention_s,
         progress=lambda n: click.echo(f"  removed {n} so far", err=True),
     )
-    click.echo(f"removed {removed} processed messages older than {ctx.settings.processed_retention_s}s")
+    if as_json:
+        click.echo(json.dumps({"removed": removed, "retention_s": ctx.settings.processed_retention_s}))
+    else:
+        click.echo(f"removed {removed} processed messages older than {ctx.settings.processed_retention_s}s")
 
 
 @click.command("demo")

@@ -5,37 +5,17 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
+import pytest
 from sqlalchemy import func, insert, select, text
 
-from models import OutboxMessage, ProcessedMessage, TaskEvent
+from models import OutboxMessage, ProcessedMessage, TaskEvent, leases
 from models.base import utcnow
 from models.lifecycle import DEADLINES, due_query, escalate_due, quiet_query
 from models.maintenance import prune_processed_messages
 from tests.integration.stack import Stack
-
-
-def _twice_at_once(job: Callable[[], Any]) -> list[Any]:
-    """Run ``job`` in two threads released together, as two beats would."""
-    barrier, results, errors = threading.Barrier(2), [], []
-
-    def run() -> None:
-        barrier.wait()
-        try:
-            results.append(job())
-        except Exception as exc:  # noqa: BLE001 - re-raised below in the test thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
-    return results
+from tests.support.concurrency import twice_at_once
 
 
 def test_pruning_ten_thousand_rows_in_batches_keeps_newer_ones(pair_stack: Stack) -> None:
@@ -69,7 +49,7 @@ def test_two_prunes_at_once_delete_each_row_once(pair_stack: Stack) -> None:
         session.execute(insert(ProcessedMessage), [
             {"source": source, "message_id": str(i), "message_type": "x", "processed_at": old} for i in range(3000)
         ])
-    results = _twice_at_once(lambda: prune_processed_messages(pair_stack.db, now, retention, batch=500))
+    results = twice_at_once(lambda: prune_processed_messages(pair_stack.db, now, retention, batch=500))
     assert sum(results) == 3000
 
 
@@ -83,7 +63,7 @@ def test_two_deadline_checks_at_once_escalate_each_task_once(pair_stack: Stack) 
             escalated, rows = escalate_due(session, later, 500)
         return escalated
 
-    _twice_at_once(run)
+    twice_at_once(run)
     with pair_stack.db.transaction() as session:
         for cid in cids:
             task_id = session.scalar(text("SELECT id FROM external_tasks WHERE correlation_id = :c").bindparams(c=cid))
@@ -112,7 +92,7 @@ def test_two_sweeps_at_once_publish_each_row_once(pair_stack: Stack) -> None:
 
     publisher._send = recording_send  # observe what reaches the broker; the broker is still real
     try:
-        _twice_at_once(lambda: publisher.sweep(utcnow() + timedelta(seconds=60), 10, 1800))
+        twice_at_once(lambda: publisher.sweep(utcnow() + timedelta(seconds=60), 10, 1800))
     finally:
         del publisher._send
     mine = [i for i in sent if i in ids]
@@ -123,7 +103,7 @@ def test_two_sweeps_at_once_publish_each_row_once(pair_stack: Stack) -> None:
 
 def test_beat_queries_use_their_partial_indexes_on_postgresql(pair_stack: Stack) -> None:
     if pair_stack.db.is_sqlite:
-        return  # EXPLAIN output is PostgreSQL's; the benchmark script shows timings on both
+        pytest.skip("EXPLAIN output is PostgreSQL's; bench/beat_jobs.py --sqlite shows SQLite's plans and timings")
     now = utcnow()
     statements = {
         "ix_external_tasks_acceptance_due": due_query(DEADLINES[0], now, 500),
@@ -137,3 +117,29 @@ def test_beat_queries_use_their_partial_indexes_on_postgresql(pair_stack: Stack)
             plan = "\n".join(row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}"))
             assert index in plan, plan
             assert "Seq Scan" not in plan, plan
+
+
+def test_a_lease_is_held_by_one_run_until_released_or_expired(pair_stack: Stack) -> None:
+    name, now = f"test:{uuid.uuid4().hex[:8]}", utcnow()
+    assert leases.acquire(pair_stack.db, name, "a", now, 60)
+    assert not leases.acquire(pair_stack.db, name, "b", now, 60)
+    assert leases.acquire(pair_stack.db, name, "a", now, 60)  # its holder may renew it
+    assert leases.acquire(pair_stack.db, name, "b", now + timedelta(seconds=61), 60)  # a dead holder's expired
+    leases.release(pair_stack.db, name, "a")  # not the holder any more: changes nothing
+    assert not leases.acquire(pair_stack.db, name, "c", now + timedelta(seconds=62), 60)
+    leases.release(pair_stack.db, name, "b")
+    assert leases.acquire(pair_stack.db, name, "c", now, 60)
+    leases.release(pair_stack.db, name, "c")
+
+
+def test_two_runs_taking_a_missing_lease_at_once_get_it_once(pair_stack: Stack) -> None:
+    name, now = f"test:{uuid.uuid4().hex[:8]}", utcnow()
+    holders = iter(["x", "y"])
+    lock = threading.Lock()
+
+    def take() -> bool:
+        with lock:
+            holder = next(holders)
+        return leases.acquire(pair_stack.db, name, holder, now, 60)
+
+    assert sorted(twice_at_once(take)) == [False, True]

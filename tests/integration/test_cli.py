@@ -7,6 +7,7 @@ import uuid
 
 from click.testing import Result
 
+from tests.integration import due_work
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
 
@@ -110,13 +111,23 @@ def test_orphan_commands(pair_stack: Stack, vendor_secret: str) -> None:
     assert "job.accepted" in run(pair_stack, "orphans", "list", "--state", "all", "--limit", "10000").output
 
 
-def test_maintenance_commands(pair_stack: Stack) -> None:
+def test_maintenance_commands_do_their_work(pair_stack: Stack) -> None:
+    api_key, _, _ = pair_stack.new_client()
+    overdue, lost, quiet = (due_work.overdue_task(pair_stack, api_key), due_work.lost_submit(pair_stack, api_key),
+                            due_work.quiet_finished_task(pair_stack, api_key))
+    old = due_work.old_processed_message(pair_stack)
     assert "latest migration" in run(pair_stack, "db", "upgrade").output
-    assert "re-published" in run(pair_stack, "sweep-outbox").output
-    assert "removed" in run(pair_stack, "prune", "--now").output
-    assert "escalated" in run(pair_stack, "check-deadlines", "--now").output
-    assert "checked" in run(pair_stack, "reconcile", "--now").output
-    assert "checked" in json.loads(run(pair_stack, "reconcile", "--now", "--json").output)
+
+    assert json.loads(run(pair_stack, "sweep-outbox", "--json").output)["published"] >= 1
+    assert pair_stack.wait_for_task(api_key, lost)["state"] == "succeeded"
+    assert json.loads(run(pair_stack, "prune", "--now", "--json").stdout)["removed"] >= 1
+    assert not due_work.processed_message_exists(pair_stack, *old)
+    assert json.loads(run(pair_stack, "check-deadlines", "--now", "--json").stdout)["escalated"] >= 1
+    assert "deadline.exceeded" in [e["kind"] for e in pair_stack.get(api_key, overdue)["timeline"]]
+    report = json.loads(run(pair_stack, "reconcile", "--now", "--json").output)
+    assert report["checked"] >= 1 and report["skipped"] == []
+    assert pair_stack.wait_for_task(api_key, quiet)["outcome"] == {"quiet": True}
+    assert "checked" in run(pair_stack, "reconcile", "--now").output  # the table form
     fails(pair_stack, "prune")  # --now is required: nothing destructive by accident
 
 

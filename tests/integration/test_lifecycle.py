@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import select
 
-from models import ExternalTask, OutboxMessage
+from models import ExternalTask, OrphanEvent, OutboxMessage, service
 from models.base import utcnow
 from models.lifecycle import escalate_due, flag_stale_orphans
+from tests.integration import due_work
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
+from tests.support.concurrency import twice_at_once
+from webhooks.events import EventType, VendorEvent
 from workers.reconcile import reconcile
 
 SILENT = {"drop": ["job.accepted", "job.completed"]}
@@ -161,8 +167,10 @@ def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_ch
     assert report.checked >= 1 and report.applied >= 1
     body = pair_stack.wait_for_task(api_key, cid)
     assert body["state"] == "succeeded" and body["outcome"] == {"n": 7}
-    again = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)  # nothing quiet any more
-    assert cid not in str(again)
+    calls: list[str] = []
+    with _spy_on_status(pair_stack, calls):
+        reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)
+    assert job_id not in calls  # final now: nothing left to ask about
 
     late = post_event(pair_stack.web.url, vendor_secret,
                       {"type": "job.completed", "job_id": job_id, "status": "succeeded", "outcome": {"n": 7}})
@@ -188,25 +196,106 @@ def test_reconcile_redrives_a_task_never_submitted_and_flags_a_job_the_vendor_do
         assert incident.kind == "unknown_job" and incident.resolved_at is None
 
 
+def _accepted_tasks(stack: Stack, api_key: str, prefix: str, n: int) -> list[str]:
+    """``n`` tasks the vendor accepted and will not finish soon (nor tell us about)."""
+    cids = [f"{prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(n)]
+    for cid in cids:
+        stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"], "complete_delay_s": 60}}})
+    for cid in cids:
+        stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "accepted")
+    return cids
+
+
+@contextmanager
+def _spy_on_status(stack: Stack, calls: list[str]) -> Iterator[None]:
+    """Record which jobs reconcile asks about, in order (the calls still go to the simulator)."""
+    provider = stack.ctx.providers["sim"]
+    real = provider.status
+
+    def status(job_id: str):  # type: ignore[no-untyped-def]
+        calls.append(job_id)
+        return real(job_id)
+
+    provider.status = status  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del provider.status
+
+
 def test_reconcile_respects_the_rate_limit_oldest_first(pair_stack: Stack) -> None:
     api_key, _, _ = pair_stack.new_client()
-    cids = []
-    for i in range(4):
-        cid = f"paced-{i}-{uuid.uuid4().hex[:6]}"
-        pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"], "complete_delay_s": 60}}})
-        cids.append(cid)
-    for cid in cids:
-        pair_stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "accepted")
-    waits: list[float] = []
-    clock = iter(range(10_000))  # a fake monotonic clock: 1 s between calls unless we wait
-    report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=waits.append, clock=lambda: 0.0 * next(clock))
-    rate = pair_stack.settings.providers["sim"].rate_limit_per_s
+    cids = _accepted_tasks(pair_stack, api_key, "paced", 4)
+    ancient = utcnow() - timedelta(days=30)  # older than anything else in the shared database
+    order = [cids[2], cids[0], cids[3], cids[1]]
     with pair_stack.db.transaction() as session:
-        rows = [(t.correlation_id, t.state, t.checked_at) for t in
-                session.scalars(select(ExternalTask).where(ExternalTask.correlation_id.in_(cids)))]
-    assert report.checked >= 4, rows
+        for minutes, cid in enumerate(order):
+            task = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == cid)).one()
+            task.checked_at = ancient + timedelta(minutes=minutes)
+            order[minutes] = task.vendor_job_id
+    waits: list[float] = []
+    calls: list[str] = []
+    with _spy_on_status(pair_stack, calls):
+        report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=waits.append, clock=lambda: 0.0)
+    assert calls[:4] == order  # oldest first
+    assert report.checked == len(calls) >= 4
+    rate = pair_stack.settings.providers["sim"].rate_limit_per_s
     # With a frozen clock every call after the first must wait one token's time.
     assert waits[0] == 0 and all(abs(w - i / rate) < 1e-9 for i, w in enumerate(waits))
+
+
+def test_two_reconcile_runs_at_once_ask_about_each_task_once(pair_stack: Stack) -> None:
+    """The second run finds the provider's lease taken and leaves it alone: together the runs stay
+    within the rate limit, and no job is asked about twice."""
+    api_key, _, _ = pair_stack.new_client()
+    cids = _accepted_tasks(pair_stack, api_key, "twice", 3)
+    calls: list[str] = []
+    with _spy_on_status(pair_stack, calls):
+        # each call waits 50 ms (the pacing), so the first run is still going when the second starts
+        reports = twice_at_once(lambda: reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: time.sleep(0.05)))
+    with pair_stack.db.transaction() as session:
+        jobs = session.scalars(select(ExternalTask.vendor_job_id).where(ExternalTask.correlation_id.in_(cids))).all()
+    assert all(calls.count(job) == 1 for job in jobs)
+    assert len(calls) == len(set(calls))
+    assert sorted(r.skipped for r in reports) == [[], ["sim"]]
+    assert sum(r.checked for r in reports) == len(calls)
+
+
+def test_a_reconcile_run_stops_claiming_work_at_its_time_budget(pair_stack: Stack) -> None:
+    api_key, _, _ = pair_stack.new_client()
+    _accepted_tasks(pair_stack, api_key, "budget", 2)
+    budget = pair_stack.settings.reconcile_max_run_s
+    clock = iter([0.0, budget + 1.0])  # the budget is over before the first batch is claimed
+    report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None, clock=lambda: next(clock))
+    assert (report.checked, report.unfinished) == (0, ["sim"])
+    assert reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None).checked >= 2  # the next run does it
+
+
+def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair_stack: Stack) -> None:
+    """The submission has set the job id but not committed when the webhook for that job arrives:
+    the webhook waits for it (job lock on PostgreSQL, BEGIN IMMEDIATE on SQLite) and then applies."""
+    api_key, _, _ = pair_stack.new_client()
+    cid, outbox_id = pair_stack.unpublished_task(api_key, {"input": "x"})
+    job_id = f"job_{uuid.uuid4().hex}"
+    results: list[service.EventResult] = []
+
+    def webhook() -> None:
+        with pair_stack.db.transaction() as session:
+            results.append(service.receive_event(
+                session, "sim", f"msg_{uuid.uuid4().hex}", VendorEvent(EventType.ACCEPTED, job_id), utcnow()))
+
+    with pair_stack.db.transaction() as session:
+        service.record_submission(session, service.claim_outbox(session, outbox_id), job_id, utcnow())
+        racer = threading.Thread(target=webhook)
+        racer.start()
+        racer.join(timeout=1.0)
+        assert racer.is_alive(), "the webhook must wait for the submission's commit"
+    racer.join(timeout=10)
+    assert [r.status for r in results] == ["applied"]
+    with pair_stack.db.transaction() as session:
+        task = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == cid)).one()
+        assert task.state == "accepted"
+        assert session.scalars(select(OrphanEvent).where(OrphanEvent.vendor_job_id == job_id)).all() == []
 
 
 def test_orphans_attach_and_discard(pair_stack: Stack, vendor_secret: str, vendor_down: None) -> None:
@@ -266,3 +355,23 @@ def test_attaching_resolves_the_orphan_incident(pair_stack: Stack, vendor_secret
     with pair_stack.db.transaction() as session:
         incident = session.scalars(select(Incident).where(Incident.subject == f"orphan:{orphan['id']}")).one()
         assert incident.resolved_at is not None and f"bound to {cid}" in incident.detail
+
+
+def test_beat_jobs_run_as_celery_tasks_on_the_worker(pair_stack: Stack, vendor_secret: str) -> None:
+    """What beat sends, by name, to the real worker; reconcile through the admin API's trigger."""
+    api_key, _, _ = pair_stack.new_client()
+    overdue, lost, quiet = (due_work.overdue_task(pair_stack, api_key), due_work.lost_submit(pair_stack, api_key),
+                            due_work.quiet_finished_task(pair_stack, api_key))
+    old, orphan = due_work.old_processed_message(pair_stack), due_work.stale_orphan(pair_stack, vendor_secret)
+    for name in ("liaison.sweep_outbox", "liaison.check_deadlines", "liaison.prune_processed_messages",
+                 "liaison.flag_stale_orphans"):
+        pair_stack.celery.send_task(name)
+    assert pair_stack.admin("POST", "/reconcile").status_code == 202
+
+    assert pair_stack.wait_for_task(api_key, lost)["state"] == "succeeded"
+    pair_stack.wait_for_task(api_key, overdue, until=lambda b: "deadline.exceeded" in [e["kind"] for e in b["timeline"]])
+    assert pair_stack.wait_for_task(api_key, quiet)["outcome"] == {"quiet": True}
+    deadline = time.monotonic() + 20
+    while due_work.processed_message_exists(pair_stack, *old) or not due_work.orphan_flagged(pair_stack, orphan):
+        assert time.monotonic() < deadline, "prune or flag_stale_orphans did not run on the worker"
+        time.sleep(0.1)

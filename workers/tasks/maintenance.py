@@ -9,8 +9,9 @@ from celery import shared_task
 
 from app.extensions import liaison
 from models.base import utcnow
-from models.lifecycle import escalate_due, flag_stale_orphans
+from models.lifecycle import flag_stale_orphans
 from models.maintenance import prune_processed_messages as prune
+from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,7 @@ def prune_processed_messages() -> int:
 
 @shared_task(name="liaison.check_deadlines")
 def check_deadlines() -> int:
-    ctx = liaison()
-    with ctx.db.transaction() as session:
-        escalated, rows = escalate_due(session, utcnow(), ctx.settings.beat_batch)
-    ctx.publisher.publish(rows)
+    escalated = run_check_deadlines(liaison(), utcnow())
     if escalated:
         log.info("escalated %d overdue tasks", escalated)
     return escalated

@@ -1,0 +1,66 @@
+"""Named leases for beat work that must not run twice at once but cannot hold a transaction (and
+so a row lock) open while it runs: reconciliation spends minutes calling a vendor, and two runs
+side by side would each pace themselves to the vendor's rate limit and together exceed it.
+
+A lease is a row with an expiry, taken and released in short transactions, so it works the same
+on PostgreSQL and SQLite. A holder that dies leaves the row to expire; nothing waits on it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+from sqlalchemy import String, delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base, UtcDateTime
+from models.db import Database
+
+
+class Lease(Base):
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+def acquire(db: Database, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
+    """Take the lease unless someone else holds it unexpired. Two takers of a missing row meet at
+    its primary key; the loser's savepoint rolls back and it does not get the lease."""
+    expires_at = now + timedelta(seconds=ttl_s)
+    with db.transaction() as session:
+        lease = session.scalar(select(Lease).where(Lease.name == name).with_for_update())
+        if lease is None:
+            try:
+                with session.begin_nested():
+                    session.add(Lease(name=name, holder=holder, expires_at=expires_at))
+            except IntegrityError:
+                return False
+            return True
+        if lease.holder != holder and lease.expires_at > now:
+            return False
+        lease.holder, lease.expires_at = holder, expires_at
+        return True
+
+
+def release(db: Database, name: str, holder: str) -> None:
+    """Give the lease back (deleting the row: its expiry may be in a ``now`` a test moved forward)."""
+    with db.transaction() as session:
+        session.execute(delete(Lease).where(Lease.name == name, Lease.holder == holder))
+
+
+@contextmanager
+def lease(db: Database, name: str, now: datetime, ttl_s: float) -> Iterator[bool]:
+    """``with lease(db, "reconcile:sim", now, 300) as held:`` — run the body's work only if held."""
+    holder = uuid.uuid4().hex
+    held = acquire(db, name, holder, now, ttl_s)
+    try:
+        yield held
+    finally:
+        if held:
+            release(db, name, holder)
