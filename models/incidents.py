@@ -22,6 +22,9 @@ class IncidentKind:
     UNKNOWN_JOB = "unknown_job"
     ORPHAN_UNBOUND = "orphan_unbound"
 
+    ALL = (SUBMIT_FAILED, RELAY_FAILED, CANCEL_FAILED, POISON_MESSAGE, ENDPOINT_DISABLED, DEADLINE_EXCEEDED,
+           UNKNOWN_JOB, ORPHAN_UNBOUND)
+
 
 def _open_key(kind: str, subject: str) -> str:
     return hashlib.sha256(f"{kind}:{subject}".encode()).hexdigest()

@@ -32,6 +32,12 @@ class OutboxKind:
     ALL = (SUBMIT, CANCEL, RELAY)
 
 
+#: a dead letter is the outbox kind that failed, or ``poison`` (a message that never finished a
+#: delivery, or that could not be decoded at all)
+POISON = "poison"
+DEAD_LETTER_KINDS = (*OutboxKind.ALL, POISON)
+
+
 class OutboxMessage(Base):
     """Work a state change causes, committed with it and published to Celery after commit."""
 

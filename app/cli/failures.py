@@ -21,7 +21,7 @@ from app.operations import (
 from models import queries
 from models.base import utcnow
 from models.client import Client
-from models.messages import DeadLetter
+from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.queries import DeadLetterFilter
 from models.states import State
 from models.task import ExternalTask, TaskEvent
@@ -41,7 +41,7 @@ def _run(action, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 def filter_options(func):  # type: ignore[no-untyped-def]
     for option in reversed([
-        click.option("--kind", type=click.Choice(["submit", "relay", "cancel", "poison"]), help="What failed."),
+        click.option("--kind", type=click.Choice(DEAD_LETTER_KINDS), help="What failed."),
         click.option("--fault", type=click.Choice(["caller", "system"]), help="Whose fault it is."),
         click.option("--provider", help="The external system's name."),
         click.option("--older-than", "older_than_s", type=click.IntRange(0), help="Last failed at least this many seconds ago."),

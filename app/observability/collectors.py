@@ -31,7 +31,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.observability import metrics
 from models.base import utcnow
 from models.db import Database
-from models.messages import DeadLetter, OutboxKind, OutboxMessage
+from models.incidents import IncidentKind
+from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
 from models.operations import Incident, OrphanEvent
 from models.states import State
 from models.task import ExternalTask
@@ -141,13 +142,13 @@ class BusinessCollector(Collector):
         for (state, provider), n in sorted(task_counts.items()):
             family.add_metric([state, provider], n)
 
-        dead_counts = {(kind, fault): 0 for kind in OutboxKind.ALL for fault in FAULTS}
+        dead_counts = {(kind, fault): 0 for kind in DEAD_LETTER_KINDS for fault in FAULTS}
         dead_counts.update({(kind, fault): n for kind, fault, n in dead})
         family = out.gauge("liaison_dead_letters_open", "Dead letters not yet replayed or discarded.", ["kind", "fault"])
         for (kind, fault), n in sorted(dead_counts.items()):
             family.add_metric([kind, fault], n)
 
-        incident_counts = {f"{kind}_failed": 0 for kind in OutboxKind.ALL}
+        incident_counts = dict.fromkeys(IncidentKind.ALL, 0)
         incident_counts.update(dict(incidents))
         family = out.gauge("liaison_incidents_open", "Incidents not yet resolved, by kind.", ["kind"])
         for kind, n in sorted(incident_counts.items()):

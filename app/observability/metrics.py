@@ -49,7 +49,7 @@ OTHER = "other"
 WebhookRejection = Literal[
     "signature", "stale", "malformed", "too_large", "unknown_provider", "duplicate", "unsupported_media_type"
 ]
-SubmissionOutcome = Literal["submitted", "retried", "failed", "dead_lettered"]
+SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
 RetryKind = Literal["submit", "relay", "cancel"]
