@@ -109,6 +109,19 @@ def test_retry_is_not_scheduled_past_the_execution_deadline(pair_stack: Stack, v
             assert _at(event["detail"]["next_attempt_at"]) < _at(body["execution_deadline"])
 
 
+def test_an_uncertain_submit_is_settled_by_find_and_never_sent_twice(pair_stack: Stack) -> None:
+    """The vendor creates the job, then answers after our read timeout (2 s here): we cannot know
+    whether it has the job, so we ask ``find(correlation_id)`` before anything else."""
+    api_key, _, _ = pair_stack.new_client()
+    cid = f"uncertain-{uuid.uuid4().hex[:8]}"
+    assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"slow_s": 3}}}).status_code == 202
+    done = pair_stack.wait_for_task(api_key, cid)
+    assert done["state"] == "succeeded"
+    assert "submit.attempt_failed" not in [e["kind"] for e in done["timeline"]]
+    jobs = [j for j in pair_stack.vendor("GET", "/_sim/jobs").json()["jobs"] if j["reference"] == cid]
+    assert [j["submit_attempts"] for j in jobs] == [1]  # one POST /jobs, settled by a GET /jobs?reference=
+
+
 def test_callback_5xx_then_2xx_is_delivered_once(pair_stack: Stack) -> None:
     api_key, _, path = pair_stack.new_client()
     pair_stack.callbacks.set_status(path, [500, 503, 204])

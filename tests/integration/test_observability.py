@@ -126,6 +126,7 @@ def test_request_and_task_logs_share_the_correlation_id_and_hold_no_secret(
     assert pair_stack.submit(api_key, body, key=cid).status_code == 202
     assert pair_stack.wait_for_task(api_key, cid)["state"] == "succeeded"
     pair_stack.callbacks.wait_for(lambda reqs: any(r.path == path for r in reqs), timeout=10)
+    assert pair_stack.admin("GET", "/tasks", params={"retrying": "true"}).status_code == 200  # the admin token too
 
     output = json_log.getvalue()
     lines = [json.loads(line) for line in output.splitlines()]  # every line is one JSON object
@@ -136,7 +137,7 @@ def test_request_and_task_logs_share_the_correlation_id_and_hold_no_secret(
     assert task_lines, "no liaison.submit line carries the correlation_id"
     assert all(line["task_id"] and line["attempt"] >= 1 and line["outbox_id"] for line in task_lines)
     assert all(line["message_id"].startswith("msg_") for line in task_lines)
-    for secret in (api_key, callback_secret, vendor_secret):
+    for secret in (api_key, callback_secret, vendor_secret, pair_stack.settings.admin_token):
         assert secret not in output
 
 

@@ -21,6 +21,7 @@ from models.states import (
     State,
     StateError,
     decide,
+    reopen,
     target_of,
     transition,
 )
@@ -230,3 +231,20 @@ def test_relayed_mapping():
     }
     for quiet in (State.REQUESTED, State.SUBMITTED, State.CANCEL_REQUESTED):
         assert quiet not in RELAYED
+
+
+def test_only_a_failed_task_can_be_reopened_and_it_goes_back_to_requested() -> None:
+    assert reopen(State.FAILED) is State.REQUESTED
+    assert reopen("failed") is State.REQUESTED
+
+
+@pytest.mark.parametrize("state", [s for s in State if s is not State.FAILED])
+def test_no_other_state_can_be_reopened(state: State) -> None:
+    with pytest.raises(InvalidTransition):
+        reopen(state)
+
+
+def test_reopen_is_no_event_path() -> None:
+    """Events never leave a terminal state; only an operator's replay (``reopen``) does."""
+    for event in (EventType.ACCEPTED, EventType.COMPLETED):
+        assert decide(State.FAILED, target_of(event, "succeeded" if event is EventType.COMPLETED else None)).new_state is None
