@@ -55,9 +55,11 @@ def next_delay(
 ) -> float | None:
     """Seconds to wait before the next attempt, or None to give up.
 
-    ``Retry-After`` is never undercut; it counts against ``max_total_s`` and the deadline like any
-    other wait, but not against ``cap_s`` (the cap bounds *our* backoff, not the server's request).
-    A retry that would start after the task's deadline is not scheduled: the caller escalates.
+    ``Retry-After`` is honoured within the cap (DESIGN §6): never undercut, and a server asking for
+    a longer wait than ``cap_s`` allows is not retried at all (waiting less would ignore it, waiting
+    longer would break the cap), so the work is dead-lettered for a person to replay. It counts
+    against ``max_total_s`` and the deadline like any other wait. A retry that would start after
+    the task's deadline is not scheduled either: the caller escalates.
     """
     if failed_attempts < 1:
         raise ValueError("failed_attempts starts at 1")
@@ -66,12 +68,19 @@ def next_delay(
     nominal = policy.nominal_delay(failed_attempts)
     delay = min(policy.cap_s, nominal * rng.uniform(1 - policy.jitter, 1 + policy.jitter))
     if retry_after_s is not None:
+        if retry_after_s > policy.cap_s:
+            return None
         delay = max(delay, retry_after_s)
     if elapsed_s + delay > policy.max_total_s:
         return None
     if deadline_in_s is not None and delay >= deadline_in_s:
         return None
     return delay
+
+
+def retry_after_past_cap(policy: RetryPolicy, retry_after_s: float | None) -> bool:
+    """Why ``next_delay`` gave up, for the dead letter's error: the server asked for too long a wait."""
+    return retry_after_s is not None and retry_after_s > policy.cap_s
 
 
 def provider_policy(settings: ProviderSettings) -> RetryPolicy:

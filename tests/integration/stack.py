@@ -36,7 +36,7 @@ def liaison_env(*, database_url: str, broker_url: str, vendor_url: str, vendor_s
         "LIAISON_PROVIDER_SIM_READ_TIMEOUT_S": "2",
         "LIAISON_PROVIDER_SIM_SUBMIT_MAX_ATTEMPTS": "6",  # more than Celery's default max_retries of 3
         "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_BASE_S": "0.2",
-        "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_CAP_S": "1",
+        "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_CAP_S": "2",  # Retry-After: 2 is within it
         "LIAISON_RELAY_SCHEDULE_S": "0.2,0.4,0.8",
         "LIAISON_RELAY_MAX_ATTEMPTS": "4",
         "LIAISON_RELAY_TIMEOUT_S": "3",

@@ -50,6 +50,18 @@ def test_retry_after_is_honoured(pair_stack: Stack) -> None:
     assert (_at(failure["detail"]["next_attempt_at"]) - _at(failure["at"])).total_seconds() >= 1.0
 
 
+def test_a_retry_after_past_the_cap_is_not_retried_but_dead_lettered(pair_stack: Stack) -> None:
+    """Waiting less would ignore the vendor, waiting longer would break the cap (2 s in tests)."""
+    api_key, _, _ = pair_stack.new_client()
+    cid = f"retry-after-cap-{uuid.uuid4().hex[:8]}"
+    simulate = {"transient_failures": 1, "transient_status": 429, "retry_after": 30}
+    assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": simulate}}).status_code == 202
+    body = pair_stack.wait_for_task(api_key, cid)
+    assert body["state"] == "failed" and body["outcome"]["fault"] == "system"
+    assert "Retry-After (30s) is past the retry cap (2s)" in body["outcome"]["error"]
+    assert "submit.attempt_failed" not in [e["kind"] for e in body["timeline"]]
+
+
 def test_permanent_rejection_is_a_caller_dead_letter_at_once(pair_stack: Stack) -> None:
     api_key, _, path = pair_stack.new_client()
     cid = f"caller-{uuid.uuid4().hex[:8]}"

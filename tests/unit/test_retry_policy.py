@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from app.settings import ProviderSettings, Settings
 from webhooks.signing import generate_secret
-from workers.retry_policy import RetryPolicy, next_delay, provider_policy, relay_policy
+from workers.retry_policy import RetryPolicy, next_delay, provider_policy, relay_policy, retry_after_past_cap
 
 RELAY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 # Float slack for the *upper* bound only: rng.uniform(a, b) may round a hair past b.
@@ -148,23 +148,26 @@ def test_total_budget_property(elapsed, seed, failed):
     failed=st.integers(1, 5),
     seed=st.integers(0, 1000),
 )
-def test_retry_after_is_never_undercut(retry_after, failed, seed):
-    """The delay is at least Retry-After — even beyond cap_s, which bounds only our own backoff."""
+def test_retry_after_is_honoured_within_the_cap(retry_after, failed, seed):
+    """Never sooner than Retry-After, never past the cap: a longer request means no retry at all."""
     policy = RetryPolicy(cap_s=60)
     delay = next_delay(failed, policy, Random(seed), retry_after_s=retry_after)
-    assert delay is not None
-    assert delay >= retry_after
-    own = next_delay(failed, policy, Random(seed))
-    assert delay == max(own, retry_after)
+    if retry_after > policy.cap_s:
+        assert delay is None and retry_after_past_cap(policy, retry_after)
+        return
+    assert delay is not None and retry_after <= delay <= policy.cap_s
+    assert delay == max(next_delay(failed, policy, Random(seed)), retry_after)
+    assert not retry_after_past_cap(policy, retry_after)
 
 
-def test_retry_after_larger_than_cap():
+def test_retry_after_larger_than_cap_gives_up():
     policy = RetryPolicy(cap_s=10)
-    assert next_delay(1, policy, Random(0), retry_after_s=3600) == 3600
+    assert next_delay(1, policy, Random(0), retry_after_s=3600) is None
+    assert next_delay(1, policy, Random(0), retry_after_s=10) == 10
 
 
 def test_retry_after_counts_against_total_budget():
-    policy = RetryPolicy(max_total_s=1000)
+    policy = RetryPolicy(max_total_s=1000, cap_s=10_000)
     assert next_delay(1, policy, Random(0), retry_after_s=5000) is None
     assert next_delay(1, policy, Random(0), elapsed_s=900, retry_after_s=200) is None
 

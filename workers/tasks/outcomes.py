@@ -20,7 +20,7 @@ from models import service
 from models.base import utcnow
 from models.failures import begin_delivery, dead_letter
 from workers.errors import CallError, PermanentError
-from workers.retry_policy import RetryPolicy, next_delay
+from workers.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
 
 log = logging.getLogger(__name__)
 _rng = Random()
@@ -66,7 +66,9 @@ def retry_or_dead_letter(
             )
         if delay is None:
             error = str(exc)
-            if deadline is not None and not isinstance(exc, PermanentError) and failed_attempts < policy.max_attempts:
+            if retry_after_past_cap(policy, exc.retry_after_s):
+                error = f"{exc}; its Retry-After ({exc.retry_after_s:.0f}s) is past the retry cap ({policy.cap_s:.0f}s)"
+            elif deadline is not None and not isinstance(exc, PermanentError) and failed_attempts < policy.max_attempts:
                 error = f"{exc}; the next attempt would start after the execution deadline"
             rows = dead_letter(session, row, error, fault, now)
         else:
