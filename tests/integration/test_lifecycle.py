@@ -136,6 +136,24 @@ def test_cancel_flow_with_idempotency_key(pair_stack: Stack) -> None:
     assert requests.post(url, json={"reason": 5}, headers=headers, timeout=5).status_code == 422
 
 
+def test_a_cancel_the_vendor_refuses_is_a_system_dead_letter(pair_stack: Stack) -> None:
+    """The vendor answers 404 for a job it gave us: nothing the caller can fix."""
+    import requests
+    from sqlalchemy import update
+
+    api_key, _, _ = pair_stack.new_client()
+    cid, _ = pair_stack.unpublished_task(api_key, {"input": "x"})
+    with pair_stack.db.transaction() as session:  # submitted long ago; the vendor has since lost the job
+        session.execute(update(ExternalTask).where(ExternalTask.correlation_id == cid)
+                        .values(state="submitted", vendor_job_id=f"job_lost_{uuid.uuid4().hex[:8]}"))
+    response = requests.post(f"{pair_stack.web.url}/api/v1/tasks/{cid}/cancel",
+                             headers={"Authorization": f"Bearer {api_key}"}, timeout=5)
+    assert response.status_code == 202
+    body = pair_stack.wait_for_task(api_key, cid, until=lambda b: "cancel.dead_lettered" in [e["kind"] for e in b["timeline"]])
+    letter = next(e for e in body["timeline"] if e["kind"] == "cancel.dead_lettered")
+    assert letter["detail"]["fault"] == "system" and "404" in letter["detail"]["error"]
+
+
 def test_cancel_before_the_vendor_knows_the_job_never_submits(pair_stack: Stack, vendor_down: None) -> None:
     import requests
 

@@ -8,6 +8,7 @@ from celery import Task, shared_task
 from app.extensions import liaison
 from models import service
 from models.base import utcnow
+from models.failures import Fault
 from workers.errors import PermanentError, TransientError
 from workers.retry_policy import RetryPolicy, provider_policy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
@@ -43,7 +44,9 @@ def cancel(self: Task, outbox_id: int) -> str:
                 if (row := service.claim_outbox(session, outbox_id)) is not None:
                     service.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
             return "too_late"
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault())
+        # A cancel carries nothing of the caller's, only the job id the vendor gave us: whatever
+        # the vendor refuses about it (say, 404 for its own job) is for us to look at, not the caller.
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM)
     except TransientError as exc:
         return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault())
 
