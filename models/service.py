@@ -146,9 +146,11 @@ def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
 
 def lock_task(session: Session, task_id: int) -> ExternalTask:
     """Events for one task apply serially: every writer takes the task's row lock first
-    (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait)."""
+    (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait).
+    The row is re-read under the lock, even if this session loaded it before."""
     return session.scalars(
         select(ExternalTask).where(ExternalTask.id == task_id).with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
     ).one()
 
 
@@ -339,8 +341,14 @@ def settle_retry(session: Session, task: ExternalTask, finished: OutboxMessage) 
 def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
     outbox.done_at = now
     outbox.attempts += 1
-    if outbox.task_id is not None:
-        task = lock_task(session, outbox.task_id)
-        if outbox.next_attempt_at is not None or task.next_attempt_at is not None:
-            settle_retry(session, task, outbox)
-        add_event(session, task, event, now, message_id=outbox.message_id, **detail)
+    if outbox.task_id is None:
+        return
+    task = session.get(ExternalTask, outbox.task_id)
+    if task is None:
+        return
+    if outbox.next_attempt_at is not None or task.next_attempt_at is not None:
+        # Only then is the task row written, so only then locked: a plain delivery leaves it free
+        # for the beat jobs' SKIP LOCKED claims.
+        task = lock_task(session, task.id)
+        settle_retry(session, task, outbox)
+    add_event(session, task, event, now, message_id=outbox.message_id, **detail)

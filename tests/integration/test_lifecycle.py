@@ -177,7 +177,7 @@ def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_ch
     api_key, _, path = pair_stack.new_client()
     cid = f"reconcile-{uuid.uuid4().hex[:8]}"
     pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"]}}})
-    pair_stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "accepted")
+    pair_stack.wait_for_task(api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]])
     job_id = _job_id(pair_stack, cid)
     pair_stack.vendor("POST", f"/_sim/jobs/{job_id}/complete", json={"status": "succeeded", "outcome": {"n": 7}})
 
@@ -215,12 +215,14 @@ def test_reconcile_redrives_a_task_never_submitted_and_flags_a_job_the_vendor_do
 
 
 def _accepted_tasks(stack: Stack, api_key: str, prefix: str, n: int) -> list[str]:
-    """``n`` tasks the vendor accepted and will not finish soon (nor tell us about)."""
+    """``n`` tasks the vendor accepted and will not finish soon (nor tell us about), with their
+    ``task.accepted`` relayed: no worker holds their row lock any more, which a reconcile claim
+    (SKIP LOCKED) would otherwise pass over."""
     cids = [f"{prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(n)]
     for cid in cids:
         stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"], "complete_delay_s": 60}}})
     for cid in cids:
-        stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "accepted")
+        stack.wait_for_task(api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]])
     return cids
 
 
