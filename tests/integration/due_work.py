@@ -50,7 +50,8 @@ def lost_submit(stack: Stack, api_key: str) -> str:
 def quiet_finished_task(stack: Stack, api_key: str) -> str:
     """A task the vendor finished without telling us (webhook dropped), quiet for a day."""
     cid = f"due-quiet-{uuid.uuid4().hex[:8]}"
-    stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"]}}})
+    # it would finish by itself in 60 s: this test finishes it (outcome {"quiet": true}) when it is ready
+    stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"], "complete_delay_s": 60}}})
     # accepted, and its task.accepted relayed: no worker holds the row a reconcile claim would skip
     stack.wait_for_task(api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]])
     job_id = stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"][0]["job_id"]

@@ -176,7 +176,8 @@ def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_ch
 ) -> None:
     api_key, _, path = pair_stack.new_client()
     cid = f"reconcile-{uuid.uuid4().hex[:8]}"
-    pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"]}}})
+    simulate = {"drop": ["job.completed"], "complete_delay_s": 60}  # the test completes it, below
+    pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": simulate}})
     pair_stack.wait_for_task(api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]])
     job_id = _job_id(pair_stack, cid)
     pair_stack.vendor("POST", f"/_sim/jobs/{job_id}/complete", json={"status": "succeeded", "outcome": {"n": 7}})
