@@ -133,6 +133,9 @@ def test_cancel_flow_with_idempotency_key(pair_stack: Stack) -> None:
         lambda reqs: any(r.path == path and r.json().get("state") == "canceled" for r in reqs), timeout=10)
     final = requests.post(url, json={}, headers={"Authorization": f"Bearer {api_key}"}, timeout=5)
     assert final.status_code == 409 and final.json()["state"] == "canceled"
+    # The first request's key is honoured even now the task is final: same answer, not a 409.
+    repeat = requests.post(url, json={"reason": "customer changed their mind"}, headers=headers, timeout=5)
+    assert repeat.status_code == 202 and repeat.json()["state"] == "canceled"
     assert requests.post(url, json={"reason": 5}, headers=headers, timeout=5).status_code == 422
 
 
@@ -168,7 +171,8 @@ def test_cancel_before_the_vendor_knows_the_job_never_submits(pair_stack: Stack,
     body = pair_stack.wait_for_task(api_key, cid, until=lambda b: "submit.skipped" in [e["kind"] for e in b["timeline"]])
     assert body["state"] == "canceled"
     assert pair_stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"] == []
-    pair_stack.callbacks.wait_for(lambda reqs: any(r.path == path for r in reqs), timeout=10)
+    pair_stack.callbacks.wait_for(lambda reqs: any(
+        r.path == path and r.json()["type"] == "task.completed" and r.json()["state"] == "canceled" for r in reqs), timeout=10)
 
 
 def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_changes_nothing(
