@@ -46,11 +46,12 @@ def client_body(session: Session, client: Client) -> dict[str, Any]:
     }
 
 
-def _change(name: str, action: Callable[[Session, Client], T]) -> T:
-    """Lock the client, apply ``action``, commit; lifecycle refusals become problem+json."""
+def _change(name: str, action: Callable[[Session, Client], T], *, lock: bool = True) -> T:
+    """Lock the client (unless only reading), apply ``action``, commit; lifecycle refusals become
+    problem+json."""
     session = db_session()
     try:
-        result = action(session, credentials.find_client(session, name, lock=True))
+        result = action(session, credentials.find_client(session, name, lock=lock))
         session.commit()
         return result
     except credentials.ClientNotFound as exc:
@@ -80,7 +81,7 @@ def list_clients() -> Response:
 
 @bp.get("/<name>")
 def show_client(name: str) -> Response:
-    return jsonify(_change(name, client_body))
+    return jsonify(_change(name, client_body, lock=False))
 
 
 @bp.post("/<name>/keys")
@@ -139,7 +140,7 @@ def _origin_list(body: dict[str, Any], field: str) -> tuple[str, ...]:
 
 @bp.get("/<name>/origins")
 def list_origins(name: str) -> Response:
-    return jsonify({"origins": _change(name, lambda s, c: list(c.callback_origins))})
+    return jsonify({"origins": _change(name, lambda s, c: list(c.callback_origins), lock=False)})
 
 
 @bp.post("/<name>/origins")

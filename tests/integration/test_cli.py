@@ -7,7 +7,6 @@ import time
 import uuid
 
 import requests
-
 from click.testing import Result
 
 from models import credentials
