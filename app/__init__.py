@@ -9,7 +9,7 @@ from app.settings import Settings
 
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
     from app import cli, errors, observability, session
-    from app.api import admin, health, tasks
+    from app.api import admin, admin_clients, health, tasks
     from app.extensions import Liaison
     from models.db import Database
     from webhooks import inbound
@@ -34,6 +34,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     app.register_blueprint(health.bp)
     app.register_blueprint(inbound.bp)
     app.register_blueprint(admin.bp)
+    app.register_blueprint(admin_clients.bp)
     app.cli.add_command(cli.group)
     observability.init_app(app)
     return app

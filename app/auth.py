@@ -1,16 +1,17 @@
-"""Bearer authentication: a client's API key (hashed at rest), or the admin token."""
+"""Bearer authentication: a client's API key (hashed at rest; live = neither retired nor revoked),
+or the admin token. A disabled client's valid key is a 403 (we know who it is; it may not act)."""
 
 from __future__ import annotations
 
 import hmac
 
 from flask import g, request
-from sqlalchemy import select
 
-from app.errors import NotFound, Unauthorized
+from app.errors import Forbidden, NotFound, Unauthorized
 from app.extensions import liaison
 from app.session import db_session
-from models.client import Client, hash_api_key
+from models.client import Client
+from models.credentials import authenticate
 
 
 def _bearer() -> str:
@@ -23,9 +24,11 @@ def _bearer() -> str:
 
 def current_client() -> Client:
     if "client" not in g:
-        client = db_session().scalar(select(Client).where(Client.api_key_hash == hash_api_key(_bearer())))
+        client = authenticate(db_session(), _bearer())
         if client is None:
-            raise Unauthorized("unknown API key")
+            raise Unauthorized("unknown, retired or revoked API key")
+        if client.disabled_at is not None:
+            raise Forbidden("this client is disabled; ask the operators to enable it")
         g.client = client
     return g.client
 

@@ -20,9 +20,9 @@ from flask import Flask
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from models.client import Client, generate_api_key, hash_api_key
+from models.credentials import create_client
 from models.states import TERMINAL
-from webhooks.signing import SignatureError, generate_secret, verify
+from webhooks.signing import SignatureError, verify
 
 SCENARIOS: list[tuple[str, dict[str, Any], str]] = [
     ("quick-report", {"complete_delay_s": 1.5}, "succeeded"),
@@ -65,13 +65,9 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def _create_client(app: Flask, callback_url: str) -> tuple[str, str]:
-    api_key, secret = generate_api_key(), generate_secret()
     with app.extensions["liaison"].db.transaction() as session:
-        session.add(
-            Client(name=f"demo-{uuid.uuid4().hex[:8]}", api_key_hash=hash_api_key(api_key),
-                   callback_secrets=[secret], callback_url=callback_url)
-        )
-    return api_key, secret
+        _, key, secret = create_client(session, f"demo-{uuid.uuid4().hex[:8]}", callback_url)
+    return key.api_key, secret
 
 
 def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int) -> bool:

@@ -10,11 +10,40 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
+
+# --- credentials (issue 8) ---
+#: The admin token is a bearer credential for every operator action: no shorter than this.
+MIN_ADMIN_TOKEN_LEN = 32
+
+
+def mask_url_password(url: str) -> str:
+    """``scheme://user:***@host/...``: the URL with any password masked, for reprs and logs."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return "<unparsable URL>"
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
+
+
+def _admin_token(env: Mapping[str, str]) -> str:
+    """Empty = the admin API is off; otherwise at least MIN_ADMIN_TOKEN_LEN characters."""
+    token = env.get("LIAISON_ADMIN_TOKEN", "").strip()
+    if token and len(token) < MIN_ADMIN_TOKEN_LEN:
+        raise ConfigError(
+            f"LIAISON_ADMIN_TOKEN must be at least {MIN_ADMIN_TOKEN_LEN} characters "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'), or empty to turn the admin API off"
+        )
+    return token
+
 
 #: Redis redelivers a message not acked within this; celeryconfig uses the same number.
 VISIBILITY_TIMEOUT_S = 12 * 3600
@@ -189,7 +218,7 @@ class Settings:
             broker_url=_str(env, "CELERY_BROKER_URL", "filesystem://localhost//"),
             broker_folder=Path(_str(env, "LIAISON_BROKER_FOLDER", str(var_dir / "broker"))),
             public_url=_url(env, "LIAISON_PUBLIC_URL", "http://127.0.0.1:5000"),
-            admin_token=env.get("LIAISON_ADMIN_TOKEN", "").strip(),
+            admin_token=_admin_token(env),
             providers=providers,
             default_provider=default_provider or None,
             max_body_bytes=_int(env, "LIAISON_MAX_BODY_BYTES", 256 * 1024, 1024),
@@ -212,6 +241,18 @@ class Settings:
         )
         settings.validate()
         return settings
+
+    def __repr__(self) -> str:
+        """Every field but the secret ones (``repr=False``); URLs with their password masked."""
+        shown = []
+        for f in fields(self):
+            if not f.repr:
+                continue
+            value = getattr(self, f.name)
+            if f.name in ("database_url", "broker_url"):
+                value = mask_url_password(value)
+            shown.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
 
     def validate(self) -> None:
         """Cross-setting rules, checked at start-up."""

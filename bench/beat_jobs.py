@@ -46,8 +46,8 @@ def fill(db: Database, total: int, due: int) -> None:
     """``total`` tasks: all but ``due`` finished long ago; ``due`` overdue and quiet at the vendor."""
     t0 = time.perf_counter()
     with db.transaction() as s:
-        s.execute(text("INSERT INTO clients (name, api_key_hash, callback_secrets, created_at) "
-                       "VALUES ('bench', 'x', '[]', CURRENT_TIMESTAMP)"))
+        s.execute(text("INSERT INTO clients (name, callback_secrets, created_at) "
+                       "VALUES ('bench', '[]', CURRENT_TIMESTAMP)"))
         client_id = s.scalar(text("SELECT id FROM clients WHERE name = 'bench'"))
     chunk = 100_000
     long_ago = utcnow() - timedelta(days=30)

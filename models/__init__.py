@@ -1,13 +1,14 @@
 """Liaison's tables and the one place that changes them (``models.service``)."""
 
 from models.base import Base
-from models.client import Client
+from models.client import ApiKey, Client
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
 from models.task import ExternalTask, TaskEvent
 
 __all__ = [
+    "ApiKey",
     "Base",
     "CallbackEndpoint",
     "Client",

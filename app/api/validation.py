@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import ValidationFailed
 from app.settings import ProviderSettings
+from models.origins import within
 from models.service import SubmitRequest
 
 CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
@@ -90,7 +91,10 @@ def parse_submit(
     default_provider: str | None,
     client_callback_url: str | None,
     now: datetime,
+    client_callback_origins: Sequence[str] = (),
 ) -> SubmitRequest:
+    """``client_callback_origins``: the client's registered origins; when there are any, the
+    callback URL (given or the client's default) must lie within one of them."""
     if not isinstance(body, dict):
         raise ValidationFailed("the body must be a JSON object")
     errors: list[dict[str, str]] = []
@@ -118,6 +122,8 @@ def parse_submit(
         errors.append({"field": "callback_url", "message": "an http(s) URL of at most 2000 characters"})
     elif callback_url is None and not client_callback_url:
         errors.append({"field": "callback_url", "message": "required: this client has no default callback_url"})
+    elif not within(callback_url or client_callback_url, client_callback_origins):
+        errors.append({"field": "callback_url", "message": "outside this client's registered callback origins"})
 
     on_deadline = body.get("on_deadline", "escalate")
     if on_deadline not in ("escalate", "cancel"):

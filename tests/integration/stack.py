@@ -18,7 +18,7 @@ from flask import Flask
 from app import create_app
 from app.cli import alembic_config
 from app.settings import Settings
-from models.client import Client, generate_api_key, hash_api_key
+from models.credentials import authenticate, create_client
 from models.states import TERMINAL
 from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
@@ -77,11 +77,20 @@ class Stack:
     def new_client(self, path: str | None = None) -> tuple[str, str, str]:
         """(api key, callback secret, callback path) of a fresh client."""
         path = path or f"/cb/{uuid.uuid4().hex[:8]}"
-        api_key, secret = generate_api_key(), generate_secret()
         with self.db.transaction() as session:
-            session.add(Client(name=f"client-{uuid.uuid4().hex[:8]}", api_key_hash=hash_api_key(api_key),
-                               callback_secrets=[secret], callback_url=self.callback_server.url + path))
-        return api_key, secret, path
+            _, key, secret = create_client(session, self.new_client_name(), self.callback_server.url + path)
+        return key.api_key, secret, path
+
+    @staticmethod
+    def new_client_name() -> str:
+        return f"client-{uuid.uuid4().hex[:8]}"
+
+    def client_name(self, api_key: str) -> str:
+        """The name of the client owning a live ``api_key``."""
+        with self.db.transaction() as session:
+            client = authenticate(session, api_key)
+            assert client is not None, "no live key"
+            return client.name
 
     @property
     def ctx(self):  # type: ignore[no-untyped-def]
@@ -90,17 +99,16 @@ class Stack:
     def unpublished_task(self, api_key: str, body: dict[str, Any]) -> tuple[str, int]:
         """A task whose submit message never reached the broker (a crash right after commit):
         (correlation id, submit outbox id)."""
-        from sqlalchemy import select
-
         from app.api.validation import parse_submit
         from models import service
         from models.base import utcnow
 
         now = utcnow()
         with self.db.transaction() as session:
-            client = session.scalars(select(Client).where(Client.api_key_hash == hash_api_key(api_key))).one()
+            client = authenticate(session, api_key)
             req = parse_submit(body, providers=self.settings.providers, default_provider="sim",
-                               client_callback_url=client.callback_url, now=now)
+                               client_callback_url=client.callback_url, now=now,
+                               client_callback_origins=client.callback_origins)
             result = service.submit_task(session, client, req, None, now)
             return result.task.correlation_id, result.outbox[0].id
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
+import requests
 from click.testing import Result
 
+from models import credentials
 from tests.integration import due_work
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
+from webhooks.signing import verify
 
 
 def run(stack: Stack, *args: str) -> Result:
@@ -27,12 +31,86 @@ def fails(stack: Stack, *args: str) -> str:
 def test_clients_commands(pair_stack: Stack) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     created = json.loads(run(pair_stack, "clients", "create", name, "--callback-url", "http://127.0.0.1:9/cb", "--json").output)
-    rotated = json.loads(run(pair_stack, "clients", "rotate-secret", name, "--json").output)
-    assert rotated["secrets"] == 2 and rotated["callback_secret"] != created["callback_secret"]
-    assert json.loads(run(pair_stack, "clients", "rotate-secret", name, "--drop-old", "--json").output)["secrets"] == 1
     listed = run(pair_stack, "clients", "list").output
     assert name in listed and "CALLBACK_URL" in listed and created["callback_secret"] not in listed
-    assert "no client named" in fails(pair_stack, "clients", "rotate-secret", "nobody-" + name)
+    assert "exists already" in fails(pair_stack, "clients", "create", name)
+    assert "no client named" in fails(pair_stack, "clients", "add-secret", "nobody-" + name)
+    assert "no such command" in fails(pair_stack, "clients", "rotate-secret", name).lower()
+
+
+def test_clients_secret_commands_keep_the_newest(pair_stack: Stack) -> None:
+    """add-secret, then retire-secrets keeps the one just added (rotate-secret --drop-old made a
+    third secret and dropped it)."""
+    api_key, first, path = pair_stack.new_client()
+    name = pair_stack.client_name(api_key)
+    added = json.loads(run(pair_stack, "clients", "add-secret", name, "--json").output)
+    assert added["secrets"] == 2 and added["callback_secret"] != first
+    assert json.loads(run(pair_stack, "clients", "retire-secrets", name, "--json").output) == {
+        "name": name, "retired": 1, "secrets": 1}
+    with pair_stack.db.transaction() as session:
+        assert credentials.find_client(session, name).callback_secrets == [added["callback_secret"]]
+    cid = f"cli-secret-{uuid.uuid4().hex[:8]}"
+    pair_stack.submit(api_key, {"correlation_id": cid, "input": "x"})
+    reqs = pair_stack.callbacks.wait_for(lambda rs: any(r.path == path and r.json()["correlation_id"] == cid for r in rs),
+                                         timeout=20)
+    callback = next(r for r in reqs if r.path == path and r.json()["correlation_id"] == cid)
+    verify([added["callback_secret"]], callback.headers, callback.body, time.time())
+    assert "secret(s)" in run(pair_stack, "clients", "add-secret", name).output
+    assert "retired 1" in run(pair_stack, "clients", "retire-secrets", name).output
+
+
+def test_clients_key_commands(pair_stack: Stack) -> None:
+    old, _, _ = pair_stack.new_client()
+    name = pair_stack.client_name(old)
+    rotated = json.loads(run(pair_stack, "clients", "rotate-key", name, "--json").output)
+    new = rotated["api_key"]
+    assert rotated["live_keys"] == 2 and new.startswith(rotated["key"]["prefix"])
+    assert _status(pair_stack, old) == _status(pair_stack, new) == 200  # the overlap
+    keys = run(pair_stack, "clients", "keys", name).output
+    assert rotated["key"]["prefix"] in keys and new not in keys and old not in keys
+
+    retired = json.loads(run(pair_stack, "clients", "retire-keys", name, "--json").output)["retired"]
+    assert [k["state"] for k in retired] == ["retired"]
+    assert (_status(pair_stack, old), _status(pair_stack, new)) == (401, 200)
+
+    newer = json.loads(run(pair_stack, "clients", "rotate-key", name, "--json").output)
+    assert "revoked key" in run(pair_stack, "clients", "revoke-key", name, newer["key"]["prefix"]).output
+    assert _status(pair_stack, newer["api_key"]) == 401 and _status(pair_stack, new) == 200
+    revoked = json.loads(run(pair_stack, "clients", "revoke-key", name, str(rotated["key"]["id"]), "--json").output)
+    assert revoked["key"]["state"] == "revoked" and revoked["live_keys"] == 0
+    assert _status(pair_stack, new) == 401
+    assert "has no key" in fails(pair_stack, "clients", "revoke-key", name, "lk_zzzzzzz")
+    states = [k["state"] for k in json.loads(run(pair_stack, "clients", "keys", name, "--json").output)]
+    assert sorted(states) == ["retired", "revoked", "revoked"]
+
+
+def test_clients_disable_enable_and_origins(pair_stack: Stack) -> None:
+    api_key, _, path = pair_stack.new_client()
+    name = pair_stack.client_name(api_key)
+    assert "disabled" in run(pair_stack, "clients", "disable", name).output
+    assert _status(pair_stack, api_key) == 403
+    assert json.loads(run(pair_stack, "clients", "enable", name, "--json").output) == {"name": name, "disabled": False}
+    assert _status(pair_stack, api_key) == 200
+
+    ours = pair_stack.callback_server.url
+    assert "not restricted" in run(pair_stack, "clients", "origins", name).output
+    assert "default callback_url" in fails(pair_stack, "clients", "origins", name, "--add", "https://elsewhere.example")
+    assert json.loads(run(pair_stack, "clients", "origins", name, "--add", ours.upper().replace("HTTP:", "http:"),
+                          "--json").output)["origins"] == [ours]
+    assert run(pair_stack, "clients", "origins", name).output.strip() == ours
+    assert pair_stack.submit(api_key, {"input": "x", "callback_url": "http://127.0.0.2:9/cb"}).status_code == 422
+    assert pair_stack.submit(api_key, {"input": "x", "callback_url": ours + path}).status_code == 202
+    assert "http(s)://host" in fails(pair_stack, "clients", "origins", name, "--add", "https://x.example/path")
+    created = f"cli-origins-{uuid.uuid4().hex[:8]}"
+    assert "default callback_url" in fails(pair_stack, "clients", "create", created, "--callback-url",
+                                           "http://127.0.0.1:9/cb", "--origin", "http://127.0.0.1:10")
+    run(pair_stack, "clients", "create", created, "--callback-url", "http://127.0.0.1:9/cb", "--origin", "http://127.0.0.1:9")
+    assert "http://127.0.0.1:9" in run(pair_stack, "clients", "origins", created).output
+
+
+def _status(stack: Stack, api_key: str) -> int:
+    return requests.get(f"{stack.web.url}/api/v1/tasks", headers={"Authorization": f"Bearer {api_key}"},
+                        timeout=10).status_code
 
 
 def test_task_commands(pair_stack: Stack) -> None:

@@ -12,7 +12,7 @@ from webhooks.signing import SECRET_PREFIX, generate_secret
 
 SECRET_1 = SECRET_PREFIX + base64.b64encode(b"first-secret-key-bytes-32-long!!").decode()
 SECRET_2 = SECRET_PREFIX + base64.b64encode(b"second-secret-key-bytes-32-long!").decode()
-ADMIN_TOKEN = "adm-tok-7f3c9e1b5a"
+ADMIN_TOKEN = "adm-tok-7f3c9e1b5a-0d4c8b2e6f1a3c5e7"  # 34 characters: at least the 32 required
 API_KEY = "sk-live-8d2e4f6a0b"
 
 
@@ -266,3 +266,37 @@ def test_repr_hides_webhook_secrets():
     text = repr(Settings.from_env(sim_env()))
     assert SECRET_1 not in text
     assert SECRET_2 not in text
+
+
+def test_repr_masks_passwords_in_database_and_broker_urls():
+    settings = Settings.from_env({
+        "DATABASE_URL": "postgresql+psycopg://liaison:db-pass-4e1f@db.local:5432/liaison",
+        "CELERY_BROKER_URL": "redis://:broker-pass-9c2a@redis.local:6379/0",
+    })
+    text = repr(settings) + str(settings)
+    assert "db-pass-4e1f" not in text and "broker-pass-9c2a" not in text
+    assert "postgresql+psycopg://liaison:***@db.local:5432/liaison" in text
+    assert "redis://:***@redis.local:6379/0" in text
+    assert settings.database_url.endswith("liaison:db-pass-4e1f@db.local:5432/liaison")  # the value itself is intact
+
+
+@pytest.mark.parametrize("url", ["sqlite:////tmp/x.db", "filesystem://localhost//", "amqp://guest@h//", "redis://h:1/0"])
+def test_urls_without_password_are_shown_as_they_are(url):
+    from app.settings import mask_url_password
+
+    assert mask_url_password(url) == url
+
+
+# --- admin token --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("token", ["x", "short-token", "a" * 31, " " + "b" * 31 + " "])
+def test_short_admin_token_refused(token):
+    message = config_error({"LIAISON_ADMIN_TOKEN": token})
+    assert "LIAISON_ADMIN_TOKEN" in message and "32" in message
+    assert token.strip() not in message
+
+
+def test_admin_token_of_32_characters_accepted_and_empty_means_disabled():
+    assert Settings.from_env({"LIAISON_ADMIN_TOKEN": "c" * 32}).admin_token == "c" * 32
+    assert Settings.from_env({"LIAISON_ADMIN_TOKEN": "   "}).admin_token == ""

@@ -1,0 +1,176 @@
+"""Clients' credentials and their lifecycle, in the caller's transaction: API keys (rotate with an
+overlap, retire, revoke), callback signing secrets (add, retire all but the newest), disabling a
+client, and its callback origins. The CLI and the admin API both call these; neither stores nor
+logs a key or secret in clear: new ones are returned once, to be shown once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.base import utcnow
+from models.client import ApiKey, Client, display_prefix, generate_api_key, hash_api_key
+from models.origins import MAX_ORIGINS, BadOrigin, normalize_origin, within
+from webhooks.signing import generate_secret
+
+#: Every secret signs every callback; a bound keeps a forgotten rotation from growing headers.
+MAX_SECRETS = 5
+
+
+class CredentialError(Exception):
+    """A lifecycle request that cannot be done; the message says why (never a secret)."""
+
+
+class ClientNotFound(CredentialError):
+    pass
+
+
+class KeyNotFound(CredentialError):
+    pass
+
+
+class OriginRefused(CredentialError):
+    pass
+
+
+@dataclass(frozen=True)
+class NewKey:
+    """A key just made: ``api_key`` is shown once and then exists only as ``row.key_hash``."""
+
+    row: ApiKey
+    api_key: str
+
+
+def find_client(session: Session, name: str, *, lock: bool = False) -> Client:
+    query = select(Client).where(Client.name == name)
+    client = session.scalar(query.with_for_update() if lock else query)
+    if client is None:
+        raise ClientNotFound(f"no client named {name!r}")
+    return client
+
+
+def authenticate(session: Session, api_key: str) -> Client | None:
+    """The client owning this key if the key is live (neither retired nor revoked): one lookup on
+    the unique ``key_hash`` index. A disabled client is returned; refusing it is the caller's."""
+    return session.scalar(
+        select(Client).join(ApiKey, ApiKey.client_id == Client.id)
+        .where(ApiKey.key_hash == hash_api_key(api_key), ApiKey.retired_at.is_(None), ApiKey.revoked_at.is_(None))
+    )
+
+
+def _add_key(session: Session, client: Client, now: datetime) -> NewKey:
+    api_key = generate_api_key()
+    row = ApiKey(client_id=client.id, key_hash=hash_api_key(api_key), prefix=display_prefix(api_key), created_at=now)
+    session.add(row)
+    session.flush()
+    return NewKey(row, api_key)
+
+
+def create_client(
+    session: Session, name: str, callback_url: str | None, origins: tuple[str, ...] = (), now: datetime | None = None
+) -> tuple[Client, NewKey, str]:
+    """A new client with one API key and one callback secret: (client, key, secret)."""
+    now = now or utcnow()
+    if session.scalar(select(Client.id).where(Client.name == name)) is not None:
+        raise CredentialError(f"a client named {name!r} exists already")
+    normalized = _normalized(origins)
+    _check_default_url(callback_url, normalized)
+    secret = generate_secret()
+    client = Client(name=name, callback_secrets=[secret], callback_url=callback_url,
+                    callback_origins=normalized, created_at=now)
+    session.add(client)
+    session.flush()
+    return client, _add_key(session, client, now), secret
+
+
+def keys(session: Session, client: Client) -> list[ApiKey]:
+    """Every key of the client, newest first (retired and revoked ones too)."""
+    return list(session.scalars(select(ApiKey).where(ApiKey.client_id == client.id)
+                                .order_by(ApiKey.created_at.desc(), ApiKey.id.desc())))
+
+
+def live_keys(session: Session, client: Client) -> list[ApiKey]:
+    return [k for k in keys(session, client) if k.state == "active"]
+
+
+def rotate_key(session: Session, client: Client, now: datetime) -> NewKey:
+    """A new key; the old ones stay valid until :func:`retire_keys`, so the domain app can switch
+    over without a failed request."""
+    return _add_key(session, client, now)
+
+
+def retire_keys(session: Session, client: Client, now: datetime) -> list[ApiKey]:
+    """Retire every live key but the newest; returns the keys retired."""
+    retired = live_keys(session, client)[1:]
+    for key in retired:
+        key.retired_at = now
+    return retired
+
+
+def revoke_key(session: Session, client: Client, which: str, now: datetime) -> ApiKey:
+    """Revoke one key at once, named by its id or its display prefix (which must be unambiguous)."""
+    mine = keys(session, client)
+    if which.isdigit():
+        matches = [k for k in mine if k.id == int(which)]
+    else:
+        matches = [k for k in mine if k.prefix and which and k.prefix.startswith(which)]
+    if not matches:
+        raise KeyNotFound(f"client {client.name!r} has no key {which!r}")
+    if len(matches) > 1:
+        raise KeyNotFound(f"{which!r} names {len(matches)} keys of {client.name!r}; give the key's id")
+    key = matches[0]
+    if key.revoked_at is None:
+        key.revoked_at = now
+    return key
+
+
+def set_disabled(client: Client, disabled: bool, now: datetime) -> None:
+    if disabled and client.disabled_at is None:
+        client.disabled_at = now
+    elif not disabled:
+        client.disabled_at = None
+
+
+def add_secret(client: Client) -> str:
+    """A new callback signing secret, put first; callbacks are signed with every secret, so the
+    domain app may verify with the old one or the new one while it switches."""
+    if len(client.callback_secrets) >= MAX_SECRETS:
+        raise CredentialError(f"client {client.name!r} has {MAX_SECRETS} secrets already; retire the old ones first")
+    secret = generate_secret()
+    client.callback_secrets = [secret, *client.callback_secrets]
+    return secret
+
+
+def retire_secrets(client: Client) -> int:
+    """Keep only the newest secret (the last one added); returns how many were retired."""
+    retired = len(client.callback_secrets) - 1
+    client.callback_secrets = client.callback_secrets[:1]
+    return retired
+
+
+def _normalized(origins: tuple[str, ...] | list[str]) -> list[str]:
+    try:
+        result = list(dict.fromkeys(normalize_origin(o) for o in origins))
+    except BadOrigin as exc:
+        raise OriginRefused(str(exc)) from None
+    if len(result) > MAX_ORIGINS:
+        raise OriginRefused(f"at most {MAX_ORIGINS} callback origins")
+    return result
+
+
+def _check_default_url(callback_url: str | None, origins: list[str]) -> None:
+    if callback_url and not within(callback_url, origins):
+        raise OriginRefused("the client's default callback_url must lie within its callback origins")
+
+
+def change_origins(client: Client, add: tuple[str, ...] = (), remove: tuple[str, ...] = ()) -> list[str]:
+    """Add and remove callback origins; refused if the client's default callback_url would fall
+    outside them. Returns the origins now registered."""
+    gone = set(_normalized(remove))
+    result = [o for o in _normalized([*client.callback_origins, *add]) if o not in gone]
+    _check_default_url(client.callback_url, result)
+    client.callback_origins = result
+    return result
