@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Select, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from models.messages import DeadLetter
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
@@ -77,6 +77,8 @@ def retrying_tasks(session: Session, limit: int, after_id: int | None = None) ->
 
 
 def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
+    """Disabled endpoints with their client (each is one client's: see ``models.failures``)."""
     return list(session.scalars(
-        select(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None)).order_by(CallbackEndpoint.id)
+        select(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None))
+        .options(joinedload(CallbackEndpoint.client)).order_by(CallbackEndpoint.id)
     ))

@@ -88,4 +88,6 @@ def orphan_body(orphan: OrphanEvent) -> dict[str, Any]:
 
 
 def endpoint_body(endpoint: CallbackEndpoint) -> dict[str, Any]:
-    return {"url": endpoint.url, "disabled_at": _time(endpoint.disabled_at), "reason": endpoint.disabled_reason}
+    """``url`` is stored stripped (no userinfo, query or fragment): see ``webhooks.urls``."""
+    return {"id": endpoint.id, "client": endpoint.client.name, "url": endpoint.url,
+            "disabled_at": _time(endpoint.disabled_at), "reason": endpoint.disabled_reason}

@@ -12,6 +12,7 @@ from app.cli.output import emit, json_option
 from app.extensions import liaison
 from models.client import Client, generate_api_key, hash_api_key
 from webhooks.signing import generate_secret
+from webhooks.urls import strip_url
 
 
 def register(group: AppGroup) -> None:
@@ -49,7 +50,7 @@ def clients_list(as_json: bool) -> None:
     """List clients (names and callback URLs; never keys or secrets)."""
     with liaison().db.transaction() as session:
         rows = [
-            {"name": c.name, "callback_url": c.callback_url, "secrets": len(c.callback_secrets),
+            {"name": c.name, "callback_url": c.callback_url and strip_url(c.callback_url), "secrets": len(c.callback_secrets),
              "created_at": c.created_at.isoformat()}
             for c in session.scalars(select(Client).order_by(Client.name))
         ]
