@@ -68,7 +68,7 @@ def orphans(session: Session, state: str | None, limit: int, after_id: int | Non
 
 def retrying_tasks(session: Session, limit: int, after_id: int | None = None) -> list[ExternalTask]:
     """Tasks with a failed attempt and another one scheduled: retrying right now."""
-    query = select(ExternalTask).where(
+    query = select(ExternalTask).options(joinedload(ExternalTask.client)).where(
         ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL])
     )
     if after_id is not None:

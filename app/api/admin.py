@@ -8,7 +8,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from app.api.representation import MAX_ID, dead_letter_body, endpoint_body, incident_body, orphan_body, task_body
+from app.api.representation import (
+    MAX_ID,
+    dead_letter_body,
+    endpoint_body,
+    incident_body,
+    operator_task_body,
+    orphan_body,
+)
 from app.api.tasks import json_body
 from app.api.validation import is_http_url
 from app.auth import require_admin
@@ -203,7 +210,7 @@ def list_tasks() -> Response:
     limit = _int_arg(request.args, "limit", 50, 1, 500)
     after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.retrying_tasks(db_session(), limit, after)
-    return jsonify(_page(items, limit, task_body))
+    return jsonify(_page(items, limit, operator_task_body))
 
 
 @bp.get("/orphans")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 from flask.cli import AppGroup
 from sqlalchemy import select
+from sqlalchemy.orm import joinedload
 
-from app.api.representation import dead_letter_body, endpoint_body, incident_body, task_body
+from app.api.representation import dead_letter_body, endpoint_body, incident_body, operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
 from app.extensions import liaison
 from app.operations import (
@@ -219,8 +220,8 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
             if client is None:
                 raise click.ClickException(f"no client named {client_name!r}")
             query = query.where(ExternalTask.client_id == client.id)
-        rows = [task_body(t) for t in session.scalars(query)]
-    emit(rows, ["correlation_id", "state", "provider", "attempts", "updated_at", "last_error"], as_json, "no tasks")
+        rows = [operator_task_body(t) for t in session.scalars(query.options(joinedload(ExternalTask.client)))]
+    emit(rows, ["correlation_id", "client", "state", "provider", "attempts", "updated_at", "last_error"], as_json, "no tasks")
 
 
 @tasks.command("retrying")
@@ -229,6 +230,6 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
 def tasks_retrying(limit: int, as_json: bool) -> None:
     """Tasks with a failed attempt and another one scheduled."""
     with liaison().db.transaction() as session:
-        rows = [task_body(t) for t in queries.retrying_tasks(session, limit)]
-    emit(rows, ["correlation_id", "state", "provider", "attempts", "next_attempt_at", "last_error"], as_json,
+        rows = [operator_task_body(t) for t in queries.retrying_tasks(session, limit)]
+    emit(rows, ["correlation_id", "client", "state", "provider", "attempts", "next_attempt_at", "last_error"], as_json,
          "no task is retrying")
