@@ -39,7 +39,8 @@ class ExternalTask(Base):
         # Idempotency is the database's job: two racing requests cannot both insert.
         UniqueConstraint("client_id", "idempotency_key"),
         # Correlation ids are the client's names: unique per client, so no tenant can take or probe another's.
-        UniqueConstraint("client_id", "correlation_id"),
+        # correlation_id leads, so operators' lookups by correlation id alone use the index too.
+        UniqueConstraint("correlation_id", "client_id"),
         UniqueConstraint("provider", "vendor_job_id"),
         Index("ix_external_tasks_client_id_id", "client_id", "id"),
         Index("ix_external_tasks_state_provider", "state", "provider"),  # the tasks-by-state gauge

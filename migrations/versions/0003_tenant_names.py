@@ -51,8 +51,8 @@ def upgrade() -> None:
     with op.batch_alter_table('external_tasks', schema=None) as batch_op:
         batch_op.alter_column('reference', existing_type=sa.String(length=200), nullable=False)
         batch_op.drop_constraint('uq_external_tasks_correlation_id', type_='unique')
-        batch_op.create_unique_constraint(batch_op.f('uq_external_tasks_client_id_correlation_id'),
-                                          ['client_id', 'correlation_id'])
+        batch_op.create_unique_constraint(batch_op.f('uq_external_tasks_correlation_id_client_id'),
+                                          ['correlation_id', 'client_id'])
         batch_op.create_unique_constraint(batch_op.f('uq_external_tasks_reference'), ['reference'])
 
     # --- callback_endpoints: keyed by (client, url) ---
@@ -107,6 +107,6 @@ def downgrade() -> None:
     # Fails if two clients now share a correlation id: that cannot be undone without losing a task.
     with op.batch_alter_table('external_tasks', schema=None) as batch_op:
         batch_op.drop_constraint('uq_external_tasks_reference', type_='unique')
-        batch_op.drop_constraint('uq_external_tasks_client_id_correlation_id', type_='unique')
+        batch_op.drop_constraint('uq_external_tasks_correlation_id_client_id', type_='unique')
         batch_op.create_unique_constraint(batch_op.f('uq_external_tasks_correlation_id'), ['correlation_id'])
         batch_op.drop_column('reference')

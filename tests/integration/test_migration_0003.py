@@ -75,3 +75,10 @@ def test_0003_backfills_references_and_endpoint_owners(database_url: str) -> Non
             "checked_at, attempts, created_at, updated_at) VALUES (13, 'order-9', 'ref_x', 3, 'sim', 'requested', '{}', "
             "'escalate', :t, 0, :t, :t)"), {"t": NOW})
     engine.dispose()
+
+
+def test_0003_downgrades_and_upgrades_again(database_url: str) -> None:
+    config = alembic_config(database_url)
+    command.upgrade(config, "head")
+    command.downgrade(config, "0002")
+    command.upgrade(config, "head")
