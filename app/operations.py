@@ -14,15 +14,52 @@ from models.failures import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
 from models.lifecycle import attach_orphan, discard_orphan
 from models.messages import DeadLetter
-from models.operations import Incident, OrphanEvent
+from models.client import Client
+from models.operations import CallbackEndpoint, Incident, OrphanEvent
 from models.queries import DeadLetterFilter
+from models.service import lock_task
 from models.task import ExternalTask
+from webhooks.urls import strip_url
 
 T = TypeVar("T")
 
 
 class NotFoundError(LookupError):
     """No such record (→ 404 in the API, an error message in the CLI)."""
+
+
+class Ambiguous(LookupError):
+    """A name several clients use, given without the client (→ 422 naming ``client``, or a CLI error)."""
+
+
+def client_named(session: Session, name: str) -> Client:
+    client = session.scalar(select(Client).where(Client.name == name))
+    if client is None:
+        raise NotFoundError(f"no client named {name!r}")
+    return client
+
+
+def _one_client(client_ids: set[int], session: Session, what: str) -> int:
+    """The one client among ``client_ids``; operators must name it when there are several."""
+    if len(client_ids) > 1:
+        names = sorted(session.scalars(select(Client.name).where(Client.id.in_(client_ids))))
+        raise Ambiguous(f"{what} belongs to {len(names)} clients ({', '.join(names)}): name one with the client option")
+    return next(iter(client_ids))
+
+
+def task_for_operator(session: Session, correlation_id: str, client_name: str | None, *,
+                      lock: bool = False) -> ExternalTask:
+    """The task with that correlation id, for operators. Correlation ids are unique per client only:
+    the client must be named when more than one has a task of that name."""
+    query = select(ExternalTask).where(ExternalTask.correlation_id == correlation_id)
+    if client_name is not None:
+        query = query.where(ExternalTask.client_id == client_named(session, client_name).id)
+    tasks = session.scalars(query.limit(50)).all()
+    if not tasks:
+        raise NotFoundError(f"no task {correlation_id}" + (f" for client {client_name!r}" if client_name else ""))
+    client_id = _one_client({t.client_id for t in tasks}, session, f"correlation id {correlation_id!r}")
+    task = next(t for t in tasks if t.client_id == client_id)
+    return lock_task(session, task.id) if lock else task
 
 
 def _locked(session: Session, model: type[T], key: int, what: str) -> T:
@@ -91,19 +128,28 @@ def update_incident(ctx: Liaison, incident_id: int, now: datetime, *, owner: str
     return incident
 
 
-def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime) -> int:
+def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime, client_name: str | None = None) -> int:
+    """Re-enable a client's disabled endpoint (the client may be left out when only one has that URL
+    disabled) and publish its parked relays; returns how many were released."""
     with ctx.db.transaction() as session:
-        rows = enable_endpoint(session, url, now)
+        if client_name is not None:
+            client_id = client_named(session, client_name).id
+        else:
+            client_ids = set(session.scalars(select(CallbackEndpoint.client_id).where(
+                CallbackEndpoint.url == strip_url(url), CallbackEndpoint.disabled_at.is_not(None))))
+            if not client_ids:
+                raise NotReplayable("that callback endpoint is not disabled")
+            client_id = _one_client(client_ids, session, f"the disabled endpoint {strip_url(url)}")
+        rows = enable_endpoint(session, client_id, url, now)
     ctx.publisher.publish(rows)
     return len(rows)
 
 
-def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime) -> OrphanEvent:
+def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime,
+                     client_name: str | None = None) -> OrphanEvent:
     with ctx.db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
-        task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id).with_for_update(key_share=True))
-        if task is None:
-            raise NotFoundError(f"no task {correlation_id}")
+        task = task_for_operator(session, correlation_id, client_name, lock=True)
         rows = attach_orphan(session, orphan, task, now)
     ctx.publisher.publish(rows)
     return orphan
@@ -116,5 +162,5 @@ def discard_orphan_one(ctx: Liaison, orphan_id: int, now: datetime) -> OrphanEve
     return orphan
 
 
-__all__ = ["NotFoundError", "attach_orphan_to", "discard_orphan_one", "NotReplayable", "discard_one", "enable_callback_endpoint", "replay_matching",
+__all__ = ["Ambiguous", "NotFoundError", "client_named", "task_for_operator", "attach_orphan_to", "discard_orphan_one", "NotReplayable", "discard_one", "enable_callback_endpoint", "replay_matching",
            "replay_one", "update_incident"]

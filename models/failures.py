@@ -10,11 +10,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from models.client import Client
 from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
 from models.operations import CallbackEndpoint
 from models.service import ServiceError, add_event, lock_task, move, settle_retry
 from models.states import TERMINAL, State, reopen
+from models.task import ExternalTask
+from webhooks.urls import strip_url
 
 INCIDENT_FOR_KIND = {
     OutboxKind.SUBMIT: IncidentKind.SUBMIT_FAILED,
@@ -136,20 +139,33 @@ def dead_letter_message(session: Session, message_id: str, payload: dict[str, An
 
 
 # --- Callback endpoints that answered 410 Gone ---
+#
+# Keyed by (client, URL): a 410 from one tenant's endpoint pauses only that tenant's relays to it,
+# even when another tenant uses the very same URL. ``url_hash`` is the whole URL's (two URLs that
+# differ only in their query are two endpoints); what is stored and shown is its stripped form.
 
 def url_hash(url: str) -> str:
     return hashlib.sha256(url.encode("utf-8")).hexdigest()
 
 
-def endpoint_disabled(session: Session, url: str) -> bool:
-    endpoint = session.scalar(select(CallbackEndpoint).where(CallbackEndpoint.url_hash == url_hash(url)))
+def _endpoint(session: Session, client_id: int, url: str) -> CallbackEndpoint | None:
+    return session.scalar(select(CallbackEndpoint).where(
+        CallbackEndpoint.client_id == client_id, CallbackEndpoint.url_hash == url_hash(url)))
+
+
+def _incident_subject(client_id: int, hashed: str) -> str:
+    return f"endpoint:{client_id}:{hashed}"
+
+
+def endpoint_disabled(session: Session, client_id: int, url: str) -> bool:
+    endpoint = _endpoint(session, client_id, url)
     return endpoint is not None and endpoint.disabled_at is not None
 
 
 def park(session: Session, outbox: OutboxMessage, url: str, now: datetime) -> None:
     """The relay waits for its endpoint to be re-enabled; the sweep leaves it alone."""
     outbox.parked_reason = PARKED_ENDPOINT_GONE
-    outbox.target = url
+    outbox.target = strip_url(url)
     outbox.dispatched_at = outbox.next_attempt_at = None
     outbox.deliveries = 0
     if outbox.task_id is not None:
@@ -158,29 +174,42 @@ def park(session: Session, outbox: OutboxMessage, url: str, now: datetime) -> No
         add_event(session, task, "relay.parked", now, reason="callback endpoint disabled (410 Gone)")
 
 
-def disable_endpoint(session: Session, url: str, reason: str, now: datetime) -> None:
-    endpoint = session.scalar(select(CallbackEndpoint).where(CallbackEndpoint.url_hash == url_hash(url)))
+def disable_endpoint(session: Session, client_id: int, url: str, reason: str, now: datetime) -> None:
+    endpoint = _endpoint(session, client_id, url)
     if endpoint is None:
-        endpoint = CallbackEndpoint(url_hash=url_hash(url), url=url)
+        endpoint = CallbackEndpoint(client_id=client_id, url_hash=url_hash(url), url=strip_url(url))
         session.add(endpoint)
     endpoint.disabled_at, endpoint.disabled_reason = now, reason
-    open_incident(session, IncidentKind.ENDPOINT_DISABLED, f"endpoint:{url_hash(url)}",
-                  f"relays to {url} are paused: {reason}", now)
+    client = session.get(Client, client_id)
+    open_incident(session, IncidentKind.ENDPOINT_DISABLED, _incident_subject(client_id, url_hash(url)),
+                  f"relays of client {client.name if client else client_id} to {strip_url(url)} are paused: {reason}", now)
 
 
-def enable_endpoint(session: Session, url: str, now: datetime) -> list[OutboxMessage]:
-    """Re-enable an endpoint and hand back its parked relays, to publish after commit."""
-    endpoint = session.scalar(select(CallbackEndpoint).where(CallbackEndpoint.url_hash == url_hash(url)))
-    if endpoint is None or endpoint.disabled_at is None:
+def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -> list[OutboxMessage]:
+    """Re-enable the client's endpoint and hand back its parked relays, to publish after commit.
+
+    ``url`` may be the whole URL or the stripped form operators see: every disabled endpoint of the
+    client with that stripped form is enabled. Relays parked on them are released; one whose own
+    URL is still disabled (a sibling that differs only in its query) simply parks again.
+    """
+    shown = strip_url(url)
+    endpoints = session.scalars(
+        select(CallbackEndpoint).where(CallbackEndpoint.client_id == client_id, CallbackEndpoint.url == shown,
+                                       CallbackEndpoint.disabled_at.is_not(None)).with_for_update()
+    ).all()
+    if not endpoints:
         raise NotReplayable("that callback endpoint is not disabled")
-    endpoint.disabled_at, endpoint.enabled_at = None, now
-    resolve_open(session, IncidentKind.ENDPOINT_DISABLED, f"endpoint:{url_hash(url)}", now, "endpoint re-enabled")
+    for endpoint in endpoints:
+        endpoint.disabled_at, endpoint.enabled_at = None, now
+        resolve_open(session, IncidentKind.ENDPOINT_DISABLED, _incident_subject(client_id, endpoint.url_hash), now,
+                     "endpoint re-enabled")
     rows = session.scalars(
         select(OutboxMessage)
-        .where(OutboxMessage.parked_reason == PARKED_ENDPOINT_GONE, OutboxMessage.target == url,
-               OutboxMessage.done_at.is_(None))
+        .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
+        .where(OutboxMessage.parked_reason == PARKED_ENDPOINT_GONE, OutboxMessage.target == shown,
+               OutboxMessage.done_at.is_(None), ExternalTask.client_id == client_id)
         .order_by(OutboxMessage.id)
-        .with_for_update()
+        .with_for_update(of=OutboxMessage)
     ).all()
     for row in rows:
         row.parked_reason = None

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from models.failures import NotReplayable
 from models.incidents import IncidentKind, open_incident, resolve_open
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
 from models.service import (
     EventResult,
@@ -28,6 +28,7 @@ from models.service import (
     add_event,
     add_outbox,
     bind_orphans,
+    first_time,
     move,
     receive_event,
 )
@@ -43,6 +44,34 @@ class AlreadyFinal(ServiceError):
 
 
 # --- Cancellation ---
+
+class CancelKeyReused(ServiceError):
+    """The cancel's Idempotency-Key was already used to cancel another task (→ 422)."""
+
+
+#: ``message_type`` of the inbox rows written before cancel keys named their task: such a key is
+#: taken as the same request again (what it meant then) until the inbox prunes it.
+LEGACY_CANCEL_TYPE = "cancel"
+
+
+def cancel_key_first_time(session: Session, client_id: int, task: ExternalTask, key: str, now: datetime) -> bool:
+    """Record a cancel's Idempotency-Key, bound to its task; False when it is this request again.
+
+    The key is unique per client in the inbox (``source=cancel:<client id>``) and its row names the
+    task it canceled (``message_type=cancel:<task id>``), so the binding is data: the same key on
+    another task, even from a concurrent request, meets the unique index and is refused.
+    """
+    bound_to = f"cancel:{task.id}"
+    source = f"cancel:{client_id}"
+    if first_time(session, source, key, bound_to, now):
+        return True
+    used_for = session.scalar(
+        select(ProcessedMessage.message_type).where(ProcessedMessage.source == source, ProcessedMessage.message_id == key)
+    )
+    if used_for not in (bound_to, LEGACY_CANCEL_TYPE):
+        raise CancelKeyReused("this Idempotency-Key was already used to cancel another task")
+    return False
+
 
 def request_cancel(session: Session, task: ExternalTask, reason: str, now: datetime) -> list[OutboxMessage]:
     """Cancel at the vendor through the outbox; a task the vendor never saw is canceled at once."""
@@ -92,7 +121,7 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
             late_s = round((now - deadline).total_seconds(), 3)
             setattr(task, rule.escalated, now)
             add_event(session, task, "deadline.exceeded", now, deadline=rule.name, late_by_s=late_s)
-            open_incident(session, IncidentKind.DEADLINE_EXCEEDED, f"{rule.name}:{task.correlation_id}",
+            open_incident(session, IncidentKind.DEADLINE_EXCEEDED, f"{rule.name}:task:{task.id}",
                           f"{rule.name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}",
                           now, correlation_id=task.correlation_id)
             rows.append(add_outbox(

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, String, Text, UniqueConstraint, text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
+from models.client import Client
 
 
 class OrphanEvent(Base):
@@ -53,13 +54,18 @@ class Incident(Base):
 
 
 class CallbackEndpoint(Base):
-    """A domain app's callback URL that answered 410 Gone: relays to it wait until re-enabled."""
+    """A client's callback URL that answered 410 Gone: that client's relays to it wait until it is
+    re-enabled. Keyed by (client, URL): one tenant's 410 never pauses another's callbacks."""
 
     __tablename__ = "callback_endpoints"
+    __table_args__ = (UniqueConstraint("client_id", "url_hash"),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    url_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256: URLs are too long to index
-    url: Mapped[str] = mapped_column(String(2000))
+    client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
+    url_hash: Mapped[str] = mapped_column(String(64))  # sha256 of the whole URL: too long to index
+    url: Mapped[str] = mapped_column(String(2000))  # webhooks.urls.strip_url of it: shown to operators
     disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     enabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    client: Mapped[Client] = relationship()

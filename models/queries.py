@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Select, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from models.messages import DeadLetter
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
@@ -68,7 +68,7 @@ def orphans(session: Session, state: str | None, limit: int, after_id: int | Non
 
 def retrying_tasks(session: Session, limit: int, after_id: int | None = None) -> list[ExternalTask]:
     """Tasks with a failed attempt and another one scheduled: retrying right now."""
-    query = select(ExternalTask).where(
+    query = select(ExternalTask).options(joinedload(ExternalTask.client)).where(
         ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL])
     )
     if after_id is not None:
@@ -77,6 +77,8 @@ def retrying_tasks(session: Session, limit: int, after_id: int | None = None) ->
 
 
 def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
+    """Disabled endpoints with their client (each is one client's: see ``models.failures``)."""
     return list(session.scalars(
-        select(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None)).order_by(CallbackEndpoint.id)
+        select(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None))
+        .options(joinedload(CallbackEndpoint.client)).order_by(CallbackEndpoint.id)
     ))

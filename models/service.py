@@ -22,7 +22,7 @@ from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
 from models.states import RELAYED, TERMINAL, State, decide, transition
-from models.task import ExternalTask, TaskEvent
+from models.task import ExternalTask, TaskEvent, new_reference
 from webhooks.events import VendorEvent, parse_event
 
 
@@ -32,10 +32,6 @@ class ServiceError(Exception):
 
 class IdempotencyConflict(ServiceError):
     """The Idempotency-Key was used before with a different body (→ 409)."""
-
-
-class CorrelationConflict(ServiceError):
-    """The correlation_id belongs to another client (→ 409, without saying whose)."""
 
 
 def new_message_id() -> str:
@@ -82,8 +78,11 @@ def add_outbox(session: Session, kind: str, task: ExternalTask, now: datetime, *
 
 
 def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask | None:
-    task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id))
-    return task if task is not None and task.client_id == client.id else None
+    """The client's task with that correlation id. Correlation ids are unique per client only, so
+    every lookup names the client: another tenant's task of the same name is never found."""
+    return session.scalar(
+        select(ExternalTask).where(ExternalTask.client_id == client.id, ExternalTask.correlation_id == correlation_id)
+    )
 
 
 def submit_task(
@@ -105,14 +104,13 @@ def submit_task(
                 raise IdempotencyConflict("Idempotency-Key was already used with a different body")
             return SubmitResult(existing, created=False)
     correlation_id = req.correlation_id or str(uuid.uuid4())
-    existing = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id))
+    existing = find_task(session, client, correlation_id)  # another client's task of that name is not ours
     if existing is not None:
-        if existing.client_id != client.id:
-            raise CorrelationConflict("correlation_id is already in use")
         return SubmitResult(existing, created=False)
 
     task = ExternalTask(
         correlation_id=correlation_id,
+        reference=new_reference(),
         client_id=client.id,
         provider=req.provider,
         state=State.REQUESTED.value,

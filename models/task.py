@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,11 @@ AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
 NOT_SUBMITTED = "state = 'requested'"
 
 
+def new_reference() -> str:
+    """An opaque vendor reference: random, so it says nothing about the client or its ids."""
+    return "ref_" + secrets.token_hex(16)
+
+
 def _partial(name: str, *columns: str, predicate: str) -> Index:
     where = text(predicate)
     return Index(name, *columns, postgresql_where=where, sqlite_where=where)
@@ -32,6 +38,9 @@ class ExternalTask(Base):
     __table_args__ = (
         # Idempotency is the database's job: two racing requests cannot both insert.
         UniqueConstraint("client_id", "idempotency_key"),
+        # Correlation ids are the client's names: unique per client, so no tenant can take or probe another's.
+        # correlation_id leads, so operators' lookups by correlation id alone use the index too.
+        UniqueConstraint("correlation_id", "client_id"),
         UniqueConstraint("provider", "vendor_job_id"),
         Index("ix_external_tasks_client_id_id", "client_id", "id"),
         Index("ix_external_tasks_state_provider", "state", "provider"),  # the tasks-by-state gauge
@@ -43,7 +52,10 @@ class ExternalTask(Base):
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    correlation_id: Mapped[str] = mapped_column(String(200), unique=True)
+    correlation_id: Mapped[str] = mapped_column(String(200))
+    # What the vendor knows the task by (its ``reference`` and Idempotency-Key): globally unique and
+    # stable for the task's life, unlike a correlation id, which two clients may share.
+    reference: Mapped[str] = mapped_column(String(200), unique=True, default=new_reference)
     client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
     provider: Mapped[str] = mapped_column(String(100))
     state: Mapped[str] = mapped_column(String(32), default=State.REQUESTED.value)

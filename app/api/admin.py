@@ -8,13 +8,21 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from app.api.representation import MAX_ID, dead_letter_body, endpoint_body, incident_body, orphan_body, task_body
+from app.api.representation import (
+    MAX_ID,
+    dead_letter_body,
+    endpoint_body,
+    incident_body,
+    operator_task_body,
+    orphan_body,
+)
 from app.api.tasks import json_body
 from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.extensions import liaison
 from app.operations import (
+    Ambiguous,
     NotFoundError,
     NotReplayable,
     attach_orphan_to,
@@ -30,6 +38,7 @@ from models import queries
 from models.base import utcnow
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.queries import DeadLetterFilter
+from webhooks.urls import strip_url
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
 bp.before_request(require_admin)
@@ -110,11 +119,13 @@ def show_dead_letter(letter_id: int) -> Response:
     return jsonify(dead_letter_body(letter))
 
 
-def _act(action: Any, *args: Any) -> Any:
+def _act(action: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return action(liaison(), *args, utcnow())
+        return action(liaison(), *args, utcnow(), **kwargs)
     except NotFoundError as exc:
         raise NotFound(str(exc)) from None
+    except Ambiguous as exc:
+        raise ValidationFailed(str(exc), errors=[{"field": "client", "message": "required: " + str(exc)}]) from None
     except NotReplayable as exc:
         raise Conflict(str(exc)) from None
 
@@ -170,12 +181,25 @@ def list_endpoints() -> Response:
     return jsonify({"items": [endpoint_body(e) for e in queries.disabled_endpoints(db_session())]})
 
 
+def _client_name(body: dict[str, Any]) -> str | None:
+    """The optional ``client`` (its name) that says whose record is meant where several clients
+    share a name (a correlation id, a callback URL)."""
+    name = body.get("client")
+    if name is not None and (not isinstance(name, str) or not 0 < len(name) <= 100 or "\x00" in name):
+        raise ValidationFailed("bad client", errors=[{"field": "client", "message": "a client's name"}])
+    return name
+
+
 @bp.post("/callback-endpoints/enable")
 def enable_endpoint() -> tuple[Response, int]:
-    url = _json_object().get("url")
+    """Re-enable ``url`` for ``client`` (which may be left out when only one client has it disabled)."""
+    body = _json_object()
+    url = body.get("url")
     if not is_http_url(url):
         raise ValidationFailed("bad url", errors=[{"field": "url", "message": "the disabled endpoint's URL"}])
-    return jsonify({"url": url, "released": _act(enable_callback_endpoint, url)}), 202
+    client = _client_name(body)
+    released = _act(enable_callback_endpoint, url, client_name=client)
+    return jsonify({"url": strip_url(url), "client": client, "released": released}), 202
 
 
 @bp.get("/tasks")
@@ -186,7 +210,7 @@ def list_tasks() -> Response:
     limit = _int_arg(request.args, "limit", 50, 1, 500)
     after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.retrying_tasks(db_session(), limit, after)
-    return jsonify(_page(items, limit, task_body))
+    return jsonify(_page(items, limit, operator_task_body))
 
 
 @bp.get("/orphans")
@@ -202,11 +226,14 @@ def list_orphans() -> Response:
 
 @bp.post(f"/orphans/<{ID}:orphan_id>/attach")
 def attach_orphan(orphan_id: int) -> tuple[Response, int]:
-    """Bind an orphan event to a task by CorrelationId; it is then applied like any event."""
-    correlation_id = _json_object().get("correlation_id")
+    """Bind an orphan event to a task by CorrelationId (and ``client``, required when several clients
+    use that id); it is then applied like any event."""
+    body = _json_object()
+    correlation_id = body.get("correlation_id")
     if not isinstance(correlation_id, str) or not correlation_id:
         raise ValidationFailed("bad correlation_id", errors=[{"field": "correlation_id", "message": "required"}])
-    return jsonify(orphan_body(_act(attach_orphan_to, orphan_id, correlation_id))), 202
+    client = _client_name(body)
+    return jsonify(orphan_body(_act(attach_orphan_to, orphan_id, correlation_id, client_name=client))), 202
 
 
 @bp.post(f"/orphans/<{ID}:orphan_id>/discard")

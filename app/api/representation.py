@@ -46,6 +46,11 @@ def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict
 MAX_ID = 2**62
 
 
+def operator_task_body(task: ExternalTask) -> dict[str, Any]:
+    """A task as operators see it: with its client, since correlation ids are unique per client only."""
+    return {**task_body(task), "client": task.client.name}
+
+
 def encode_cursor(last_id: int) -> str:
     return base64.urlsafe_b64encode(f"t{last_id}".encode()).decode().rstrip("=")
 
@@ -88,4 +93,6 @@ def orphan_body(orphan: OrphanEvent) -> dict[str, Any]:
 
 
 def endpoint_body(endpoint: CallbackEndpoint) -> dict[str, Any]:
-    return {"url": endpoint.url, "disabled_at": _time(endpoint.disabled_at), "reason": endpoint.disabled_reason}
+    """``url`` is stored stripped (no userinfo, query or fragment): see ``webhooks.urls``."""
+    return {"id": endpoint.id, "client": endpoint.client.name, "url": endpoint.url,
+            "disabled_at": _time(endpoint.disabled_at), "reason": endpoint.disabled_reason}

@@ -19,7 +19,7 @@ from app.session import db_session
 from models import service
 from models.base import utcnow
 from models.client import Client
-from models.lifecycle import AlreadyFinal, request_cancel
+from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from models.states import State
 from models.task import ExternalTask, TaskEvent
 from webhooks.events import InvalidJson, strict_loads
@@ -65,7 +65,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
             session.rollback()
             if attempt == 2:
                 raise
-        except (service.IdempotencyConflict, service.CorrelationConflict) as exc:
+        except service.IdempotencyConflict as exc:  # the client's own key: names nothing of another tenant
             session.rollback()
             raise Conflict(str(exc)) from None
     bind(correlation_id=result.task.correlation_id)
@@ -90,8 +90,12 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
         raise ValidationFailed("bad reason", errors=[{"field": "reason", "message": "a string of 1 to 500 characters"}])
     session = db_session()
     task = service.lock_task(session, find_task(session, client, correlation_id).id)
-    if key is not None and not service.first_time(session, f"cancel:{client.id}", key, "cancel", utcnow()):
-        return jsonify(task_body(task)), 202  # the same request again: same answer, nothing more done
+    try:
+        if key is not None and not cancel_key_first_time(session, client.id, task, key, utcnow()):
+            return jsonify(task_body(task)), 202  # the same request again: same answer, nothing more done
+    except CancelKeyReused as exc:
+        session.rollback()
+        raise ValidationFailed(str(exc), errors=[{"field": "Idempotency-Key", "message": str(exc)}]) from None
     try:
         rows = request_cancel(session, task, reason, utcnow())
     except AlreadyFinal as exc:

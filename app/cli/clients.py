@@ -19,6 +19,7 @@ from app.extensions import liaison
 from models import credentials
 from models.base import utcnow
 from models.client import ApiKey, Client
+from webhooks.urls import strip_url
 
 T = TypeVar("T")
 
@@ -82,7 +83,7 @@ def clients_list(as_json: bool) -> None:
     """List clients (names, callback URLs, state; never keys or secrets)."""
     def rows(session: Session) -> list[dict[str, Any]]:
         return [
-            {"name": c.name, "callback_url": c.callback_url, "secrets": len(c.callback_secrets),
+            {"name": c.name, "callback_url": c.callback_url and strip_url(c.callback_url), "secrets": len(c.callback_secrets),
              "keys": len(credentials.live_keys(session, c)), "origins": ",".join(c.callback_origins) or None,
              "disabled": c.disabled_at is not None, "created_at": c.created_at.isoformat()}
             for c in session.scalars(select(Client).order_by(Client.name))

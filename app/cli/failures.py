@@ -5,17 +5,20 @@ from __future__ import annotations
 import click
 from flask.cli import AppGroup
 from sqlalchemy import select
+from sqlalchemy.orm import joinedload
 
-from app.api.representation import dead_letter_body, endpoint_body, incident_body, task_body
+from app.api.representation import dead_letter_body, endpoint_body, incident_body, operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
 from app.extensions import liaison
 from app.operations import (
+    Ambiguous,
     NotFoundError,
     NotReplayable,
     discard_one,
     enable_callback_endpoint,
     replay_matching,
     replay_one,
+    task_for_operator,
     update_incident,
 )
 from models import queries
@@ -25,6 +28,7 @@ from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.queries import DeadLetterFilter
 from models.states import State
 from models.task import ExternalTask, TaskEvent
+from webhooks.urls import strip_url
 
 
 def register(group: AppGroup) -> None:
@@ -35,7 +39,7 @@ def register(group: AppGroup) -> None:
 def _run(action, *args, **kwargs):  # type: ignore[no-untyped-def]
     try:
         return action(liaison(), *args, utcnow(), **kwargs)
-    except (NotFoundError, NotReplayable) as exc:
+    except (NotFoundError, NotReplayable, Ambiguous) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -159,15 +163,16 @@ def ep_list(as_json: bool) -> None:
     """Disabled endpoints (their relays wait, none is dropped)."""
     with liaison().db.transaction() as session:
         rows = [endpoint_body(e) for e in queries.disabled_endpoints(session)]
-    emit(rows, ["url", "disabled_at", "reason"], as_json, "no disabled endpoints")
+    emit(rows, ["id", "client", "url", "disabled_at", "reason"], as_json, "no disabled endpoints")
 
 
 @endpoints.command("enable")
 @click.argument("url")
-def ep_enable(url: str) -> None:
-    """Re-enable an endpoint and deliver the relays that waited for it."""
-    released = _run(enable_callback_endpoint, url)
-    click.echo(f"{url} enabled; {released} waiting relays released")
+@click.option("--client", "client_name", help="Whose endpoint (required when several clients have this URL disabled).")
+def ep_enable(url: str, client_name: str | None) -> None:
+    """Re-enable a client's endpoint and deliver the relays that waited for it."""
+    released = _run(enable_callback_endpoint, url, client_name=client_name)
+    click.echo(f"{strip_url(url)} enabled; {released} waiting relays released")
 
 
 @click.group("tasks", cls=AppGroup)
@@ -177,16 +182,19 @@ def tasks() -> None:
 
 @tasks.command("show")
 @click.argument("correlation_id")
+@click.option("--client", "client_name", help="Whose task (required when several clients use this correlation id).")
 @json_option
-def tasks_show(correlation_id: str, as_json: bool) -> None:
+def tasks_show(correlation_id: str, client_name: str | None, as_json: bool) -> None:
     """One task with its whole timeline (every request, attempt, event and callback)."""
     with liaison().db.transaction() as session:
-        task = session.scalar(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id))
-        if task is None:
-            raise click.ClickException(f"no task {correlation_id}")
+        try:
+            task = task_for_operator(session, correlation_id, client_name)
+        except (NotFoundError, Ambiguous) as exc:
+            raise click.ClickException(str(exc)) from None
         events = list(session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)))
         body = task_body(task, events)
         body["client"] = task.client.name
+        body["reference"] = task.reference  # what the vendor knows it by
     if as_json:
         emit_one(body, True)
         return
@@ -212,8 +220,8 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
             if client is None:
                 raise click.ClickException(f"no client named {client_name!r}")
             query = query.where(ExternalTask.client_id == client.id)
-        rows = [task_body(t) for t in session.scalars(query)]
-    emit(rows, ["correlation_id", "state", "provider", "attempts", "updated_at", "last_error"], as_json, "no tasks")
+        rows = [operator_task_body(t) for t in session.scalars(query.options(joinedload(ExternalTask.client)))]
+    emit(rows, ["correlation_id", "client", "state", "provider", "attempts", "updated_at", "last_error"], as_json, "no tasks")
 
 
 @tasks.command("retrying")
@@ -222,6 +230,6 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
 def tasks_retrying(limit: int, as_json: bool) -> None:
     """Tasks with a failed attempt and another one scheduled."""
     with liaison().db.transaction() as session:
-        rows = [task_body(t) for t in queries.retrying_tasks(session, limit)]
-    emit(rows, ["correlation_id", "state", "provider", "attempts", "next_attempt_at", "last_error"], as_json,
+        rows = [operator_task_body(t) for t in queries.retrying_tasks(session, limit)]
+    emit(rows, ["correlation_id", "client", "state", "provider", "attempts", "next_attempt_at", "last_error"], as_json,
          "no task is retrying")

@@ -11,7 +11,7 @@ from flask.cli import AppGroup, with_appcontext
 from app.api.representation import orphan_body
 from app.cli.output import emit, json_option
 from app.extensions import liaison
-from app.operations import NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
+from app.operations import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from models import queries
 from models.base import utcnow
 
@@ -42,11 +42,12 @@ def orphans_list(state: str, limit: int, as_json: bool) -> None:
 @orphans.command("attach")
 @click.argument("orphan_id", type=int)
 @click.argument("correlation_id")
-def orphans_attach(orphan_id: int, correlation_id: str) -> None:
+@click.option("--client", "client_name", help="Whose task (required when several clients use this correlation id).")
+def orphans_attach(orphan_id: int, correlation_id: str, client_name: str | None) -> None:
     """Bind an orphan event to the task with CORRELATION_ID and apply it."""
     try:
-        attach_orphan_to(liaison(), orphan_id, correlation_id, utcnow())
-    except (NotFoundError, NotReplayable) as exc:
+        attach_orphan_to(liaison(), orphan_id, correlation_id, utcnow(), client_name=client_name)
+    except (NotFoundError, NotReplayable, Ambiguous) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"orphan {orphan_id} attached to {correlation_id} and applied")
 

@@ -54,7 +54,7 @@ def quiet_finished_task(stack: Stack, api_key: str) -> str:
     stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"], "complete_delay_s": 60}}})
     # accepted, and its task.accepted relayed: no worker holds the row a reconcile claim would skip
     stack.wait_for_task(api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]])
-    job_id = stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"][0]["job_id"]
+    job_id = stack.vendor("GET", f"/jobs?reference={stack.reference(cid)}").json()["jobs"][0]["job_id"]
     stack.vendor("POST", f"/_sim/jobs/{job_id}/complete", json={"status": "succeeded", "outcome": {"quiet": True}})
     with stack.db.transaction() as session:
         session.execute(update(ExternalTask).where(ExternalTask.correlation_id == cid)

@@ -18,6 +18,7 @@ from flask import Flask
 from app import create_app
 from app.cli import alembic_config
 from app.settings import Settings
+from models.client import ApiKey, hash_api_key
 from models.credentials import authenticate, create_client
 from models.states import TERMINAL
 from tests.support.servers import CallbackRecorder, ServerThread
@@ -111,6 +112,20 @@ class Stack:
                                client_callback_origins=client.callback_origins)
             result = service.submit_task(session, client, req, None, now)
             return result.task.correlation_id, result.outbox[0].id
+
+    def reference(self, correlation_id: str, api_key: str | None = None) -> str:
+        """The task's vendor reference (what the simulator knows it by: reference and Idempotency-Key).
+        Tests name their tasks uniquely, so the client is needed only where two share a name."""
+        from sqlalchemy import select
+
+        from models.task import ExternalTask
+
+        query = select(ExternalTask.reference).where(ExternalTask.correlation_id == correlation_id)
+        if api_key is not None:
+            query = query.join(ApiKey, ApiKey.client_id == ExternalTask.client_id).where(
+                ApiKey.key_hash == hash_api_key(api_key))
+        with self.db.transaction() as session:
+            return session.scalars(query).one()
 
     def submit(self, api_key: str, body: dict[str, Any], key: str | None = None, url: str | None = None) -> requests.Response:
         headers = {"Authorization": f"Bearer {api_key}"}

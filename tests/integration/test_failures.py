@@ -97,9 +97,10 @@ def test_vendor_down_for_good_then_replay_completes_with_the_same_idempotency_ke
     assert pair_stack.admin("POST", f"/dead-letters/{letter_id}/replay").status_code == 409  # once
     done = pair_stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "succeeded")
     assert "submit.replayed" in [e["kind"] for e in done["timeline"]]
-    job = next(j for j in pair_stack.vendor("GET", "/_sim/jobs").json()["jobs"] if j["reference"] == cid)
-    assert job["idempotency_key"] == cid
-    assert pair_stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][cid] == 7
+    ref = pair_stack.reference(cid)
+    job = next(j for j in pair_stack.vendor("GET", "/_sim/jobs").json()["jobs"] if j["reference"] == ref)
+    assert job["idempotency_key"] == ref  # the vendor reference, globally unique, stable across the replay
+    assert pair_stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][ref] == 7
     open_now = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "limit": 500}).json()["items"]
     assert not any(i["correlation_id"] == cid for i in open_now)  # resolved by the replay, kept in history
     history = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "state": "resolved", "limit": 500}).json()
@@ -130,7 +131,8 @@ def test_an_uncertain_submit_is_settled_by_find_and_never_sent_twice(pair_stack:
     done = pair_stack.wait_for_task(api_key, cid)
     assert done["state"] == "succeeded"
     assert "submit.attempt_failed" not in [e["kind"] for e in done["timeline"]]
-    jobs = [j for j in pair_stack.vendor("GET", "/_sim/jobs").json()["jobs"] if j["reference"] == cid]
+    ref = pair_stack.reference(cid)
+    jobs = [j for j in pair_stack.vendor("GET", "/_sim/jobs").json()["jobs"] if j["reference"] == ref]
     assert [j["submit_attempts"] for j in jobs] == [1]  # one POST /jobs, settled by a GET /jobs?reference=
 
 

@@ -36,7 +36,7 @@ def test_submit_to_completion_relays_signed_callbacks(stack: Stack) -> None:
 
 
 def _job_id(stack: Stack, cid: str) -> str:
-    jobs = stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"]
+    jobs = stack.vendor("GET", f"/jobs?reference={stack.reference(cid)}").json()["jobs"]
     assert len(jobs) == 1, jobs
     return jobs[0]["job_id"]
 
@@ -87,7 +87,7 @@ def test_permanent_vendor_rejection_fails_the_task_and_tells_the_domain_app(stac
     body = stack.wait_for_task(api_key, cid)
     assert body["state"] == "failed"
     assert "422" in body["outcome"]["error"] and body["outcome"]["fault"] == "caller"
-    assert stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"] == []
+    assert stack.vendor("GET", f"/jobs?reference={stack.reference(cid)}").json()["jobs"] == []
     hits = stack.callbacks.wait_for(lambda reqs: any(r.path == path for r in reqs), timeout=10)
     completed = [r.json() for r in hits if r.path == path]
     assert completed[0]["type"] == "task.completed" and completed[0]["state"] == "failed"
@@ -104,7 +104,7 @@ def test_transient_vendor_failures_are_retried_until_the_job_is_taken(stack: Sta
     assert len(failures) == 2 and all("503" in e["detail"]["error"] for e in failures)
     assert body["attempts"] == 3 and body["last_error"] is None
     jobs = stack.vendor("GET", "/_sim/jobs").json()
-    assert jobs["submit_attempts"][cid] == 3
+    assert jobs["submit_attempts"][stack.reference(cid)] == 3
 
 
 def test_workers_are_idempotent_on_the_outbox_id(stack: Stack) -> None:
@@ -124,6 +124,6 @@ def test_workers_are_idempotent_on_the_outbox_id(stack: Stack) -> None:
     stack.app.extensions["liaison"].publisher.publish(rows)  # every message a second time
     time.sleep(1.5)
     assert len(stack.callbacks.posts_to(path)) == 2
-    assert stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][cid] == 1
+    assert stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][stack.reference(cid)] == 1
     timeline = [e["kind"] for e in stack.get(api_key, cid)["timeline"]]
     assert timeline.count("state.submitted") == 1 and timeline.count("relay.delivered") == 2

@@ -39,7 +39,7 @@ def _escalate(stack: Stack, now: datetime) -> int:
 
 
 def _job_id(stack: Stack, cid: str) -> str:
-    return stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"][0]["job_id"]
+    return stack.vendor("GET", f"/jobs?reference={stack.reference(cid)}").json()["jobs"][0]["job_id"]
 
 
 def _types(stack: Stack, path: str) -> list[tuple[str, str | None]]:
@@ -170,7 +170,7 @@ def test_cancel_before_the_vendor_knows_the_job_never_submits(pair_stack: Stack,
     pair_stack.vendor("POST", "/_sim/config", json={})
     body = pair_stack.wait_for_task(api_key, cid, until=lambda b: "submit.skipped" in [e["kind"] for e in b["timeline"]])
     assert body["state"] == "canceled"
-    assert pair_stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"] == []
+    assert pair_stack.vendor("GET", f"/jobs?reference={pair_stack.reference(cid)}").json()["jobs"] == []
     pair_stack.callbacks.wait_for(lambda reqs: any(
         r.path == path and r.json()["type"] == "task.completed" and r.json()["state"] == "canceled" for r in reqs), timeout=10)
 

@@ -9,9 +9,13 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class SubmitJob:
-    """What a provider needs to start a job: plain data, not an ORM row."""
+    """What a provider needs to start a job: plain data, not an ORM row.
 
-    correlation_id: str
+    ``reference`` is the task's vendor reference (``ExternalTask.reference``), not its correlation
+    id: globally unique (two clients may use the same correlation id) and stable across retries and
+    replays, so it is also the Idempotency-Key."""
+
+    reference: str
     input: Any
 
 
@@ -26,11 +30,11 @@ class Provider(Protocol):
     name: str
 
     def submit(self, job: SubmitJob) -> str:
-        """Start the job (idempotent on ``job.correlation_id``); return the vendor's job id."""
+        """Start the job (idempotent on ``job.reference``); return the vendor's job id."""
 
     def cancel(self, job_id: str) -> None: ...
 
     def status(self, job_id: str) -> JobSnapshot: ...
 
-    def find(self, correlation_id: str) -> str | None:
+    def find(self, reference: str) -> str | None:
         """The job id for a reference, to settle a submit whose answer was lost."""

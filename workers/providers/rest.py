@@ -53,8 +53,8 @@ class RestProvider:
             f"{self.settings.base_url}/jobs",
             timeout=self._timeout,
             idempotent=False,
-            headers=self._headers(**{"Idempotency-Key": job.correlation_id}),
-            json={"reference": job.correlation_id, "input": job.input, "callback_url": self.webhook_url},
+            headers=self._headers(**{"Idempotency-Key": job.reference}),
+            json={"reference": job.reference, "input": job.input, "callback_url": self.webhook_url},
         )
         return self._snapshot(self._json(response)).job_id
 
@@ -82,14 +82,14 @@ class RestProvider:
         )
         return self._snapshot(self._json(response))
 
-    def find(self, correlation_id: str) -> str | None:
+    def find(self, reference: str) -> str | None:
         with timed_provider_call(self.name, "find"):
-            return self._find(correlation_id)
+            return self._find(reference)
 
-    def _find(self, correlation_id: str) -> str | None:
+    def _find(self, reference: str) -> str | None:
         response = call(
             "GET", f"{self.settings.base_url}/jobs", timeout=self._timeout, idempotent=True,
-            headers=self._headers(), params={"reference": correlation_id},
+            headers=self._headers(), params={"reference": reference},
         )
         jobs = self._json(response).get("jobs")
         if not isinstance(jobs, list):

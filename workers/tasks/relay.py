@@ -14,6 +14,7 @@ from models.client import Client
 from models.failures import disable_endpoint, endpoint_disabled, park
 from models.task import ExternalTask
 from webhooks.delivery import deliver
+from webhooks.urls import strip_url
 from workers.errors import CallError
 from workers.retry_policy import relay_policy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
@@ -37,11 +38,12 @@ def relay(self: Task, outbox_id: int) -> str:
             service.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
             metrics.relay_delivery("skipped")
             return "skipped"
-        if endpoint_disabled(session, url):
+        client_id = client.id
+        if endpoint_disabled(session, client_id, url):
             park(session, row, url, utcnow())
             metrics.relay_delivery("parked")
             return "parked"
-        row.target = url
+        row.target = strip_url(url)  # the task keeps the whole URL; what is stored beside it has no secrets
         secrets = list(client.callback_secrets)
         message_id = row.message_id
         payload = dict(row.payload, message_id=message_id)
@@ -56,7 +58,7 @@ def relay(self: Task, outbox_id: int) -> str:
             with ctx.db.transaction() as session:
                 row = service.claim_outbox(session, outbox_id)
                 if row is not None:
-                    disable_endpoint(session, url, f"answered 410 Gone to {payload['type']}", utcnow())
+                    disable_endpoint(session, client_id, url, f"answered 410 Gone to {payload['type']}", utcnow())
                     park(session, row, url, utcnow())
             metrics.relay_delivery("parked")
             return "parked"

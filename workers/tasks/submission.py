@@ -30,7 +30,7 @@ def submit(self: Task, outbox_id: int) -> str:
             # Canceled before it reached the vendor, or an earlier delivery already submitted it.
             service.mark_done(session, row, utcnow(), "submit.skipped", reason=f"task is {task.state}")
             return "skipped"
-        job = SubmitJob(task.correlation_id, task.input)
+        job = SubmitJob(task.reference, task.input)  # never the correlation id: two clients may share one
         provider_name, deadline = task.provider, task.execution_deadline
 
     provider = ctx.providers.get(provider_name)
@@ -44,7 +44,7 @@ def submit(self: Task, outbox_id: int) -> str:
         except UncertainError as exc:
             # The vendor may have created the job: ask before trying again, so it never runs twice.
             try:
-                job_id = provider.find(job.correlation_id)
+                job_id = provider.find(job.reference)
             except PermanentError as refused:
                 # find carries nothing of the caller's: refusing it breaks the vendor's contract.
                 raise PermanentError(
