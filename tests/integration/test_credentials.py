@@ -21,7 +21,7 @@ def _status(stack: Stack, api_key: str, correlation_id: str = "no-such-task") ->
 
 
 def _job_id(stack: Stack, correlation_id: str) -> str:
-    return stack.vendor("GET", f"/jobs?reference={correlation_id}").json()["jobs"][0]["job_id"]
+    return stack.vendor("GET", f"/jobs?reference={stack.reference(correlation_id)}").json()["jobs"][0]["job_id"]
 
 
 def _completed(stack: Stack, path: str, correlation_id: str) -> Any:
