@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from models.client import Client
 from models.incidents import IncidentKind, resolve_open
@@ -23,6 +23,7 @@ from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
 from models.states import RELAYED, TERMINAL, State, decide, transition
 from models.task import ExternalTask, TaskEvent
+from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
 from webhooks.events import VendorEvent, parse_event
 
 
@@ -36,6 +37,13 @@ class IdempotencyConflict(ServiceError):
 
 class CorrelationConflict(ServiceError):
     """The correlation_id belongs to another client (→ 409, without saying whose)."""
+
+
+#: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader)
+#: and, where noted, without the vendor's ``outcome``: both can be large, and rows stored before
+#: their limits existed can be too deep to decode. A deferred column loads on first access.
+WITHOUT_INPUT = (defer(ExternalTask.input),)
+WITHOUT_PAYLOAD = (defer(ExternalTask.input), defer(ExternalTask.outcome))
 
 
 def new_message_id() -> str:
@@ -149,9 +157,22 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
     (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait).
     The row is re-read under the lock, even if this session loaded it before."""
     return session.scalars(
-        select(ExternalTask).where(ExternalTask.id == task_id).with_for_update(key_share=True)
+        select(ExternalTask).options(*WITHOUT_INPUT).where(ExternalTask.id == task_id).with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     ).one()
+
+
+def stored_input(session: Session, task_id: int, limits: JsonLimits) -> Any:
+    """A task's input for its submission, read as text and parsed within ``limits``.
+
+    Rows stored before the limits existed may hold an input too deep for any JSON decoder
+    (RecursionError wherever it is loaded): read as text, its depth is measured before parsing,
+    and it is refused with TooDeep or TooLarge (both InvalidJson) instead.
+    """
+    raw = session.scalar(select(cast(ExternalTask.input, Text)).where(ExternalTask.id == task_id))
+    value = strict_loads(raw if raw is not None else "null", max_depth=limits.max_depth, what="the stored input")
+    check_bounds(value, limits, "the stored input")
+    return value
 
 
 def move(session: Session, task: ExternalTask, target: State, now: datetime, **detail: Any) -> list[OutboxMessage]:
@@ -281,8 +302,9 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
     if not first_time(session, source, message_id, event.type.value, now):
         return EventResult("duplicate")
     lock_job(session, source, event.job_id)
+    # The outcome loads only if the event brings none and a relay must carry the task's own.
     task = session.scalar(
-        select(ExternalTask)
+        select(ExternalTask).options(*WITHOUT_PAYLOAD)
         .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
         .with_for_update(key_share=True)
     )
@@ -343,7 +365,7 @@ def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str
     outbox.attempts += 1
     if outbox.task_id is None:
         return
-    task = session.get(ExternalTask, outbox.task_id)
+    task = session.get(ExternalTask, outbox.task_id, options=WITHOUT_PAYLOAD)
     if task is None:
         return
     if outbox.next_attempt_at is not None or task.next_attempt_at is not None:

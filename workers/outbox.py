@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import load_only
 
 from models.base import utcnow
 from models.db import Database
@@ -91,6 +92,11 @@ class Publisher:
         with self.db.transaction() as session:
             rows = session.scalars(
                 select(OutboxMessage)
+                # not the payload: publishing needs the id, kind and message id (a relay's payload
+                # carries the vendor's outcome, which a beat job never loads)
+                .options(load_only(OutboxMessage.id, OutboxMessage.kind, OutboxMessage.message_id,
+                                   OutboxMessage.task_id, OutboxMessage.correlation_id,
+                                   OutboxMessage.dispatched_at, OutboxMessage.next_attempt_at))
                 .where(
                     OutboxMessage.done_at.is_(None),
                     OutboxMessage.parked_reason.is_(None),

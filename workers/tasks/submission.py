@@ -8,7 +8,9 @@ from app.extensions import liaison
 from app.observability import metrics
 from models import service
 from models.base import utcnow
+from models.failures import Fault
 from models.states import State
+from webhooks.bounded_json import InvalidJson
 from workers.classify import Failure
 from workers.errors import PermanentError, TransientError, UncertainError
 from workers.providers import SubmitJob
@@ -30,8 +32,18 @@ def submit(self: Task, outbox_id: int) -> str:
             # Canceled before it reached the vendor, or an earlier delivery already submitted it.
             service.mark_done(session, row, utcnow(), "submit.skipped", reason=f"task is {task.state}")
             return "skipped"
-        job = SubmitJob(task.correlation_id, task.input)
-        provider_name, deadline = task.provider, task.execution_deadline
+        provider_name, deadline, correlation_id = task.provider, task.execution_deadline, task.correlation_id
+        try:
+            job_input = service.stored_input(session, task.id, ctx.settings.input_limits)
+        except InvalidJson as refused:
+            # Stored before the input limits existed (the API refuses such input now): no retry can
+            # help, only the caller can, by sending an input within the limits. So: the caller's.
+            bad_input = PermanentError(f"input refused: {refused}")
+        else:
+            bad_input = None
+    if bad_input is not None:
+        return retry_or_dead_letter(self, ctx, outbox_id, bad_input, RetryPolicy(), fault=Fault.CALLER)
+    job = SubmitJob(correlation_id, job_input)
 
     provider = ctx.providers.get(provider_name)
     if provider is None:  # configuration changed after the task was accepted
