@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, load_only
 from models.failures import NotReplayable
 from models.incidents import IncidentKind, open_incident, resolve_open
 from models.isolation import in_savepoint
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from models.operations import OrphanEvent
 from models.service import (
     EventResult,
@@ -174,7 +174,7 @@ def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int)
     if not tasks:
         return []
     return list(session.scalars(
-        select(OutboxMessage).where(
+        select(OutboxMessage).options(load_only(*PUBLISH_COLUMNS)).where(
             OutboxMessage.task_id.in_([t.id for t in tasks]), OutboxMessage.kind == OutboxKind.SUBMIT,
             OutboxMessage.done_at.is_(None), OutboxMessage.parked_reason.is_(None),
             OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck

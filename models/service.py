@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, func, select
+from sqlalchemy import Text, cast, func, inspect, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
@@ -195,10 +195,19 @@ def move(session: Session, task: ExternalTask, target: State, now: datetime, **d
             type=callback_type,
             correlation_id=task.correlation_id,
             state=task.state,
-            outcome=task.outcome,
+            outcome=_relayed_outcome(task, target),
             occurred_at=now.isoformat(),
         )
     ]
+
+
+def _relayed_outcome(task: ExternalTask, target: State) -> Any:
+    """The outcome a relay carries. An acceptance has none of its own: only what its event brought
+    (already set on the task). A task short of its final state has no stored outcome, so an unloaded
+    one is not read: webhooks and reconciliation then load no outcome at all for ``accepted``."""
+    if target is State.ACCEPTED and "outcome" in inspect(task).unloaded:
+        return None
+    return task.outcome
 
 
 def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now: datetime) -> list[OutboxMessage]:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import load_only
 
 from models.base import utcnow
 from models.db import Database
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,7 @@ class Publisher:
         with self.db.transaction() as session:
             rows = session.scalars(
                 select(OutboxMessage)
-                # not the payload: publishing needs the id, kind and message id (a relay's payload
-                # carries the vendor's outcome, which a beat job never loads)
-                .options(load_only(OutboxMessage.id, OutboxMessage.kind, OutboxMessage.message_id,
-                                   OutboxMessage.task_id, OutboxMessage.correlation_id,
-                                   OutboxMessage.dispatched_at, OutboxMessage.next_attempt_at))
+                .options(load_only(*PUBLISH_COLUMNS))
                 .where(
                     OutboxMessage.done_at.is_(None),
                     OutboxMessage.parked_reason.is_(None),

@@ -8,7 +8,7 @@ import requests
 
 from app.observability.metrics import timed_provider_call
 from app.settings import ProviderSettings
-from webhooks.bounded_json import InvalidJson, JsonLimits, check_bounds, strict_loads
+from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
 from workers.classify import Failure
 from workers.errors import PermanentError
 from workers.http import call
@@ -38,8 +38,11 @@ class RestProvider:
     def _json(self, response: requests.Response) -> dict[str, Any]:
         """The body, its depth checked on the text before parsing: a job list nests an outcome two
         levels down (``{"jobs": [{"outcome": …}]}``), so anything deeper cannot be a valid answer."""
+        limit = self.outcome_limits.max_depth
         try:
-            data = strict_loads(response.content, max_depth=self.outcome_limits.max_depth + 2, what="response")
+            data = strict_loads(response.content, max_depth=limit + 2, what="response")
+        except TooDeep as exc:
+            raise self._refused(f"response refused: nested {exc.depth} levels deep, an outcome may have at most {limit}") from None
         except InvalidJson as exc:
             raise self._refused(f"response refused: {exc}") from None
         if not isinstance(data, dict):
