@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from webhooks.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, JsonLimits
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
 
 # --- credentials (issue 8) ---
@@ -200,6 +201,20 @@ class Settings:
     reconcile_max_run_s: int = 240
     log_format: str = "console"
     log_level: str = "INFO"
+    # --- Bounded input (issue 8): a task's input and a vendor's outcome, checked on the text before
+    # parsing (depth) and as canonical JSON (size); past either, a 4xx, a refused status snapshot or
+    # a dead letter, never a RecursionError.
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+    max_input_bytes: int = DEFAULT_MAX_BYTES
+    max_outcome_bytes: int = DEFAULT_MAX_BYTES
+
+    @property
+    def input_limits(self) -> JsonLimits:
+        return JsonLimits(self.max_json_depth, self.max_input_bytes)
+
+    @property
+    def outcome_limits(self) -> JsonLimits:
+        return JsonLimits(self.max_json_depth, self.max_outcome_bytes)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -238,6 +253,10 @@ class Settings:
             reconcile_max_run_s=_int(env, "LIAISON_RECONCILE_MAX_RUN_S", 240, 1),
             log_format=_choice(env, "LIAISON_LOG_FORMAT", "console", ("console", "json")),
             log_level=_choice(env, "LIAISON_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper(),
+            # --- Bounded input (issue 8) ---
+            max_json_depth=_int(env, "LIAISON_MAX_JSON_DEPTH", DEFAULT_MAX_DEPTH, 1),
+            max_input_bytes=_int(env, "LIAISON_MAX_INPUT_BYTES", DEFAULT_MAX_BYTES, 16),
+            max_outcome_bytes=_int(env, "LIAISON_MAX_OUTCOME_BYTES", DEFAULT_MAX_BYTES, 16),
         )
         settings.validate()
         return settings
@@ -265,5 +284,8 @@ class Settings:
         if self.max_countdown_s >= VISIBILITY_TIMEOUT_S:
             # Redis would redeliver a message still waiting for its countdown: a duplicate run.
             raise ConfigError("LIAISON_MAX_COUNTDOWN_S must be below the broker visibility_timeout")
+        if self.max_json_depth > MAX_DEPTH_CEILING - 2:
+            # json.loads/dumps and the database drivers recurse per level: stay far from the stack's end.
+            raise ConfigError(f"LIAISON_MAX_JSON_DEPTH must be at most {MAX_DEPTH_CEILING - 2}")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")

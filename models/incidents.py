@@ -21,9 +21,11 @@ class IncidentKind:
     DEADLINE_EXCEEDED = "deadline_exceeded"
     UNKNOWN_JOB = "unknown_job"
     ORPHAN_UNBOUND = "orphan_unbound"
+    #: a beat job or reconciliation could not process one task and went on without it (issue 8)
+    BATCH_ROW_FAILED = "batch_row_failed"
 
     ALL = (SUBMIT_FAILED, RELAY_FAILED, CANCEL_FAILED, POISON_MESSAGE, ENDPOINT_DISABLED, DEADLINE_EXCEEDED,
-           UNKNOWN_JOB, ORPHAN_UNBOUND)
+           UNKNOWN_JOB, ORPHAN_UNBOUND, BATCH_ROW_FAILED)
 
 
 def _open_key(kind: str, subject: str) -> str:

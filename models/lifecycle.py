@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import Select, select, text, update
+from sqlalchemy.orm import Session, load_only
 
 from models.failures import NotReplayable
 from models.incidents import IncidentKind, open_incident, resolve_open
-from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
+from models.isolation import in_savepoint
+from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
 from models.service import (
     EventResult,
@@ -105,33 +106,62 @@ DEADLINES = (
 )
 
 
+#: What the deadline check reads of a task: never ``input`` or ``outcome``, which are the caller's
+#: and the vendor's data, possibly large, and (rows stored before their limits existed) possibly too
+#: deep to decode at all.
+DEADLINE_COLUMNS = (
+    ExternalTask.id, ExternalTask.correlation_id, ExternalTask.state, ExternalTask.vendor_job_id,
+    ExternalTask.acceptance_deadline, ExternalTask.execution_deadline, ExternalTask.on_deadline,
+    ExternalTask.acceptance_escalated_at, ExternalTask.execution_escalated_at,
+)
+
+
 def due_query(rule: DeadlineRule, now: datetime, batch: int) -> Select:
-    return (select(ExternalTask).where(text(rule.predicate), rule.column <= now)
+    return (select(ExternalTask).options(load_only(*DEADLINE_COLUMNS)).where(text(rule.predicate), rule.column <= now)
             .order_by(rule.column).limit(batch).with_for_update(skip_locked=True, key_share=True))
+
+
+def _escalate(session: Session, task: ExternalTask, rule: DeadlineRule, now: datetime) -> list[OutboxMessage]:
+    deadline = getattr(task, rule.column.key)
+    late_s = round((now - deadline).total_seconds(), 3)
+    setattr(task, rule.escalated, now)
+    add_event(session, task, "deadline.exceeded", now, deadline=rule.name, late_by_s=late_s)
+    open_incident(session, IncidentKind.DEADLINE_EXCEEDED, f"{rule.name}:task:{task.id}",
+                  f"{rule.name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}",
+                  now, correlation_id=task.correlation_id)
+    # ``outcome`` is not read here: a task short of its final state has none yet (outcomes come
+    # with completion; a failed submit's or a cancel's with their final state), so it is null.
+    rows = [add_outbox(
+        session, OutboxKind.RELAY, task, now, type="task.deadline_exceeded",
+        correlation_id=task.correlation_id, state=task.state, outcome=None,
+        occurred_at=now.isoformat(), deadline=rule.name, deadline_at=deadline.isoformat(), late_by_s=late_s,
+    )]
+    if task.on_deadline == "cancel":
+        rows += request_cancel(session, task, f"{rule.name} deadline exceeded", now)
+    return rows
 
 
 def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
     """Escalate each overdue task once per deadline: ``task.deadline_exceeded`` to the domain app and
-    an Incident; the task keeps running unless ``on_deadline=cancel``."""
+    an Incident; the task keeps running unless ``on_deadline=cancel``.
+
+    Each task is escalated in a savepoint: one that fails is rolled back alone, gets a
+    ``batch_row_failed`` incident and is marked escalated all the same (so the next run does not
+    trip over it again, ahead of every other tenant's deadlines); the rest of the batch goes on.
+    """
     escalated, rows = 0, []
     for rule in DEADLINES:
         due = session.scalars(due_query(rule, now, batch)).all()
         for task in due:
-            deadline = getattr(task, rule.column.key)
-            late_s = round((now - deadline).total_seconds(), 3)
-            setattr(task, rule.escalated, now)
-            add_event(session, task, "deadline.exceeded", now, deadline=rule.name, late_by_s=late_s)
-            open_incident(session, IncidentKind.DEADLINE_EXCEEDED, f"{rule.name}:task:{task.id}",
-                          f"{rule.name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}",
-                          now, correlation_id=task.correlation_id)
-            rows.append(add_outbox(
-                session, OutboxKind.RELAY, task, now, type="task.deadline_exceeded",
-                correlation_id=task.correlation_id, state=task.state, outcome=task.outcome,
-                occurred_at=now.isoformat(), deadline=rule.name, deadline_at=deadline.isoformat(), late_by_s=late_s,
-            ))
-            if task.on_deadline == "cancel":
-                rows += request_cancel(session, task, f"{rule.name} deadline exceeded", now)
-            escalated += 1
+            task_id, correlation_id = task.id, task.correlation_id
+            ok, out = in_savepoint(session, "check_deadlines", correlation_id, now,
+                                   lambda task=task, rule=rule: _escalate(session, task, rule, now))
+            if ok:
+                rows += out or []
+                escalated += 1
+            else:
+                session.execute(update(ExternalTask).where(ExternalTask.id == task_id)
+                                .values({rule.escalated: now}).execution_options(synchronize_session=False))
     return escalated, rows
 
 
@@ -146,6 +176,8 @@ class QuietTask:
 
 def quiet_query(provider: str, quiet_s: int, now: datetime, batch: int) -> Select:
     return (select(ExternalTask)
+            .options(load_only(ExternalTask.id, ExternalTask.correlation_id, ExternalTask.vendor_job_id,
+                               ExternalTask.checked_at))
             .where(text(AT_VENDOR), ExternalTask.provider == provider,
                    ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
             .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True, key_share=True))
@@ -162,7 +194,7 @@ def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, ba
 def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:
     """Tasks stuck in ``requested``: their submit rows, to publish again (consumers are idempotent)."""
     tasks = session.scalars(
-        select(ExternalTask)
+        select(ExternalTask).options(load_only(ExternalTask.id, ExternalTask.checked_at))
         .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
         .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True, key_share=True)
     ).all()
@@ -171,7 +203,7 @@ def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int)
     if not tasks:
         return []
     return list(session.scalars(
-        select(OutboxMessage).where(
+        select(OutboxMessage).options(load_only(*PUBLISH_COLUMNS)).where(
             OutboxMessage.task_id.in_([t.id for t in tasks]), OutboxMessage.kind == OutboxKind.SUBMIT,
             OutboxMessage.done_at.is_(None), OutboxMessage.parked_reason.is_(None),
             OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
@@ -205,16 +237,19 @@ def unknown_job(session: Session, task: QuietTask, provider: str, error: str, no
 # --- Orphans ---
 
 def flag_stale_orphans(session: Session, now: datetime, window_s: int, batch: int) -> int:
-    orphans = session.scalars(
-        select(OrphanEvent)
+    """Open an incident for each orphan unbound past the window. The event's type is read in SQL
+    (``payload->>'type'``): the payload holds the vendor's outcome, which is not loaded."""
+    found = session.execute(
+        select(OrphanEvent.id, OrphanEvent.source, OrphanEvent.vendor_job_id,
+               OrphanEvent.payload["type"].as_string())
         .where(text("state = 'open' AND flagged_at IS NULL"), OrphanEvent.received_at <= now - timedelta(seconds=window_s))
         .order_by(OrphanEvent.received_at).limit(batch).with_for_update(skip_locked=True)
     ).all()
-    for orphan in orphans:
-        orphan.flagged_at = now
-        open_incident(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}",
-                      f"{orphan.payload.get('type')} from {orphan.source} for unknown job {orphan.vendor_job_id}", now)
-    return len(orphans)
+    for orphan_id, source, job_id, event_type in found:
+        session.execute(update(OrphanEvent).where(OrphanEvent.id == orphan_id).values(flagged_at=now))
+        open_incident(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan_id}",
+                      f"{event_type} from {source} for unknown job {job_id}", now)
+    return len(found)
 
 
 def attach_orphan(session: Session, orphan: OrphanEvent, task: ExternalTask, now: datetime) -> list[OutboxMessage]:

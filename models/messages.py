@@ -67,6 +67,14 @@ class OutboxMessage(Base):
     done_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
+#: What publishing an outbox row needs: not its payload (a relay's carries the vendor's outcome,
+#: which beat jobs never load).
+PUBLISH_COLUMNS = (
+    OutboxMessage.id, OutboxMessage.kind, OutboxMessage.message_id, OutboxMessage.task_id,
+    OutboxMessage.correlation_id, OutboxMessage.dispatched_at, OutboxMessage.next_attempt_at,
+)
+
+
 class DeadLetter(Base):
     """Work that could not be done. Never evicted; replay keeps the original message_id."""
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, inspect, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from models.client import Client
 from models.incidents import IncidentKind, resolve_open
@@ -23,6 +23,7 @@ from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
 from models.states import RELAYED, TERMINAL, State, decide, transition
 from models.task import ExternalTask, TaskEvent, new_reference
+from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
 from webhooks.events import VendorEvent, parse_event
 
 
@@ -32,6 +33,13 @@ class ServiceError(Exception):
 
 class IdempotencyConflict(ServiceError):
     """The Idempotency-Key was used before with a different body (→ 409)."""
+
+
+#: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader)
+#: and, where noted, without the vendor's ``outcome``: both can be large, and rows stored before
+#: their limits existed can be too deep to decode. A deferred column loads on first access.
+WITHOUT_INPUT = (defer(ExternalTask.input),)
+WITHOUT_PAYLOAD = (defer(ExternalTask.input), defer(ExternalTask.outcome))
 
 
 def new_message_id() -> str:
@@ -147,9 +155,22 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
     (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait).
     The row is re-read under the lock, even if this session loaded it before."""
     return session.scalars(
-        select(ExternalTask).where(ExternalTask.id == task_id).with_for_update(key_share=True)
+        select(ExternalTask).options(*WITHOUT_INPUT).where(ExternalTask.id == task_id).with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     ).one()
+
+
+def stored_input(session: Session, task_id: int, limits: JsonLimits) -> Any:
+    """A task's input for its submission, read as text and parsed within ``limits``.
+
+    Rows stored before the limits existed may hold an input too deep for any JSON decoder
+    (RecursionError wherever it is loaded): read as text, its depth is measured before parsing,
+    and it is refused with TooDeep or TooLarge (both InvalidJson) instead.
+    """
+    raw = session.scalar(select(cast(ExternalTask.input, Text)).where(ExternalTask.id == task_id))
+    value = strict_loads(raw if raw is not None else "null", max_depth=limits.max_depth, what="the stored input")
+    check_bounds(value, limits, "the stored input")
+    return value
 
 
 def move(session: Session, task: ExternalTask, target: State, now: datetime, **detail: Any) -> list[OutboxMessage]:
@@ -172,10 +193,19 @@ def move(session: Session, task: ExternalTask, target: State, now: datetime, **d
             type=callback_type,
             correlation_id=task.correlation_id,
             state=task.state,
-            outcome=task.outcome,
+            outcome=_relayed_outcome(task, target),
             occurred_at=now.isoformat(),
         )
     ]
+
+
+def _relayed_outcome(task: ExternalTask, target: State) -> Any:
+    """The outcome a relay carries. An acceptance has none of its own: only what its event brought
+    (already set on the task). A task short of its final state has no stored outcome, so an unloaded
+    one is not read: webhooks and reconciliation then load no outcome at all for ``accepted``."""
+    if target is State.ACCEPTED and "outcome" in inspect(task).unloaded:
+        return None
+    return task.outcome
 
 
 def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now: datetime) -> list[OutboxMessage]:
@@ -279,8 +309,9 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
     if not first_time(session, source, message_id, event.type.value, now):
         return EventResult("duplicate")
     lock_job(session, source, event.job_id)
+    # The outcome loads only if the event brings none and a relay must carry the task's own.
     task = session.scalar(
-        select(ExternalTask)
+        select(ExternalTask).options(*WITHOUT_PAYLOAD)
         .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
         .with_for_update(key_share=True)
     )
@@ -341,7 +372,7 @@ def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str
     outbox.attempts += 1
     if outbox.task_id is None:
         return
-    task = session.get(ExternalTask, outbox.task_id)
+    task = session.get(ExternalTask, outbox.task_id, options=WITHOUT_PAYLOAD)
     if task is None:
         return
     if outbox.next_attempt_at is not None or task.next_attempt_at is not None:

@@ -1,77 +1,26 @@
 """Inbound vendor events as plain data. Pure: parsing only, every problem is a MalformedEvent.
 
-Also home of ``strict_loads``, the one JSON parser for untrusted request bodies (the domain apps'
-API uses it too): it lives in this pure module so every edge can import it without a cycle.
+The JSON itself is read by ``webhooks.bounded_json.strict_loads`` (re-exported here), which refuses
+a body nested past the outcome's depth limit before parsing it.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from models.states import COMPLETION_STATES, EventType, State, target_of
+from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, TooLarge, check_bounds, strict_loads
+
+__all__ = ["EventTooLarge", "InvalidJson", "MalformedEvent", "VendorEvent", "parse_event", "strict_loads"]
 
 
 class MalformedEvent(ValueError):
     """The body is signed but is not an event we understand (→ 400)."""
 
 
-class InvalidJson(ValueError):
-    """Bytes that are not JSON we can store; the message says why, for a 400's detail."""
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise InvalidJson(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise InvalidJson("a number is too large")
-    return value
-
-
-def _check_strings(data: Any) -> None:
-    """Every string (keys too) must be storable: valid UTF-8 and without U+0000."""
-    pending = [data]
-    while pending:  # a loop, not recursion: json.loads already allowed this depth
-        value = pending.pop()
-        if isinstance(value, dict):
-            pending.extend(value)
-            pending.extend(value.values())
-        elif isinstance(value, list):
-            pending.extend(value)
-        elif isinstance(value, str):
-            if "\x00" in value:
-                raise InvalidJson("strings must not contain \\u0000")
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidJson("strings must be valid Unicode (a lone surrogate such as \\ud800 is not)") from None
-
-
-def strict_loads(raw: bytes | bytearray | str) -> Any:
-    """``json.loads`` for untrusted bodies, with every way it can fail turned into InvalidJson.
-
-    Why not plain ``json.loads``: besides JSONDecodeError it raises a bare ValueError for integers
-    past 4300 digits and RecursionError for deep nesting; and it accepts what PostgreSQL cannot
-    store (NaN, ±Infinity, numbers that overflow to ±inf, \\u0000, lone surrogates such as
-    \\ud800), which would fail later, at fingerprinting or in the database driver, as a 500.
-    """
-    try:
-        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
-    except InvalidJson:
-        raise
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidJson(str(exc)) from None
-    except RecursionError:
-        raise InvalidJson("nested too deeply") from None
-    except ValueError:  # int() refuses more than 4300 digits (sys.get_int_max_str_digits)
-        raise InvalidJson("a number has too many digits") from None
-    _check_strings(data)
-    return data
+class EventTooLarge(MalformedEvent):
+    """The event's outcome is past the size limit (→ 413)."""
 
 
 @dataclass(frozen=True)
@@ -89,12 +38,28 @@ class VendorEvent:
         return {"type": self.type.value, "job_id": self.job_id, "status": self.status, "outcome": self.outcome}
 
 
-def parse_event(body: bytes | dict[str, Any]) -> VendorEvent:
+def parse_event(body: bytes | dict[str, Any], limits: JsonLimits | None = None) -> VendorEvent:
+    """A verified body → a VendorEvent. A body (bytes) is bounded by ``limits``: its depth is checked
+    on the text before parsing (the event object adds one level to its outcome's), then the
+    outcome's depth and canonical size. An already parsed dict (a stored orphan) is taken as it is.
+    """
     if isinstance(body, (bytes, bytearray)):
+        limits = limits or JsonLimits()
         try:
-            data = strict_loads(body)
+            data = strict_loads(body, max_depth=limits.max_depth + 1)
+        except TooDeep as exc:
+            raise MalformedEvent(f"body nested {exc.depth} levels deep: the outcome may have at most "
+                                 f"{limits.max_depth}") from None
         except InvalidJson as exc:
             raise MalformedEvent(f"body is not valid JSON: {exc}") from None
+        outcome = data.get("outcome") if isinstance(data, dict) else None
+        if isinstance(outcome, dict):
+            try:
+                check_bounds(outcome, limits, "outcome")
+            except TooLarge as exc:
+                raise EventTooLarge(str(exc)) from None
+            except TooDeep as exc:
+                raise MalformedEvent(str(exc)) from None
     else:
         data = body
     if not isinstance(data, dict):

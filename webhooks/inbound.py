@@ -12,13 +12,13 @@ import time
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.errors import ApiError, BadRequest, NotFound, Unauthorized, UnsupportedMediaType
+from app.errors import ApiError, BadRequest, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from app.extensions import liaison
 from app.observability import bind, metrics
 from app.session import db_session
 from models import service
 from models.base import utcnow
-from webhooks.events import MalformedEvent, parse_event
+from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 from webhooks.signing import SignatureError, verify
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
@@ -52,7 +52,9 @@ def receive(provider: str) -> tuple[Response, int]:
     if len(message_id) > 200 or "\x00" in message_id:  # PostgreSQL text cannot hold NUL
         raise _reject(provider, "malformed", BadRequest("webhook-id must be at most 200 characters, without NUL"))
     try:
-        event = parse_event(body)
+        event = parse_event(body, ctx.settings.outcome_limits)
+    except EventTooLarge as exc:
+        raise _reject(provider, "too_large", PayloadTooLarge(str(exc))) from None
     except MalformedEvent as exc:
         raise _reject(provider, "malformed", BadRequest(str(exc))) from None
 

@@ -14,10 +14,11 @@ from datetime import datetime, timedelta
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import load_only
 
 from models.base import utcnow
 from models.db import Database
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class Publisher:
         with self.db.transaction() as session:
             rows = session.scalars(
                 select(OutboxMessage)
+                .options(load_only(*PUBLISH_COLUMNS))
                 .where(
                     OutboxMessage.done_at.is_(None),
                     OutboxMessage.parked_reason.is_(None),

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.extensions import Liaison
+from models.isolation import ROW_ERRORS, record_row_failure
 from models.leases import lease
-from models.lifecycle import apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
+from models.lifecycle import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
+from workers.classify import Failure
 from workers.errors import CallError, PermanentError
 from workers.rate_limit import TokenBucket
 
@@ -28,6 +30,9 @@ class ReconcileReport:
     applied: int = 0
     unknown: int = 0
     errors: int = 0
+    #: tasks whose answer could not be applied (or was refused: an outcome past its limits); each
+    #: has a ``batch_row_failed`` incident, and the run went on
+    failed: int = 0
     redriven: int = 0
     by_provider: dict[str, int] = field(default_factory=dict)
     #: providers another run was reconciling (it holds their lease): left to it, so that two runs
@@ -83,6 +88,8 @@ def _reconcile_provider(
                     report.unknown += 1
                     with ctx.db.transaction() as session:
                         unknown_job(session, task, name, str(exc), now)
+                elif exc.failure is Failure.BAD_RESPONSE:  # e.g. an outcome past its limits: refused, recorded
+                    _row_failed(ctx, name, task, exc, now, report)
                 else:
                     report.errors += 1
                 continue
@@ -90,10 +97,20 @@ def _reconcile_provider(
                 report.errors += 1
                 log.warning("reconcile: %s status of %s failed: %s", name, task.correlation_id, exc)
                 continue
-            with ctx.db.transaction() as session:
-                result = apply_snapshot(session, name, snapshot.job_id, snapshot.status, snapshot.outcome, now)
+            try:
+                with ctx.db.transaction() as session:
+                    result = apply_snapshot(session, name, snapshot.job_id, snapshot.status, snapshot.outcome, now)
+            except ROW_ERRORS as exc:  # this task's transaction rolled back; the others go on
+                _row_failed(ctx, name, task, exc, now, report)
+                continue
             if result is not None:
                 report.applied += result.status == "applied"
                 ctx.publisher.publish(result.outbox)
         if len(quiet) < batch:
             return
+
+
+def _row_failed(ctx: Liaison, name: str, task: QuietTask, exc: BaseException, now: datetime, report: ReconcileReport) -> None:
+    report.failed += 1
+    with ctx.db.transaction() as session:
+        record_row_failure(session, f"reconcile:{name}", task.correlation_id, exc, now)

@@ -22,16 +22,24 @@ from models.client import Client
 from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from models.states import State
 from models.task import ExternalTask, TaskEvent
-from webhooks.events import InvalidJson, strict_loads
+from webhooks.bounded_json import InvalidJson, TooDeep, strict_loads
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
 
-def json_body() -> Any:
+def json_body(deep_field: str | None = None) -> Any:
+    """The request's JSON, its depth checked on the text before parsing: one level for the body
+    object, the setting's limit for a field in it. Too deep is a 422 naming ``deep_field`` (the one
+    field that may nest), otherwise the body; not JSON at all is a 400."""
     if not request.is_json:
         raise UnsupportedMediaType("send Content-Type: application/json")
+    limit = liaison().settings.max_json_depth
     try:
-        return strict_loads(request.get_data(cache=True))
+        return strict_loads(request.get_data(cache=True), max_depth=limit + 1)
+    except TooDeep as exc:
+        field = deep_field or "body"
+        message = f"nested too deeply: at most {limit} levels (the request was {exc.depth} deep, the body object included)"
+        raise ValidationFailed(f"{field} is nested too deeply", errors=[{"field": field, "message": message}]) from None
     except InvalidJson as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
 
@@ -51,8 +59,9 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     now = utcnow()
     req = parse_submit(
-        json_body(), providers=ctx.settings.providers, default_provider=ctx.settings.default_provider,
+        json_body(deep_field="input"), providers=ctx.settings.providers, default_provider=ctx.settings.default_provider,
         client_callback_url=client.callback_url, now=now, client_callback_origins=client.callback_origins,
+        input_limits=ctx.settings.input_limits,
     )
     session = db_session()
     for attempt in (1, 2):

@@ -14,6 +14,7 @@ from app.errors import ValidationFailed
 from app.settings import ProviderSettings
 from models.origins import within
 from models.service import SubmitRequest
+from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
 
 CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -92,6 +93,7 @@ def parse_submit(
     client_callback_url: str | None,
     now: datetime,
     client_callback_origins: Sequence[str] = (),
+    input_limits: JsonLimits | None = None,
 ) -> SubmitRequest:
     """``client_callback_origins``: the client's registered origins; when there are any, the
     callback URL (given or the client's default) must lie within one of them."""
@@ -105,6 +107,11 @@ def parse_submit(
         errors.append({"field": "input", "message": "required"})
     elif not isinstance(body["input"], (dict, str)):
         errors.append({"field": "input", "message": "must be an object or a string"})
+    else:
+        try:
+            check_bounds(body["input"], input_limits or JsonLimits(), "input")
+        except (TooDeep, TooLarge) as exc:
+            errors.append({"field": "input", "message": str(exc)})
 
     correlation_id = body.get("correlation_id")
     if correlation_id is not None and (not isinstance(correlation_id, str) or not CORRELATION_ID.fullmatch(correlation_id)):

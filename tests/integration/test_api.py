@@ -135,7 +135,6 @@ UNSTORABLE_BODIES = [
     pytest.param(b'{"input": {"\\udfff": 1}}', id="lone-surrogate-key"),
     pytest.param(b'{"input": "a\\u0000b"}', id="nul"),
     pytest.param(b'{"input": "x", "callback_url": "http://cb/\\u0000"}', id="nul-in-callback-url"),
-    pytest.param(b'{"input": ' + b"[" * 100_000 + b"}", id="nested-too-deeply"),
 ]
 
 
@@ -229,7 +228,7 @@ def test_admin_body_that_is_not_an_object_is_422(pair_stack: Stack, path: str, b
                      id="int-past-4300-digits"),
         pytest.param("POST", "/incidents/1/assign", {"body": b'{"owner": "\\ud800"}'}, 400, None, id="lone-surrogate"),
         pytest.param("POST", "/orphans/1/attach", {"body": b'{"correlation_id": "a\\u0000"}'}, 400, None, id="nul"),
-        pytest.param("POST", "/dead-letters/replay", {"body": b"[" * 100_000}, 400, None, id="nested-too-deeply"),
+        pytest.param("POST", "/dead-letters/replay", {"body": b"[" * 100_000}, 422, "body", id="nested-too-deeply"),
         pytest.param("POST", "/incidents/1/resolve", {"body": b"note=x", "content_type": "text/plain"}, 415, None,
                      id="not-json"),
     ],

@@ -199,7 +199,7 @@ def test_strict_loads_rejects_what_cannot_be_stored(raw):
     ],
 )
 def test_strict_loads_accepts_ordinary_json(raw, value):
-    assert strict_loads(raw) == value
+    assert strict_loads(raw, max_depth=100) == value
 
 
 def test_invalid_json_is_a_value_error():

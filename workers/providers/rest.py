@@ -8,6 +8,8 @@ import requests
 
 from app.observability.metrics import timed_provider_call
 from app.settings import ProviderSettings
+from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
+from workers.classify import Failure
 from workers.errors import PermanentError
 from workers.http import call
 from workers.providers.base import JobSnapshot, SubmitJob
@@ -16,10 +18,11 @@ STATUSES = frozenset({"queued", "running", "succeeded", "failed", "canceled"})
 
 
 class RestProvider:
-    def __init__(self, settings: ProviderSettings, webhook_url: str) -> None:
+    def __init__(self, settings: ProviderSettings, webhook_url: str, outcome_limits: JsonLimits | None = None) -> None:
         self.name = settings.name
         self.settings = settings
         self.webhook_url = webhook_url
+        self.outcome_limits = outcome_limits or JsonLimits()
         self._timeout = (settings.connect_timeout_s, settings.read_timeout_s)
 
     def _headers(self, **extra: str) -> dict[str, str]:
@@ -28,20 +31,35 @@ class RestProvider:
             headers["Authorization"] = f"Bearer {self.settings.api_key}"
         return headers
 
+    def _refused(self, reason: str) -> PermanentError:
+        """An answer that breaks the contract: the vendor's (``system``), never retried."""
+        return PermanentError(f"{self.name}: {reason}", failure=Failure.BAD_RESPONSE)
+
     def _json(self, response: requests.Response) -> dict[str, Any]:
+        """The body, its depth checked on the text before parsing: a job list nests an outcome two
+        levels down (``{"jobs": [{"outcome": …}]}``), so anything deeper cannot be a valid answer."""
+        limit = self.outcome_limits.max_depth
         try:
-            data = response.json()
-        except ValueError:
-            raise PermanentError(f"{self.name}: response is not JSON") from None
+            data = strict_loads(response.content, max_depth=limit + 2, what="response")
+        except TooDeep as exc:
+            raise self._refused(f"response refused: nested {exc.depth} levels deep, an outcome may have at most {limit}") from None
+        except InvalidJson as exc:
+            raise self._refused(f"response refused: {exc}") from None
         if not isinstance(data, dict):
-            raise PermanentError(f"{self.name}: response is not a JSON object")
+            raise self._refused("response is not a JSON object")
         return data
 
     def _snapshot(self, data: dict[str, Any]) -> JobSnapshot:
         job_id, status = data.get("job_id"), data.get("status")
         if not isinstance(job_id, str) or not job_id or status not in STATUSES:
-            raise PermanentError(f"{self.name}: job without job_id or a known status")
-        return JobSnapshot(job_id, status, data.get("outcome"))
+            raise self._refused("job without job_id or a known status")
+        outcome = data.get("outcome")
+        if outcome is not None:
+            try:
+                check_bounds(outcome, self.outcome_limits, "outcome")
+            except InvalidJson as exc:
+                raise self._refused(f"status of job refused: {exc}") from None
+        return JobSnapshot(job_id, status, outcome)
 
     def submit(self, job: SubmitJob) -> str:
         with timed_provider_call(self.name, "submit"):
@@ -93,7 +111,7 @@ class RestProvider:
         )
         jobs = self._json(response).get("jobs")
         if not isinstance(jobs, list):
-            raise PermanentError(f"{self.name}: job list without 'jobs'")
+            raise self._refused("job list without 'jobs'")
         for item in jobs:
             if isinstance(item, dict):
                 return self._snapshot(item).job_id

@@ -31,7 +31,7 @@ def relay(self: Task, outbox_id: int) -> str:
         row = service.claim_outbox(session, outbox_id)
         if row is None:
             return "done"
-        task = session.get(ExternalTask, row.task_id)
+        task = session.get(ExternalTask, row.task_id, options=service.WITHOUT_PAYLOAD)  # the payload has all it needs
         client = session.get(Client, task.client_id) if task is not None else None
         url = (task and task.callback_url) or (client and client.callback_url)
         if not url or client is None:

@@ -8,7 +8,9 @@ from app.extensions import liaison
 from app.observability import metrics
 from models import service
 from models.base import utcnow
+from models.failures import Fault
 from models.states import State
+from webhooks.bounded_json import InvalidJson
 from workers.classify import Failure
 from workers.errors import PermanentError, TransientError, UncertainError
 from workers.providers import SubmitJob
@@ -30,8 +32,18 @@ def submit(self: Task, outbox_id: int) -> str:
             # Canceled before it reached the vendor, or an earlier delivery already submitted it.
             service.mark_done(session, row, utcnow(), "submit.skipped", reason=f"task is {task.state}")
             return "skipped"
-        job = SubmitJob(task.reference, task.input)  # never the correlation id: two clients may share one
-        provider_name, deadline = task.provider, task.execution_deadline
+        provider_name, deadline, reference = task.provider, task.execution_deadline, task.reference
+        try:
+            job_input = service.stored_input(session, task.id, ctx.settings.input_limits)
+        except InvalidJson as refused:
+            # Stored before the input limits existed (the API refuses such input now): no retry can
+            # help, only the caller can, by sending an input within the limits. So: the caller's.
+            bad_input = PermanentError(f"input refused: {refused}")
+        else:
+            bad_input = None
+    if bad_input is not None:
+        return retry_or_dead_letter(self, ctx, outbox_id, bad_input, RetryPolicy(), fault=Fault.CALLER)
+    job = SubmitJob(reference, job_input)  # never the correlation id: two clients may share one
 
     provider = ctx.providers.get(provider_name)
     if provider is None:  # configuration changed after the task was accepted
