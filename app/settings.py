@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
+from workers.outbound_guard import AllowList
 
 #: Redis redelivers a message not acked within this; celeryconfig uses the same number.
 VISIBILITY_TIMEOUT_S = 12 * 3600
@@ -90,6 +91,13 @@ def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return values
 
 
+def _allow_list(env: Mapping[str, str], name: str) -> AllowList:
+    try:
+        return AllowList.parse(env.get(name, ""))
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class ProviderSettings:
     """One external system, named in configuration (``LIAISON_PROVIDER_<NAME>_*``)."""
@@ -109,6 +117,8 @@ class ProviderSettings:
     submit_max_total_s: float = 24 * 3600.0  # no attempt starts later than this after the first
     reconcile_after_s: int = 900  # a task quiet this long at the vendor is asked about
     rate_limit_per_s: float = 10.0  # calls per second reconciliation may make
+    # Outbound guard and bounded calls (issue 8): one call, connect to last body byte, ends by this.
+    call_deadline_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], name: str) -> ProviderSettings:
@@ -137,6 +147,7 @@ class ProviderSettings:
             submit_max_total_s=_float(env, prefix + "SUBMIT_MAX_TOTAL_S", 24 * 3600.0, 1.0),
             reconcile_after_s=_int(env, prefix + "RECONCILE_AFTER_S", 900, 1),
             rate_limit_per_s=_float(env, prefix + "RATE_LIMIT_PER_S", 10.0, 0.01),
+            call_deadline_s=_float(env, prefix + "CALL_DEADLINE_S", 30.0, 0.01),
         )
 
 
@@ -171,6 +182,14 @@ class Settings:
     reconcile_max_run_s: int = 240
     log_format: str = "console"
     log_level: str = "INFO"
+    # --- Outbound guard and bounded calls (issue 8) ---
+    # Exceptions to the outbound guard for client-supplied (callback) URLs: host, host:port or CIDR
+    # entries that may be private. Empty in production; tests and the demo list their loopback server.
+    outbound_allow: AllowList = field(default_factory=AllowList)
+    # The most of a response body read from a provider (a job status with its outcome) …
+    provider_max_response_bytes: int = 1024 * 1024
+    # … and from a callback endpoint (only its status matters; the rest is not read).
+    callback_max_response_bytes: int = 4096
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -209,6 +228,10 @@ class Settings:
             reconcile_max_run_s=_int(env, "LIAISON_RECONCILE_MAX_RUN_S", 240, 1),
             log_format=_choice(env, "LIAISON_LOG_FORMAT", "console", ("console", "json")),
             log_level=_choice(env, "LIAISON_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper(),
+            # --- Outbound guard and bounded calls (issue 8) ---
+            outbound_allow=_allow_list(env, "LIAISON_OUTBOUND_ALLOW"),
+            provider_max_response_bytes=_int(env, "LIAISON_PROVIDER_MAX_RESPONSE_BYTES", 1024 * 1024, 1024),
+            callback_max_response_bytes=_int(env, "LIAISON_CALLBACK_MAX_RESPONSE_BYTES", 4096, 0),
         )
         settings.validate()
         return settings

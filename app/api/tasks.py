@@ -52,7 +52,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     now = utcnow()
     req = parse_submit(
         json_body(), providers=ctx.settings.providers, default_provider=ctx.settings.default_provider,
-        client_callback_url=client.callback_url, now=now,
+        client_callback_url=client.callback_url, now=now, outbound_allow=ctx.settings.outbound_allow,
     )
     session = db_session()
     for attempt in (1, 2):

@@ -12,7 +12,8 @@ ADAPTERS: dict[str, type[RestProvider]] = {"rest": RestProvider}
 def build_providers(settings: Settings) -> dict[str, Provider]:
     """One adapter per configured provider; our webhook URL is where the vendor calls us back."""
     return {
-        name: ADAPTERS[ps.kind](ps, webhook_url=f"{settings.public_url}/webhooks/{name}")
+        name: ADAPTERS[ps.kind](ps, webhook_url=f"{settings.public_url}/webhooks/{name}",
+                                max_response_bytes=settings.provider_max_response_bytes)
         for name, ps in settings.providers.items()
     }
 
