@@ -5,6 +5,7 @@ through the outbound guard there (``guard=``), and a refusal is ``OutboundRefuse
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +50,8 @@ def _wrapped(exc: BaseException) -> BaseException | None:
 def _failure_of(exc: BaseException, call: transport.Call | None = None) -> Failure:
     if call is not None and call.expired:  # the watchdog cut the socket: the deadline ended it
         return Failure.READ_TIMEOUT if call.connected else Failure.CONNECT_TIMEOUT
+    if isinstance(exc, socket.gaierror):  # the guard's own lookup of a callback host failed
+        return Failure.CONNECT_ERROR
     if isinstance(exc, requests.ConnectTimeout):
         return Failure.CONNECT_TIMEOUT
     if isinstance(exc, (requests.ReadTimeout, ReadTimeoutError)):

@@ -38,7 +38,9 @@ MAX_URL_CHARS = 2000
 DEFAULT_PORTS = {"http": 80, "https": 443}
 REFUSED_PREFIX = "callback URL refused by the outbound guard"
 
-_CGNAT = ipaddress.IPv4Network("100.64.0.0/10")
+#: Not globally reachable, beyond what this Python's ``is_global`` already knows: CGNAT, IETF
+#: protocol assignments (all of 192.0.0.0/24, not only the /29) and the retired 6to4 relay anycast.
+_NOT_GLOBAL_V4 = tuple(ipaddress.IPv4Network(n) for n in ("100.64.0.0/10", "192.0.0.0/24", "192.88.99.0/24"))
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # RFC 6052 well-known prefix: carries a global IPv4
 _NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")  # RFC 8215 local-use: never public
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # deprecated; nothing legitimate uses it
@@ -94,7 +96,7 @@ def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
 def _public_ipv4(ip: ipaddress.IPv4Address) -> bool:
     return ip.is_global and not (
         ip.is_multicast or ip.is_reserved or ip.is_loopback or ip.is_link_local or ip.is_unspecified
-        or ip.is_private or ip in _CGNAT
+        or ip.is_private or any(ip in net for net in _NOT_GLOBAL_V4)
     )
 
 
@@ -151,13 +153,12 @@ class AllowList:
                     raise ValueError("a CIDR entry is not a network like 127.0.0.0/8") from None
                 continue
             try:
-                parts = urlsplit(f"http://{entry}")
-                host, port = parts.hostname, parts.port
-            except ValueError:
+                target = parse_target(f"http://{entry}/")
+            except Refused:
                 raise ValueError("an entry is not host, host:port or a CIDR") from None
-            if not host or parts.netloc != entry or "@" in entry:
+            if target.path != "/":
                 raise ValueError("an entry is not host, host:port or a CIDR")
-            host = _canonical_host(host)
+            host, port = target.host, urlsplit(f"http://{entry}").port
             if port is None:
                 hosts.add(host)
             else:
@@ -193,11 +194,6 @@ class Target:
         """The URL rebuilt from what was checked, for the HTTP client (one unambiguous form)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.path}"
-
-
-def _canonical_host(host: str) -> str:
-    ip = literal_ip(host)
-    return str(ip) if ip is not None else host.lower()
 
 
 def literal_ip(host: str) -> IPAddress | None:

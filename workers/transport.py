@@ -39,6 +39,10 @@ Connector = Callable[..., socket.socket]
 CHUNK_BYTES = 16 * 1024
 
 
+class DeadlineExceeded(TimeoutError):
+    """The call's wall-clock deadline passed (the watchdog shut its socket down)."""
+
+
 class BodyTooLarge(Exception):
     """The response body is longer than the call's cap."""
 
@@ -176,21 +180,23 @@ def send(
     max_body_bytes: int,
     truncate: bool = False,
     guard: AllowList | None = None,
-    resolver: Resolver = system_resolver,
-    connector: Connector = urllib3_connection.create_connection,
+    resolver: Resolver | None = None,
+    connector: Connector | None = None,
     **kwargs: Any,
 ) -> requests.Response:
     """Send one request within ``call``'s deadline and return the response, its body read (capped:
     see ``_read_capped``; ``truncate`` for a caller that only needs the status).
 
     With ``guard`` (a client-supplied URL): the URL is parsed and resolved by the outbound guard,
-    every address checked, and the connection pinned to them; raises ``outbound_guard.Refused``.
+    every address checked, and the connection pinned to them; raises ``outbound_guard.Refused``
+    (and ``socket.gaierror`` when the name does not resolve). ``resolver`` and ``connector`` default
+    to the system's (``system_resolver``, urllib3's ``create_connection``); unit tests pass stubs.
     """
     pinned: list[IPAddress] | None = None
-    target: Target | None = None
+    connector = connector or urllib3_connection.create_connection
     if guard is not None:
-        target = parse_target(url)
-        pinned = resolve(target, guard, resolver)
+        target: Target = parse_target(url)
+        pinned = resolve(target, guard, resolver or system_resolver)
         url = target.url
     with requests.Session() as session:
         session.trust_env = guard is None  # operator-configured provider calls may use a proxy; callbacks never
@@ -205,6 +211,10 @@ def send(
             body = _read_capped(response, max_body_bytes, truncate)
         finally:
             response.close()
+    if call.expired:
+        # A socket shut down mid-headers or mid-body reads as a clean end of the message: a tarpit's
+        # half-sent answer would pass for a whole one. Whatever was read, the deadline ended it.
+        raise DeadlineExceeded(f"call deadline of {call.deadline_s:g}s passed")
     response._content = body  # requests' own slot for a read body: .content, .text and .json() use it
     response._content_consumed = True
     return response
