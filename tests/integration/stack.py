@@ -100,7 +100,8 @@ class Stack:
         with self.db.transaction() as session:
             client = session.scalars(select(Client).where(Client.api_key_hash == hash_api_key(api_key))).one()
             req = parse_submit(body, providers=self.settings.providers, default_provider="sim",
-                               client_callback_url=client.callback_url, now=now)
+                               client_callback_url=client.callback_url, now=now,
+                               outbound_allow=self.settings.outbound_allow)
             result = service.submit_task(session, client, req, None, now)
             return result.task.correlation_id, result.outbox[0].id
 
@@ -155,7 +156,12 @@ def build_stack(
         vendor_secret=vendor_secret, public_url=f"http://127.0.0.1:{port}",
     )
     env["LIAISON_VAR_DIR"] = str(tmp)
-    env.update(extra_env or {})
+    # The outbound guard refuses loopback: let exactly the pretend domain app's port through (and
+    # whatever a test lists in extra_env's LIAISON_OUTBOUND_ALLOW besides).
+    extra = dict(extra_env or {})
+    allow = [callback_server.url.removeprefix("http://"), extra.pop("LIAISON_OUTBOUND_ALLOW", "")]
+    env["LIAISON_OUTBOUND_ALLOW"] = ",".join(a for a in allow if a)
+    env.update(extra)
     queue = f"liaison-test-{uuid.uuid4().hex[:8]}"
     migrate(database_url)
     env["LIAISON_QUEUE"] = queue
