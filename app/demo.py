@@ -7,6 +7,7 @@ happens, and checks each callback's signature.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 import time
@@ -70,10 +71,17 @@ def _create_client(app: Flask, callback_url: str) -> tuple[str, str]:
     return key.api_key, secret
 
 
-def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int) -> bool:
+def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callback_port: int = 5002) -> bool:
     requests.get(f"{vendor_url}/healthz", timeout=5).raise_for_status()
     requests.get(f"{web_url}/healthz", timeout=5).raise_for_status()
-    server = make_server("127.0.0.1", 0, None, threaded=True, request_handler=_QuietHandler)  # app set below, once we have the secret
+    # A fixed port: the worker's outbound guard refuses loopback except what LIAISON_OUTBOUND_ALLOW
+    # lists, and bin/demo lists exactly 127.0.0.1:<this port>.
+    allow = app.extensions["liaison"].settings.outbound_allow
+    if not allow.allows("127.0.0.1", callback_port, ipaddress.ip_address("127.0.0.1")):
+        click.secho(f"LIAISON_OUTBOUND_ALLOW must list 127.0.0.1:{callback_port}, where the demo's domain app "
+                    "listens (bin/demo sets it)", fg="red")
+        return False
+    server = make_server("127.0.0.1", callback_port, None, threaded=True, request_handler=_QuietHandler)  # app set below, once we have the secret
     callback_url = f"http://127.0.0.1:{server.server_port}/callbacks"
     api_key, secret = _create_client(app, callback_url)
     callbacks = Callbacks(secret)

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from webhooks.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, JsonLimits
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
+from workers.outbound_guard import AllowList
 
 # --- credentials (issue 8) ---
 #: The admin token is a bearer credential for every operator action: no shorter than this.
@@ -120,6 +121,13 @@ def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return values
 
 
+def _allow_list(env: Mapping[str, str], name: str) -> AllowList:
+    try:
+        return AllowList.parse(env.get(name, ""))
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class ProviderSettings:
     """One external system, named in configuration (``LIAISON_PROVIDER_<NAME>_*``)."""
@@ -139,6 +147,8 @@ class ProviderSettings:
     submit_max_total_s: float = 24 * 3600.0  # no attempt starts later than this after the first
     reconcile_after_s: int = 900  # a task quiet this long at the vendor is asked about
     rate_limit_per_s: float = 10.0  # calls per second reconciliation may make
+    # Outbound guard and bounded calls (issue 8): one call, connect to last body byte, ends by this.
+    call_deadline_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], name: str) -> ProviderSettings:
@@ -167,6 +177,7 @@ class ProviderSettings:
             submit_max_total_s=_float(env, prefix + "SUBMIT_MAX_TOTAL_S", 24 * 3600.0, 1.0),
             reconcile_after_s=_int(env, prefix + "RECONCILE_AFTER_S", 900, 1),
             rate_limit_per_s=_float(env, prefix + "RATE_LIMIT_PER_S", 10.0, 0.01),
+            call_deadline_s=_float(env, prefix + "CALL_DEADLINE_S", 30.0, 0.01),
         )
 
 
@@ -207,6 +218,15 @@ class Settings:
     max_json_depth: int = DEFAULT_MAX_DEPTH
     max_input_bytes: int = DEFAULT_MAX_BYTES
     max_outcome_bytes: int = DEFAULT_MAX_BYTES
+
+    # --- Outbound guard and bounded calls (issue 8) ---
+    # Exceptions to the outbound guard for client-supplied (callback) URLs: host, host:port or CIDR
+    # entries that may be private. Empty in production; tests and the demo list their loopback server.
+    outbound_allow: AllowList = field(default_factory=AllowList)
+    # The most of a response body read from a provider (a job status with its outcome) …
+    provider_max_response_bytes: int = 1024 * 1024
+    # … and from a callback endpoint (only its status matters; the rest is not read).
+    callback_max_response_bytes: int = 4096
 
     @property
     def input_limits(self) -> JsonLimits:
@@ -257,6 +277,10 @@ class Settings:
             max_json_depth=_int(env, "LIAISON_MAX_JSON_DEPTH", DEFAULT_MAX_DEPTH, 1),
             max_input_bytes=_int(env, "LIAISON_MAX_INPUT_BYTES", DEFAULT_MAX_BYTES, 16),
             max_outcome_bytes=_int(env, "LIAISON_MAX_OUTCOME_BYTES", DEFAULT_MAX_BYTES, 16),
+            # --- Outbound guard and bounded calls (issue 8) ---
+            outbound_allow=_allow_list(env, "LIAISON_OUTBOUND_ALLOW"),
+            provider_max_response_bytes=_int(env, "LIAISON_PROVIDER_MAX_RESPONSE_BYTES", 1024 * 1024, 1024),
+            callback_max_response_bytes=_int(env, "LIAISON_CALLBACK_MAX_RESPONSE_BYTES", 4096, 0),
         )
         settings.validate()
         return settings

@@ -26,6 +26,7 @@ class Failure(StrEnum):
     READ_TIMEOUT = "read_timeout"  # sent; the other side may have acted on it
     RESET_AFTER_SEND = "reset_after_send"  # sent; connection dropped before the answer
     BAD_RESPONSE = "bad_response"  # an answer that breaks the contract
+    REFUSED = "refused_by_guard"  # the outbound guard refused a client-supplied URL: nothing was sent
 
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429})
@@ -39,7 +40,10 @@ _FAILURES: dict[Failure, Kind] = {
     Failure.READ_TIMEOUT: Kind.UNCERTAIN,
     Failure.RESET_AFTER_SEND: Kind.UNCERTAIN,
     Failure.BAD_RESPONSE: Kind.PERMANENT,
+    Failure.REFUSED: Kind.PERMANENT,
 }
+#: Relaying, these say the caller's endpoint is unreachable or not allowed: the caller's to fix.
+UNREACHABLE = frozenset({Failure.CONNECT_ERROR, Failure.CONNECT_TIMEOUT, Failure.REFUSED})
 
 
 def classify_status(status: int) -> Kind | None:
@@ -60,12 +64,16 @@ def fault_of(
 ) -> str:
     """Whose fault a failed call is: ``caller`` only when the other side refused what the caller gave us.
 
-    An outage (transient, uncertain) is ours to watch, and so is a permanent failure without a status
+    An outage (transient, uncertain) of a provider is ours to watch, and so is a permanent failure without a status
     (a broken contract, our own configuration) or with 407. Calling a provider, 401 and 403 refuse
     credentials *we* configured, and a 3xx breaks the contract: ``system``; any other 4xx rejects the
     caller's input. Relaying (``callers_endpoint``), the endpoint and the secrets it checks belong to
-    the caller: any refusal of it, 401, 403 and redirects included, is the caller's.
+    the caller: any refusal of it, 401, 403 and redirects included, is the caller's, and so is an
+    endpoint that cannot be reached (connection refused, connect timeout) or that the outbound
+    guard refuses: nothing of ours stands between the worker and the caller's server.
     """
+    if callers_endpoint and failure in UNREACHABLE:
+        return Fault.CALLER
     if kind is not Kind.PERMANENT or status is None or failure is Failure.BAD_RESPONSE or status == PROXY_AUTH:
         return Fault.SYSTEM
     if callers_endpoint:

@@ -3,6 +3,7 @@
     CallError
     ├── TransientError   retry later (connect errors, 408/425/429/5xx); may carry Retry-After
     ├── PermanentError   never retry (other 4xx, a response that breaks the contract)
+    │   └── OutboundRefused  the outbound guard refused a client-supplied URL: nothing was sent
     └── UncertainError   the request may have been acted on (timeout after sending): settle first
 
 Tasks raise these; ``workers.tasks.outcomes`` maps them onto Celery's retry or onto dead-lettering,
@@ -49,3 +50,8 @@ class PermanentError(CallError):
 
 class UncertainError(CallError):
     kind = Kind.UNCERTAIN
+
+
+class OutboundRefused(PermanentError):
+    """The outbound guard refused the URL (``workers.outbound_guard``): nothing was sent. Its message
+    is the guard's fixed reason, naming no host, address or port."""

@@ -1,19 +1,23 @@
-"""One HTTP call with timeouts, its failure reduced to our error tree. No retrying here.
-
-``requests`` is used per call (no shared Session), so nothing pooled crosses a prefork fork.
+"""One HTTP call under a wall-clock deadline with a capped body, its failure reduced to our error
+tree. No retrying here. The socket work is ``workers.transport``; a client-supplied URL also goes
+through the outbound guard there (``guard=``), and a refusal is ``OutboundRefused``.
 """
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 
+from workers import transport
 from workers.classify import Failure, Kind, classify_failure, classify_status, parse_retry_after
-from workers.errors import CallError, PermanentError, TransientError, UncertainError
+from workers.errors import CallError, OutboundRefused, PermanentError, TransientError, UncertainError
+from workers.outbound_guard import AllowList, Refused
 
 _ERRORS: dict[Kind, type[CallError]] = {
     Kind.TRANSIENT: TransientError,
@@ -43,10 +47,14 @@ def _wrapped(exc: BaseException) -> BaseException | None:
     return next((c for c in candidates if isinstance(c, BaseException)), None)
 
 
-def _failure_of(exc: requests.RequestException) -> Failure:
+def _failure_of(exc: BaseException, call: transport.Call | None = None) -> Failure:
+    if call is not None and call.expired:  # the watchdog cut the socket: the deadline ended it
+        return Failure.READ_TIMEOUT if call.connected else Failure.CONNECT_TIMEOUT
+    if isinstance(exc, socket.gaierror):  # the guard's own lookup of a callback host failed
+        return Failure.CONNECT_ERROR
     if isinstance(exc, requests.ConnectTimeout):
         return Failure.CONNECT_TIMEOUT
-    if isinstance(exc, requests.ReadTimeout):
+    if isinstance(exc, (requests.ReadTimeout, ReadTimeoutError)):
         return Failure.READ_TIMEOUT
     seen: set[int] = set()
     cause: BaseException | None = exc
@@ -57,6 +65,8 @@ def _failure_of(exc: requests.RequestException) -> Failure:
         cause = _wrapped(cause)
     if isinstance(exc, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError)):
         return Failure.RESET_AFTER_SEND
+    if not isinstance(exc, requests.RequestException):  # urllib3's errors or OSError: the body read broke off
+        return Failure.RESET_AFTER_SEND
     return Failure.CONNECT_ERROR  # InvalidURL and friends: the request never left
 
 
@@ -66,23 +76,38 @@ def call(
     *,
     timeout: tuple[float, float],
     idempotent: bool,
+    deadline_s: float,
+    max_body_bytes: int,
+    truncate: bool = False,
+    guard: AllowList | None = None,
     **kwargs: Any,
 ) -> requests.Response:
-    """Send one request; return a 2xx response or raise the classified CallError.
+    """Send one request; return a 2xx response (body read, at most ``max_body_bytes``) or raise the
+    classified CallError.
 
-    A GET (``idempotent=True``) that may or may not have been seen is simply transient: asking
-    again is safe. Error messages name the host, port and status, never credentials, the query,
-    headers or bodies.
+    ``deadline_s`` bounds the whole call, connect to last body byte; a call it cuts off after the
+    request left is a read timeout (uncertain), before that a connect timeout. A GET
+    (``idempotent=True``) that may or may not have been seen is simply transient: asking again is
+    safe. ``guard`` (the ``LIAISON_OUTBOUND_ALLOW`` exceptions) puts a client-supplied URL through
+    the outbound guard. Error messages name the host, port and status, never credentials, the query,
+    headers or bodies; a refusal by the guard names not even the host.
     """
     target = f"{method} {_host(url)}"
-    try:
-        response = requests.request(method, url, timeout=timeout, allow_redirects=False, **kwargs)
-    except requests.RequestException as exc:
-        failure = _failure_of(exc)
-        kind = classify_failure(failure)
-        if kind is Kind.UNCERTAIN and idempotent:
-            kind = Kind.TRANSIENT
-        raise _ERRORS[kind](f"{target}: {failure.value} ({type(exc).__name__})", failure=failure) from None
+    with transport.Call(deadline_s) as state:
+        try:
+            response = transport.send(state, method, url, timeout=timeout, max_body_bytes=max_body_bytes,
+                                      truncate=truncate, guard=guard, **kwargs)
+        except Refused as exc:
+            raise OutboundRefused(str(exc), failure=Failure.REFUSED) from None
+        except transport.BodyTooLarge as exc:
+            raise PermanentError(f"{target}: {exc}", failure=Failure.BAD_RESPONSE) from None
+        except (requests.RequestException, Urllib3Error, OSError) as exc:
+            failure = _failure_of(exc, state)
+            kind = classify_failure(failure)
+            if kind is Kind.UNCERTAIN and idempotent:
+                kind = Kind.TRANSIENT
+            why = f"call deadline of {deadline_s:g}s passed" if state.expired else type(exc).__name__
+            raise _ERRORS[kind](f"{target}: {failure.value} ({why})", failure=failure) from None
     kind = classify_status(response.status_code)
     if kind is None:
         return response

@@ -61,7 +61,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     req = parse_submit(
         json_body(deep_field="input"), providers=ctx.settings.providers, default_provider=ctx.settings.default_provider,
         client_callback_url=client.callback_url, now=now, client_callback_origins=client.callback_origins,
-        input_limits=ctx.settings.input_limits,
+        input_limits=ctx.settings.input_limits, outbound_allow=ctx.settings.outbound_allow,
     )
     session = db_session()
     for attempt in (1, 2):

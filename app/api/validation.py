@@ -15,6 +15,7 @@ from app.settings import ProviderSettings
 from models.origins import within
 from models.service import SubmitRequest
 from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
+from workers.outbound_guard import AllowList, Refused, check_offline
 
 CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -39,6 +40,15 @@ def is_http_url(value: Any) -> bool:
     except ValueError:  # e.g. an unclosed IPv6 bracket: "http://[::1/x"
         return False
     return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def _guard_refusal(url: str, allow: AllowList) -> str | None:
+    """The outbound guard's fixed reason for refusing ``url`` offline, or None."""
+    try:
+        check_offline(url, allow)
+    except Refused as exc:
+        return str(exc)
+    return None
 
 
 def valid_idempotency_key(value: str | None) -> str | None:
@@ -94,9 +104,14 @@ def parse_submit(
     now: datetime,
     client_callback_origins: Sequence[str] = (),
     input_limits: JsonLimits | None = None,
+    outbound_allow: AllowList = AllowList(),
 ) -> SubmitRequest:
     """``client_callback_origins``: the client's registered origins; when there are any, the
-    callback URL (given or the client's default) must lie within one of them."""
+    callback URL (given or the client's default) must lie within one of them.
+
+    ``outbound_allow`` is ``LIAISON_OUTBOUND_ALLOW``: a ``callback_url`` the outbound guard would
+    refuse whatever DNS says (a private address in any encoding, ``localhost``, userinfo, a host two
+    parsers read apart) is a 422 here; a name is only resolved, and judged, at delivery."""
     if not isinstance(body, dict):
         raise ValidationFailed("the body must be a JSON object")
     errors: list[dict[str, str]] = []
@@ -127,6 +142,8 @@ def parse_submit(
     callback_url = body.get("callback_url")
     if callback_url is not None and not is_http_url(callback_url):
         errors.append({"field": "callback_url", "message": "an http(s) URL of at most 2000 characters"})
+    elif callback_url is not None and (refusal := _guard_refusal(callback_url, outbound_allow)):
+        errors.append({"field": "callback_url", "message": refusal})
     elif callback_url is None and not client_callback_url:
         errors.append({"field": "callback_url", "message": "required: this client has no default callback_url"})
     elif not within(callback_url or client_callback_url, client_callback_origins):

@@ -80,10 +80,13 @@ def prune(run_now: bool, as_json: bool) -> None:
 @click.option("--web-url", default="http://127.0.0.1:5000", show_default=True, help="Liaison's web process.")
 @click.option("--vendor-url", default="http://127.0.0.1:5001", show_default=True, help="The vendor simulator.")
 @click.option("--timeout", default=180, show_default=True, help="Seconds to wait for every task to finish.")
-def demo(web_url: str, vendor_url: str, timeout: int) -> None:
+@click.option("--callback-port", default=5002, show_default=True,
+              help="Where the demo's domain app listens on 127.0.0.1; LIAISON_OUTBOUND_ALLOW must list it.")
+def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int) -> None:
     """Submit a handful of tasks (some set to fail) and follow each one to its final state."""
     from app.demo import run_demo
 
-    ok = run_demo(current_app._get_current_object(), web_url=web_url, vendor_url=vendor_url, timeout_s=timeout)
+    ok = run_demo(current_app._get_current_object(), web_url=web_url, vendor_url=vendor_url, timeout_s=timeout,
+                  callback_port=callback_port)
     if not ok:
         raise SystemExit(1)

@@ -62,6 +62,8 @@ class Stack:
     callback_server: ServerThread
     queue: str
     _exit: ExitStack = field(default_factory=ExitStack)
+    #: a free loopback port LIAISON_OUTBOUND_ALLOW lists too, for a test's own domain app (the demo's)
+    spare_port: int = 0
 
     @property
     def settings(self) -> Settings:
@@ -109,7 +111,8 @@ class Stack:
             client = authenticate(session, api_key)
             req = parse_submit(body, providers=self.settings.providers, default_provider="sim",
                                client_callback_url=client.callback_url, now=now,
-                               client_callback_origins=client.callback_origins)
+                               client_callback_origins=client.callback_origins,
+                               outbound_allow=self.settings.outbound_allow)
             result = service.submit_task(session, client, req, None, now)
             return result.task.correlation_id, result.outbox[0].id
 
@@ -178,7 +181,15 @@ def build_stack(
         vendor_secret=vendor_secret, public_url=f"http://127.0.0.1:{port}",
     )
     env["LIAISON_VAR_DIR"] = str(tmp)
-    env.update(extra_env or {})
+    # The outbound guard refuses loopback: let exactly the pretend domain app's port through, one
+    # spare port (a test's own domain app, e.g. the demo's), and whatever a test lists in
+    # extra_env's LIAISON_OUTBOUND_ALLOW besides.
+    extra = dict(extra_env or {})
+    spare_port = free_port()
+    allow = [callback_server.url.removeprefix("http://"), f"127.0.0.1:{spare_port}",
+             extra.pop("LIAISON_OUTBOUND_ALLOW", "")]
+    env["LIAISON_OUTBOUND_ALLOW"] = ",".join(a for a in allow if a)
+    env.update(extra)
     queue = f"liaison-test-{uuid.uuid4().hex[:8]}"
     migrate(database_url)
     env["LIAISON_QUEUE"] = queue
@@ -191,7 +202,7 @@ def build_stack(
         start_worker(celery, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING",
                      shutdown_timeout=30)
     )
-    return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack)
+    return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack, spare_port)
 
 
 def _delete_queue(celery: Any, queue: str) -> None:

@@ -210,5 +210,6 @@ def test_maintenance_commands_do_their_work(pair_stack: Stack) -> None:
 
 
 def test_demo_command(pair_stack: Stack) -> None:
-    result = run(pair_stack, "demo", "--web-url", pair_stack.web.url, "--vendor-url", pair_stack.vendor_url, "--timeout", "60")
+    result = run(pair_stack, "demo", "--web-url", pair_stack.web.url, "--vendor-url", pair_stack.vendor_url, "--timeout", "60",
+                 "--callback-port", str(pair_stack.spare_port))
     assert "demo finished: 7/7 tasks final" in result.output

@@ -199,7 +199,8 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "DATABASE_", "CELERY_", "PROMETHEUS_"))}
         env.update(liaison_env(database_url=database_url, broker_url=BROKER_URL, vendor_url=vendor.url,
                                vendor_secret=vendor_secret, public_url=url))
-        env.update(LIAISON_QUEUE=queue, LIAISON_VAR_DIR=str(tmp_path), PROMETHEUS_MULTIPROC_DIR=str(prom))
+        env.update(LIAISON_QUEUE=queue, LIAISON_VAR_DIR=str(tmp_path), PROMETHEUS_MULTIPROC_DIR=str(prom),
+                   LIAISON_OUTBOUND_ALLOW=callback_server.url.removeprefix("http://"))
         cleanup.callback(_delete_queue, BROKER_URL, queue)
 
         node = f"mp-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"

@@ -11,8 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models.failures import Fault
-from workers.classify import Failure, Kind, classify_failure, classify_status, fault_of, parse_retry_after
-from workers.errors import PermanentError, TransientError, UncertainError
+from workers.classify import (
+    UNREACHABLE,
+    Failure,
+    Kind,
+    classify_failure,
+    classify_status,
+    fault_of,
+    parse_retry_after,
+)
+from workers.errors import OutboundRefused, PermanentError, TransientError, UncertainError
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -59,6 +67,7 @@ def test_every_status_has_exactly_one_answer(status):
         (Failure.READ_TIMEOUT, Kind.UNCERTAIN),
         (Failure.RESET_AFTER_SEND, Kind.UNCERTAIN),
         (Failure.BAD_RESPONSE, Kind.PERMANENT),
+        (Failure.REFUSED, Kind.PERMANENT),
     ],
 )
 def test_failure_labels(failure, kind):
@@ -105,11 +114,14 @@ C, S = Fault.CALLER, Fault.SYSTEM
         (Kind.PERMANENT, 200, Failure.BAD_RESPONSE, S, S),
         (Kind.PERMANENT, 404, Failure.BAD_RESPONSE, S, S),  # e.g. find refused: nothing of the caller's in it
         (Kind.PERMANENT, None, None, S, S),
-        # down, slow or unreachable for the whole retry budget: ours to watch
+        # down or slow for the whole retry budget: ours to watch
         (Kind.TRANSIENT, 429, None, S, S),
         (Kind.TRANSIENT, 503, None, S, S),
-        (Kind.TRANSIENT, None, Failure.CONNECT_ERROR, S, S),
-        (Kind.TRANSIENT, None, Failure.CONNECT_TIMEOUT, S, S),
+        # unreachable: a provider's outage is ours; a caller's endpoint that cannot be reached is the caller's
+        (Kind.TRANSIENT, None, Failure.CONNECT_ERROR, S, C),
+        (Kind.TRANSIENT, None, Failure.CONNECT_TIMEOUT, S, C),
+        # the outbound guard refused the caller's URL: nothing was sent
+        (Kind.PERMANENT, None, Failure.REFUSED, S, C),
         (Kind.UNCERTAIN, None, Failure.READ_TIMEOUT, S, S),
         (Kind.UNCERTAIN, None, Failure.RESET_AFTER_SEND, S, S),
     ],
@@ -121,10 +133,13 @@ def test_fault_table(kind, status, failure, provider, relay):
 
 @given(st.integers(100, 599), st.sampled_from([None, *Failure]), st.booleans())
 def test_only_a_permanent_refusal_is_ever_the_callers(status, failure, relay):
-    """Whatever the status: an outage is never blamed on the caller, and a fault is one of the two."""
+    """Whatever the status: an outage is never blamed on the caller (except that the caller's own
+    endpoint cannot be reached), and a fault is one of the two."""
     for kind in Kind:
         fault = fault_of(kind, status, failure, callers_endpoint=relay)
         assert fault in (C, S)
+        if fault == C and relay and failure in UNREACHABLE:
+            continue  # the caller's endpoint cannot be reached, or the guard refuses it
         if fault == C:
             assert kind is Kind.PERMANENT and failure is not Failure.BAD_RESPONSE and status != 407
 
@@ -139,6 +154,9 @@ def test_only_a_permanent_refusal_is_ever_the_callers(status, failure, relay):
         (PermanentError("find: HTTP 400", status=400, failure=Failure.BAD_RESPONSE), S, S),
         (TransientError("HTTP 503", status=503), S, S),
         (UncertainError("read_timeout", failure=Failure.READ_TIMEOUT), S, S),
+        (TransientError("connect_error", failure=Failure.CONNECT_ERROR), S, C),
+        (TransientError("connect_timeout", failure=Failure.CONNECT_TIMEOUT), S, C),
+        (OutboundRefused("refused by the outbound guard", failure=Failure.REFUSED), S, C),
     ],
 )
 def test_error_fault_is_fault_of_its_classification(error, provider, relay):

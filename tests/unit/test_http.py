@@ -107,7 +107,7 @@ def _answering(status: int, **headers: str):
 
 def _call(idempotent: bool = False) -> CallError:
     with pytest.raises(CallError) as info:
-        http.call("POST", SECRET_URL, timeout=(1, 1), idempotent=idempotent)
+        http.call("POST", SECRET_URL, timeout=(1, 1), idempotent=idempotent, deadline_s=5, max_body_bytes=1024)
     return info.value
 
 
@@ -127,7 +127,7 @@ def _assert_no_secret(error: CallError) -> None:
     ],
 )
 def test_transport_failure_message_and_label(monkeypatch, exc, error, failure):
-    monkeypatch.setattr(http.requests, "request", _raising(exc))
+    monkeypatch.setattr(http.transport, "send", _raising(exc))
     raised = _call()
     assert type(raised) is error and raised.failure is failure and raised.status is None
     _assert_no_secret(raised)
@@ -135,14 +135,14 @@ def test_transport_failure_message_and_label(monkeypatch, exc, error, failure):
 
 
 def test_uncertain_idempotent_call_is_transient(monkeypatch):
-    monkeypatch.setattr(http.requests, "request", _raising(requests.ReadTimeout()))
+    monkeypatch.setattr(http.transport, "send", _raising(requests.ReadTimeout()))
     assert type(_call(idempotent=True)) is TransientError
 
 
 @pytest.mark.parametrize(("status", "error"), [(503, TransientError), (429, TransientError), (401, PermanentError),
                                                (422, PermanentError), (301, PermanentError)])
 def test_status_failure_message(monkeypatch, status, error):
-    monkeypatch.setattr(http.requests, "request", _answering(status, **{"Retry-After": "7"}))
+    monkeypatch.setattr(http.transport, "send", _answering(status, **{"Retry-After": "7"}))
     raised = _call()
     assert type(raised) is error and raised.status == status and raised.retry_after_s == 7.0
     assert str(raised) == f"POST vendor.example:8443: HTTP {status}"
@@ -150,5 +150,6 @@ def test_status_failure_message(monkeypatch, status, error):
 
 
 def test_success_is_returned(monkeypatch):
-    monkeypatch.setattr(http.requests, "request", _answering(201))
-    assert http.call("POST", SECRET_URL, timeout=(1, 1), idempotent=False).status_code == 201
+    monkeypatch.setattr(http.transport, "send", _answering(201))
+    assert http.call("POST", SECRET_URL, timeout=(1, 1), idempotent=False, deadline_s=5,
+                     max_body_bytes=1024).status_code == 201

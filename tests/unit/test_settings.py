@@ -300,3 +300,23 @@ def test_short_admin_token_refused(token):
 def test_admin_token_of_32_characters_accepted_and_empty_means_disabled():
     assert Settings.from_env({"LIAISON_ADMIN_TOKEN": "c" * 32}).admin_token == "c" * 32
     assert Settings.from_env({"LIAISON_ADMIN_TOKEN": "   "}).admin_token == ""
+
+
+# --- outbound guard and bounded calls (issue 8) ---------------------------------------------
+
+
+def test_outbound_settings_defaults_and_values():
+    default = Settings.from_env({})
+    assert not default.outbound_allow  # production: no exception to the outbound guard
+    assert default.provider_max_response_bytes == 1024 * 1024 and default.callback_max_response_bytes == 4096
+    s = Settings.from_env({**sim_env(), "LIAISON_OUTBOUND_ALLOW": "127.0.0.1:5002, hooks.internal, 10.0.0.0/8",
+                           "LIAISON_PROVIDER_SIM_CALL_DEADLINE_S": "12.5"})
+    assert s.outbound_allow.host_ports == {("127.0.0.1", 5002)} and s.outbound_allow.hosts == {"hooks.internal"}
+    assert s.providers["sim"].call_deadline_s == 12.5
+
+
+@pytest.mark.parametrize("value", ["127.0.0.1:notaport", "10.0.0.0/99", "user@host", "a b"])
+def test_a_bad_outbound_allow_entry_names_the_variable(value):
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env({"LIAISON_OUTBOUND_ALLOW": value})
+    assert "LIAISON_OUTBOUND_ALLOW" in str(info.value) and value not in str(info.value)

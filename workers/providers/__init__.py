@@ -13,7 +13,8 @@ def build_providers(settings: Settings) -> dict[str, Provider]:
     """One adapter per configured provider; our webhook URL is where the vendor calls us back."""
     return {
         name: ADAPTERS[ps.kind](ps, webhook_url=f"{settings.public_url}/webhooks/{name}",
-                                outcome_limits=settings.outcome_limits)
+                                outcome_limits=settings.outcome_limits,
+                                max_response_bytes=settings.provider_max_response_bytes)
         for name, ps in settings.providers.items()
     }
 

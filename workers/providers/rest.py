@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -15,15 +17,27 @@ from workers.http import call
 from workers.providers.base import JobSnapshot, SubmitJob
 
 STATUSES = frozenset({"queued", "running", "succeeded", "failed", "canceled"})
+#: A vendor's job id as we record it: a short printable token (it goes into request paths and the
+#: ``vendor_job_id`` column of 200 characters); anything else is a broken contract.
+JOB_ID = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+def job_path(job_id: str) -> str:
+    """The job id as one path segment: escaped, so ``../x`` or ``a?b`` stays inside ``/jobs/``."""
+    return quote(job_id, safe="")
 
 
 class RestProvider:
-    def __init__(self, settings: ProviderSettings, webhook_url: str, outcome_limits: JsonLimits | None = None) -> None:
+    def __init__(
+        self, settings: ProviderSettings, webhook_url: str, outcome_limits: JsonLimits | None = None,
+        max_response_bytes: int = 1024 * 1024,
+    ) -> None:
         self.name = settings.name
         self.settings = settings
         self.webhook_url = webhook_url
         self.outcome_limits = outcome_limits or JsonLimits()
         self._timeout = (settings.connect_timeout_s, settings.read_timeout_s)
+        self.max_response_bytes = max_response_bytes
 
     def _headers(self, **extra: str) -> dict[str, str]:
         headers = {"Accept": "application/json", **extra}
@@ -34,6 +48,10 @@ class RestProvider:
     def _refused(self, reason: str) -> PermanentError:
         """An answer that breaks the contract: the vendor's (``system``), never retried."""
         return PermanentError(f"{self.name}: {reason}", failure=Failure.BAD_RESPONSE)
+
+    def _bounds(self) -> dict[str, Any]:
+        """The whole call's deadline and the body cap (the base URL is the operator's: not guarded)."""
+        return {"deadline_s": self.settings.call_deadline_s, "max_body_bytes": self.max_response_bytes}
 
     def _json(self, response: requests.Response) -> dict[str, Any]:
         """The body, its depth checked on the text before parsing: a job list nests an outcome two
@@ -53,6 +71,8 @@ class RestProvider:
         job_id, status = data.get("job_id"), data.get("status")
         if not isinstance(job_id, str) or not job_id or status not in STATUSES:
             raise self._refused("job without job_id or a known status")
+        if not JOB_ID.fullmatch(job_id):
+            raise self._refused("job_id is not a printable token of at most 200 characters")
         outcome = data.get("outcome")
         if outcome is not None:
             try:
@@ -71,6 +91,7 @@ class RestProvider:
             f"{self.settings.base_url}/jobs",
             timeout=self._timeout,
             idempotent=False,
+            **self._bounds(),
             headers=self._headers(**{"Idempotency-Key": job.reference}),
             json={"reference": job.reference, "input": job.input, "callback_url": self.webhook_url},
         )
@@ -83,9 +104,10 @@ class RestProvider:
     def _cancel(self, job_id: str) -> None:
         call(
             "POST",
-            f"{self.settings.base_url}/jobs/{job_id}/cancel",
+            f"{self.settings.base_url}/jobs/{job_path(job_id)}/cancel",
             timeout=self._timeout,
             idempotent=True,  # cancelling twice is harmless
+            **self._bounds(),
             headers=self._headers(),
         )
 
@@ -95,8 +117,8 @@ class RestProvider:
 
     def _status(self, job_id: str) -> JobSnapshot:
         response = call(
-            "GET", f"{self.settings.base_url}/jobs/{job_id}", timeout=self._timeout,
-            idempotent=True, headers=self._headers(),
+            "GET", f"{self.settings.base_url}/jobs/{job_path(job_id)}", timeout=self._timeout,
+            idempotent=True, headers=self._headers(), **self._bounds(),
         )
         return self._snapshot(self._json(response))
 
@@ -107,7 +129,7 @@ class RestProvider:
     def _find(self, reference: str) -> str | None:
         response = call(
             "GET", f"{self.settings.base_url}/jobs", timeout=self._timeout, idempotent=True,
-            headers=self._headers(), params={"reference": reference},
+            headers=self._headers(), params={"reference": reference}, **self._bounds(),
         )
         jobs = self._json(response).get("jobs")
         if not isinstance(jobs, list):

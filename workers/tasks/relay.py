@@ -15,7 +15,7 @@ from models.failures import disable_endpoint, endpoint_disabled, park
 from models.task import ExternalTask
 from webhooks.delivery import deliver
 from webhooks.urls import strip_url
-from workers.errors import CallError
+from workers.errors import CallError, OutboundRefused
 from workers.retry_policy import relay_policy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
 
@@ -51,7 +51,8 @@ def relay(self: Task, outbox_id: int) -> str:
     settings = ctx.settings
     policy = relay_policy(settings)
     try:
-        status = deliver(url, secrets, message_id, payload, time.time(), settings.relay_timeout_s)
+        status = deliver(url, secrets, message_id, payload, time.time(), settings.relay_timeout_s,
+                         allow=settings.outbound_allow, max_response_bytes=settings.callback_max_response_bytes)
     except CallError as exc:
         if exc.status == GONE:
             # The domain app says this endpoint is gone for good: stop calling it, keep every event.
@@ -63,8 +64,10 @@ def relay(self: Task, outbox_id: int) -> str:
             metrics.relay_delivery("parked")
             return "parked"
         # Anything else but 2xx is retried (DESIGN §4); a 4xx that outlives the schedule is the caller's.
+        # A URL the outbound guard refuses is not: nothing was sent, and asking again sends nothing.
         fault = exc.fault(callers_endpoint=True)
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=fault, retry_permanent=True)
+        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=fault,
+                                    retry_permanent=not isinstance(exc, OutboundRefused))
 
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)

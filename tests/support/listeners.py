@@ -1,0 +1,108 @@
+"""Raw TCP listeners on loopback for attack tests: one that only counts who connects, and a tarpit.
+
+``CountingListener`` proves that nothing reached a port (its ``count`` stays 0). ``Tarpit`` plays
+a slow endpoint: it reads the request head, answers a status line, then one header every
+``interval_s``; it records each connection and whether the other side closed it.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port: int = self._sock.getsockname()[1]
+        self._lock = threading.Lock()
+        self._count = 0
+        self._running = True
+        threading.Thread(target=self._accept, daemon=True, name=f"listener-{self.port}").start()
+
+    @property
+    def count(self) -> int:
+        """Connections accepted so far."""
+        with self._lock:
+            return self._count
+
+    def _accept(self) -> None:
+        while self._running:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._count += 1
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    def handle(self, conn: socket.socket) -> None:
+        conn.close()
+
+    def close(self) -> None:
+        self._running = False
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class CountingListener(_Listener):
+    """Accepts, counts and closes every connection: anything that reaches it is counted."""
+
+
+class Tarpit(_Listener):
+    """Status line, then one header every ``interval_s`` (at most ``headers`` of them)."""
+
+    def __init__(self, interval_s: float = 2.0, headers: int = 60) -> None:
+        self.interval_s = interval_s
+        self.headers = headers
+        self._closed_by_peer = 0
+        self._served_out = 0
+        super().__init__()
+
+    @property
+    def closed_by_peer(self) -> int:
+        """Connections the client closed before the tarpit ran out of headers."""
+        with self._lock:
+            return self._closed_by_peer
+
+    @property
+    def served_out(self) -> int:
+        """Connections that lasted until the tarpit ran out of headers: nothing cut them off."""
+        with self._lock:
+            return self._served_out
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                for i in range(self.headers):
+                    readable, _, _ = select.select([conn], [], [], self.interval_s)
+                    if readable and not conn.recv(65536):
+                        break  # EOF: the client closed the connection
+                    conn.sendall(f"X-Drip-{i}: x\r\n".encode())
+                else:
+                    with self._lock:
+                        self._served_out += 1
+                    return
+            except OSError:
+                pass  # reset or broken pipe: closed by the client
+            with self._lock:
+                self._closed_by_peer += 1

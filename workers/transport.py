@@ -1,0 +1,220 @@
+"""The socket side of one outbound HTTP call: a wall-clock deadline, a capped body, and (for a
+client-supplied URL) a connection pinned to the address the outbound guard checked.
+
+- **Deadline.** Connect and read timeouts bound each wait, not the call: a server that sends one
+  header every 2 s never trips a 10 s read timeout. A watchdog timer shuts the call's socket down
+  when the deadline passes, so any blocking read returns at once; ``Call.expired`` then tells the
+  classifier that the deadline, not the other side, ended it.
+- **Body cap.** The response is streamed and read up to ``max_body_bytes``; a larger body is never
+  buffered (``BodyTooLarge``).
+- **Pinning.** ``workers.outbound_guard`` resolves the name once and checks every address; the
+  connection goes to those checked addresses (never a second lookup, so DNS rebinding cannot
+  switch it), while the Host header, TLS SNI and certificate check keep the URL's host name.
+  Guarded calls follow no redirect and ignore proxy and netrc settings from the environment.
+
+One ``requests.Session`` per call: nothing pooled crosses a prefork fork or outlives the call.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import connection as urllib3_connection
+
+from workers.outbound_guard import AllowList, IPAddress, Resolver, Target, parse_target, resolve
+
+#: ``(address, timeout, source_address, socket_options) -> socket``; a stub in unit tests.
+Connector = Callable[..., socket.socket]
+
+CHUNK_BYTES = 16 * 1024
+
+
+class DeadlineExceeded(TimeoutError):
+    """The call's wall-clock deadline passed (the watchdog shut its socket down)."""
+
+
+class BodyTooLarge(Exception):
+    """The response body is longer than the call's cap."""
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Every address ``getaddrinfo`` gives for ``host`` (IPv4 and IPv6, TCP)."""
+    return [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+
+
+class Call:
+    """One call's deadline and the sockets it opened (so the watchdog can cut them)."""
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+        self.ends_at = time.monotonic() + deadline_s
+        self.expired = False
+        self.connected = False  # a socket was opened: the request may have been sent
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(deadline_s, self.expire)
+        self._timer.daemon = True
+
+    def remaining(self) -> float:
+        return max(0.0, self.ends_at - time.monotonic())
+
+    def register(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.expired:
+                sock.close()
+                raise TimeoutError("call deadline passed while connecting")
+            self._sockets.append(sock)
+            self.connected = True
+
+    def expire(self) -> None:
+        """The deadline passed: shut every socket down, so a blocked read returns now."""
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed or never connected
+                    pass
+
+    def __enter__(self) -> Call:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+
+
+def _connection_class(base: type[HTTPConnection], call: Call, pinned: Sequence[IPAddress] | None,
+                      connector: Connector) -> type[HTTPConnection]:
+    class Connection(base):  # type: ignore[valid-type, misc]
+        """urllib3's connection, opening its socket to the checked addresses under the deadline."""
+
+        def _new_conn(self) -> socket.socket:
+            addresses = [str(ip) for ip in pinned] if pinned is not None else [self._dns_host]
+            timeout = self.timeout if isinstance(self.timeout, (int, float)) else None
+            last: OSError | None = None
+            for address in addresses:
+                remaining = call.remaining()
+                if remaining <= 0:
+                    last = TimeoutError("call deadline passed")
+                    break
+                try:
+                    sock = connector((address, self.port), min(timeout, remaining) if timeout else remaining,
+                                     source_address=self.source_address, socket_options=self.socket_options)
+                except socket.gaierror as exc:  # only without pinning: a name we did not resolve
+                    raise NameResolutionError(self.host, self, exc) from exc
+                except OSError as exc:
+                    last = exc
+                    continue
+                try:
+                    call.register(sock)
+                except TimeoutError as exc:
+                    last = exc
+                    break
+                sys.audit("http.client.connect", self, self.host, self.port)
+                return sock
+            if isinstance(last, TimeoutError):
+                raise ConnectTimeoutError(self, f"Connection to {self.host} timed out") from last
+            raise NewConnectionError(self, f"Failed to establish a new connection: {last}") from last
+
+    return Connection
+
+
+class _Adapter(HTTPAdapter):
+    """requests' adapter whose pools make ``_connection_class`` connections."""
+
+    def __init__(self, call: Call, pinned: Sequence[IPAddress] | None, connector: Connector) -> None:
+        self._classes = {
+            scheme: type(f"{pool.__name__}ForCall", (pool,),
+                         {"ConnectionCls": _connection_class(conn, call, pinned, connector)})
+            for scheme, pool, conn in (("http", HTTPConnectionPool, HTTPConnection),
+                                       ("https", HTTPSConnectionPool, HTTPSConnection))
+        }
+        super().__init__(pool_connections=1, pool_maxsize=1, max_retries=0)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = self._classes
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        """An operator's egress proxy (provider calls only): its connections are under the deadline too."""
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager.pool_classes_by_scheme = self._classes
+        return manager
+
+
+def _read_capped(response: requests.Response, max_body_bytes: int, truncate: bool) -> bytes:
+    """At most ``max_body_bytes`` of the body. Past the cap: the first bytes when ``truncate`` or
+    when the status already failed the call (the status, not the body, is what is classified);
+    otherwise ``BodyTooLarge``. The rest is never read: the connection is closed."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = response.raw.read(min(CHUNK_BYTES, max_body_bytes + 1 - size), decode_content=True)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_body_bytes:
+            if truncate or not 200 <= response.status_code < 300:
+                return b"".join(chunks)[:max_body_bytes]
+            raise BodyTooLarge(f"response body over {max_body_bytes} bytes")
+
+
+def send(
+    call: Call,
+    method: str,
+    url: str,
+    *,
+    timeout: tuple[float, float],
+    max_body_bytes: int,
+    truncate: bool = False,
+    guard: AllowList | None = None,
+    resolver: Resolver | None = None,
+    connector: Connector | None = None,
+    **kwargs: Any,
+) -> requests.Response:
+    """Send one request within ``call``'s deadline and return the response, its body read (capped:
+    see ``_read_capped``; ``truncate`` for a caller that only needs the status).
+
+    With ``guard`` (a client-supplied URL): the URL is parsed and resolved by the outbound guard,
+    every address checked, and the connection pinned to them; raises ``outbound_guard.Refused``
+    (and ``socket.gaierror`` when the name does not resolve). ``resolver`` and ``connector`` default
+    to the system's (``system_resolver``, urllib3's ``create_connection``); unit tests pass stubs.
+    """
+    pinned: list[IPAddress] | None = None
+    connector = connector or urllib3_connection.create_connection
+    if guard is not None:
+        target: Target = parse_target(url)
+        pinned = resolve(target, guard, resolver or system_resolver)
+        url = target.url
+    with requests.Session() as session:
+        session.trust_env = guard is None  # operator-configured provider calls may use a proxy; callbacks never
+        adapter = _Adapter(call, pinned, connector)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        headers = {"Accept-Encoding": "identity", **kwargs.pop("headers", {})}
+        connect_s, read_s = timeout
+        response = session.request(method, url, timeout=(min(connect_s, call.deadline_s), read_s),
+                                   allow_redirects=False, stream=True, headers=headers, **kwargs)
+        try:
+            body = _read_capped(response, max_body_bytes, truncate)
+        finally:
+            response.close()
+    if call.expired:
+        # A socket shut down mid-headers or mid-body reads as a clean end of the message: a tarpit's
+        # half-sent answer would pass for a whole one. Whatever was read, the deadline ended it.
+        raise DeadlineExceeded(f"call deadline of {call.deadline_s:g}s passed")
+    response._content = body  # requests' own slot for a read body: .content, .text and .json() use it
+    response._content_consumed = True
+    return response
