@@ -20,13 +20,12 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from models.client import Client, generate_api_key, hash_api_key
+from models.credentials import create_client
 from models.messages import DeadLetter
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import Stack
 from tests.support.listeners import CountingListener, Tarpit
 from tests.support.servers import ServerThread
-from webhooks.signing import generate_secret
 from workers import transport
 
 REFUSAL = "callback URL refused by the outbound guard"
@@ -54,11 +53,9 @@ def listener() -> Iterator[CountingListener]:
 def client_with_callback(stack: Stack, callback_url: str) -> str:
     """A client whose registered callback URL is ``callback_url`` (the operator's, not checked at
     submit): its relays meet the guard at delivery."""
-    api_key = generate_api_key()
     with stack.db.transaction() as session:
-        session.add(Client(name=f"attack-{uuid.uuid4().hex[:8]}", api_key_hash=hash_api_key(api_key),
-                           callback_secrets=[generate_secret()], callback_url=callback_url))
-    return api_key
+        _, key, _ = create_client(session, f"attack-{uuid.uuid4().hex[:8]}", callback_url)
+    return key.api_key
 
 
 def poll(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
@@ -81,8 +78,9 @@ def relay_letters(stack: Stack, cid: str) -> list[DeadLetter]:
 
 
 def sim_has_job(stack: Stack, cid: str) -> bool:
+    reference = stack.reference(cid)
     jobs = stack.vendor("GET", "/_sim/jobs").json()["jobs"]
-    return any(job.get("reference") == cid for job in jobs)
+    return any(job.get("reference") == reference for job in jobs)
 
 
 # --- refused at submit: known without the network -------------------------------------------
