@@ -5,6 +5,7 @@ from models.client import Client
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
+from models.rate_limits import RateLimitState
 from models.task import ExternalTask, TaskEvent
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "OrphanEvent",
     "OutboxMessage",
     "ProcessedMessage",
+    "RateLimitState",
     "TaskEvent",
 ]

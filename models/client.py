@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from datetime import datetime
 
-from sqlalchemy import String
+from sqlalchemy import Float, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
@@ -33,6 +33,10 @@ class Client(Base):
     callback_secrets: Mapped[list[str]] = mapped_column(Json)
     callback_url: Mapped[str | None] = mapped_column(String(2000))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # Limits (issue 8): None = the deployment's default (LIAISON_CLIENT_*); see app/limits.py.
+    submit_rate_per_s: Mapped[float | None] = mapped_column(Float)
+    submit_burst: Mapped[int | None] = mapped_column(Integer)
+    max_open_tasks: Mapped[int | None] = mapped_column(Integer)
 
     def __repr__(self) -> str:  # never the secrets
         return f"<Client {self.name}>"
