@@ -10,6 +10,10 @@ atomically to one number per key:
   ``BEGIN IMMEDIATE``, updated in the same short transaction. One transaction per call: fine at the
   rates a vendor or a domain app is allowed, and it needs no other server.
 
+**Fails open.** When the storage cannot be reached, the call is allowed and a warning logged: a
+Redis or database outage must not turn every submit into a 500 (the outbox promises a submit
+succeeds while the broker is down) nor stop every vendor call; the limits come back with the storage.
+
 The clock is the caller's wall clock (``time.time``), passed in, so both storages and the pure
 function agree and tests can drive it. Hosts must keep their clocks in sync (NTP): a host ahead by
 ``s`` seconds can be granted up to ``rate * s`` calls early.
@@ -17,16 +21,24 @@ function agree and tests can drive it. Hosts must keep their clocks in sync (NTP
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from models.db import Database
 from models.rate_limits import RateLimitState
 from workers.rate_limit import EPSILON_S, Decision, Limit, gcra
+
+log = logging.getLogger(__name__)
+
+
+def _fail_open(key: str, exc: Exception) -> Decision:
+    log.warning("rate limit storage unavailable (%s); %s allowed without a limit", type(exc).__name__, key)
+    return Decision(True)
 
 
 class RateLimited(Exception):
@@ -51,6 +63,12 @@ class DatabaseLimiter:
 
     def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
         now = self.clock() if now is None else now
+        try:
+            return self._acquire(key, limit, max_wait_s, now)
+        except OperationalError as exc:  # unreachable, or SQLite busy past its timeout
+            return _fail_open(key, exc)
+
+    def _acquire(self, key: str, limit: Limit, max_wait_s: float, now: float) -> Decision:
         with self.db.transaction() as session:
             row = session.scalar(select(RateLimitState).where(RateLimitState.key == key).with_for_update())
             if row is None:
@@ -93,16 +111,21 @@ class RedisLimiter:
     def __init__(self, url: str, prefix: str, clock: Callable[[], float] = time.time) -> None:
         import redis  # only deployments on Redis need the client
 
-        self.client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._redis_errors = redis.exceptions
+        self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self.prefix = prefix
         self.clock = clock
         self._script = self.client.register_script(_GCRA_LUA)
 
     def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
         now = self.clock() if now is None else now
-        allowed, wait, retry = self._script(
-            keys=[self.prefix + key], args=[repr(now), repr(limit.interval_s), limit.burst, repr(max_wait_s), repr(EPSILON_S)]
-        )
+        try:
+            allowed, wait, retry = self._script(
+                keys=[self.prefix + key],
+                args=[repr(now), repr(limit.interval_s), limit.burst, repr(max_wait_s), repr(EPSILON_S)],
+            )
+        except (self._redis_errors.ConnectionError, self._redis_errors.TimeoutError) as exc:
+            return _fail_open(key, exc)
         if int(allowed):
             return Decision(True, wait_s=float(wait))
         return Decision(False, retry_after_s=float(retry))

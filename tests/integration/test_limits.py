@@ -102,6 +102,23 @@ def test_a_client_override_of_the_submit_rate_applies(limits_stack: Stack) -> No
     assert limits_stack.submit(api_key, {"input": {"n": 9}}).headers["Retry-After"] == "100"  # 1 / 0.01, ceiled
 
 
+def test_the_cli_sets_and_resets_a_clients_limits(limits_stack: Stack) -> None:
+    api_key, _, _ = limits_stack.new_client()
+    with limits_stack.db.transaction() as session:
+        name = session.scalars(select(Client.name).where(Client.api_key_hash == hash_api_key(api_key))).one()
+    runner = limits_stack.app.test_cli_runner()
+    result = runner.invoke(args=["liaison", "clients", "limits", name, "--max-open", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert (shown["max_open_tasks"], shown["overridden"]) == (1, ["max_open_tasks"])
+    assert shown["submit_burst"] == SUBMIT_BURST  # the deployment's default
+    cids = [f"cli-{uuid.uuid4().hex[:8]}-{i}" for i in range(2)]
+    assert [limits_stack.submit(api_key, _quiet(cid)).status_code for cid in cids] == [202, 429]
+    result = runner.invoke(args=["liaison", "clients", "limits", name, "--default", "--json"])
+    assert json.loads(result.output)["overridden"] == []
+    assert limits_stack.submit(api_key, _quiet(cids[1])).status_code == 202
+
+
 # --- per-client cap on open tasks ---------------------------------------------------------------
 
 def test_the_open_task_cap_holds_under_concurrent_submits_and_frees_as_tasks_end(limits_stack: Stack) -> None:
@@ -278,6 +295,19 @@ def test_redis_and_the_database_decide_alike(postgres_url: str) -> None:
     finally:
         redis_limiter.close()
         db.dispose()
+
+
+def test_a_limiter_whose_redis_is_down_fails_open() -> None:
+    """A Redis outage must not turn submits into 500s (the outbox promises they succeed while the
+    broker is down): the call is allowed, and a warning logged."""
+    from workers.limiter import RedisLimiter
+
+    limiter = RedisLimiter(f"redis://127.0.0.1:{services.free_port()}/0", prefix="liaison:rate:down:")
+    try:
+        decisions = [limiter.acquire("k", Limit(0.001, 1)) for _ in range(3)]
+    finally:
+        limiter.close()
+    assert all(d.allowed and d.wait_s == 0 for d in decisions)
 
 
 # --- /metrics and /readyz behind a token ----------------------------------------------------------
