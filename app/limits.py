@@ -5,6 +5,7 @@ tasks. The deployment's defaults (``LIAISON_CLIENT_*``) apply unless the client 
 from __future__ import annotations
 
 from app.errors import TooManyRequests
+from app.observability import metrics
 from app.settings import Settings
 from models.client import Client
 from workers.limiter import Limiter
@@ -28,6 +29,7 @@ def check_submit_rate(limiter: Limiter, settings: Settings, client: Client) -> N
     limit = submit_limit(settings, client)
     decision = limiter.acquire(f"submit:client:{client.id}", limit)
     if not decision.allowed:
+        metrics.rate_limited("submit")
         raise TooManyRequests(
             f"submit rate limit: {limit.rate_per_s:g} per second, bursts of {limit.burst}",
             retry_after=retry_after_header(decision.retry_after_s), limit="submit_rate",

@@ -58,6 +58,15 @@ def _set_limits(stack: Stack, api_key: str, **limits: Any) -> None:
         session.execute(update(Client).where(Client.api_key_hash == hash_api_key(api_key)).values(**limits))
 
 
+def _rate_limited(stack: Stack, scope: str) -> float:
+    """``liaison_rate_limited_total{scope}`` summed over providers, from /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = stack.internal("/metrics").text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "liaison_rate_limited_total" and sample.labels.get("scope") == scope)
+
+
 def _quiet(cid: str) -> dict[str, Any]:
     """A task that stays open (the simulator completes it only after a minute)."""
     return {"correlation_id": cid, "input": {"simulate": {"complete_delay_s": 60}}}
@@ -70,6 +79,7 @@ def test_a_burst_from_one_client_gets_429s_with_retry_after_and_another_client_i
 ) -> None:
     noisy, _, _ = limits_stack.new_client()
     calm, _, _ = limits_stack.new_client()
+    counted_before = _rate_limited(limits_stack, "submit")
     sent = 20
     started = time.monotonic()
     answers = [limits_stack.submit(noisy, {"input": {"n": i}}) for i in range(sent)]
@@ -87,6 +97,7 @@ def test_a_burst_from_one_client_gets_429s_with_retry_after_and_another_client_i
         assert int(response.headers["Retry-After"]) >= 1
         body = response.json()
         assert (body["status"], body["limit"]) == (429, "submit_rate")
+    assert _rate_limited(limits_stack, "submit") == counted_before + len(limited)
     # Another client has its own bucket.
     assert limits_stack.submit(calm, {"input": {"calm": 1}}).status_code == 202
     # Waiting what Retry-After says is enough.
@@ -178,6 +189,7 @@ class _CountingLimiter:
 
 def test_a_submit_refused_a_provider_slot_waits_without_using_an_attempt(limits_stack: Stack) -> None:
     provider = limits_stack.ctx.providers["sim"]
+    counted_before = _rate_limited(limits_stack, "provider")
     spy = _CountingLimiter(provider.limiter)
     provider.limiter = spy
     try:
@@ -191,6 +203,7 @@ def test_a_submit_refused_a_provider_slot_waits_without_using_an_attempt(limits_
         provider.limiter = spy.real
     # Five submits at 2 per second with a burst of 1: some had to be refused a slot and come back.
     assert spy.refused.get("provider:sim", 0) >= 1
+    assert _rate_limited(limits_stack, "provider") >= counted_before + 1
     with limits_stack.db.transaction() as session:
         tasks = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id.in_(cids))).all()
         outbox = session.scalars(select(OutboxMessage).where(OutboxMessage.correlation_id.in_(cids),

@@ -95,6 +95,7 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) ->
     counted. The message comes back after the slot's wait plus jitter (so the waiting messages do
     not all return at once); a wait past ``max_countdown_s`` is held in the database instead."""
     delay = exc.retry_after_s + _rng.uniform(0.0, max(exc.retry_after_s, 0.05))
+    metrics.rate_limited("provider", exc.key.removeprefix("provider:"))
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)
         if row is None:
