@@ -14,6 +14,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     from models.db import Database
     from webhooks import inbound
     from workers.celery_app import celery_init_app
+    from workers.limiter import build_limiter
     from workers.outbox import Publisher
     from workers.providers import build_providers
 
@@ -24,8 +25,11 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
 
     db = Database(settings.database_url)
     celery = celery_init_app(app, settings)
+    limiter = build_limiter(settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url,
+                            namespace=settings.queue)
     app.extensions["liaison"] = Liaison(
-        settings=settings, db=db, providers=build_providers(settings), publisher=Publisher(celery, db)
+        settings=settings, db=db, providers=build_providers(settings, limiter), publisher=Publisher(celery, db),
+        limiter=limiter,
     )
 
     errors.init_app(app)

@@ -39,3 +39,13 @@ def require_admin() -> None:
         raise NotFound("the admin API is disabled (LIAISON_ADMIN_TOKEN is not set)")
     if not hmac.compare_digest(_bearer().encode(), token.encode()):
         raise Unauthorized("bad admin token")
+
+
+def require_metrics_token() -> None:
+    """``/metrics`` and ``/readyz`` are for the operator's scraper and probes, not the public: they
+    take ``LIAISON_METRICS_TOKEN`` as a bearer token, and are off (404) when it is not set."""
+    token = liaison().settings.metrics_token
+    if not token:
+        raise NotFound("not found")
+    if not hmac.compare_digest(_bearer().encode(), token.encode()):
+        raise Unauthorized("bad metrics token")

@@ -4,7 +4,8 @@
     ├── BadRequest (400)        ├── Conflict (409)
     ├── Unauthorized (401)      ├── PayloadTooLarge (413)
     ├── Forbidden (403)         ├── UnsupportedMediaType (415)
-    ├── NotFound (404)          └── ValidationFailed (422, with ``errors`` per field)
+    ├── NotFound (404)          ├── ValidationFailed (422, with ``errors`` per field)
+    │                           └── TooManyRequests (429, ``Retry-After`` when known)
 
 Werkzeug's own HTTP errors (405, 413 from MAX_CONTENT_LENGTH, …) render the same way; anything
 unexpected is a 500 problem that names no internals.
@@ -65,6 +66,16 @@ class ValidationFailed(ApiError):
     status, title = 422, "Unprocessable Content"
 
 
+class TooManyRequests(ApiError):
+    """A limit: the same request can succeed later. ``retry_after`` (header value) when known."""
+
+    status, title = 429, "Too Many Requests"
+
+    def __init__(self, detail: str, *, retry_after: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.headers = {"Retry-After": retry_after} if retry_after else {}
+
+
 def problem(status: int, title: str, detail: str | None = None, **extra: Any) -> Response:
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
     if detail:
@@ -79,7 +90,9 @@ def problem(status: int, title: str, detail: str | None = None, **extra: Any) ->
 def init_app(app: Flask) -> None:
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> Response:
-        return problem(exc.status, exc.title, exc.detail, errors=exc.errors, **exc.extra)
+        response = problem(exc.status, exc.title, exc.detail, errors=exc.errors, **exc.extra)
+        response.headers.update(getattr(exc, "headers", {}))
+        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

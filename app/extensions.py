@@ -8,6 +8,7 @@ from flask import current_app
 
 from app.settings import Settings
 from models.db import Database
+from workers.limiter import Limiter
 from workers.outbox import Publisher
 from workers.providers import Provider
 
@@ -18,6 +19,7 @@ class Liaison:
     db: Database
     providers: dict[str, Provider]
     publisher: Publisher
+    limiter: Limiter  # shared rate limits (workers.limiter)
 
 
 def liaison() -> Liaison:

@@ -128,6 +128,38 @@ def _allow_list(env: Mapping[str, str], name: str) -> AllowList:
         raise ConfigError(f"{name}: {exc}") from None
 
 
+MIN_METRICS_TOKEN_CHARS = 32
+_REDIS_SCHEMES = ("redis://", "rediss://")
+
+
+def _limits(env: Mapping[str, str]) -> dict[str, object]:
+    """Issue 8's limits and internal surfaces, in one block (see docs/architecture.md, "Limits")."""
+    broker = _str(env, "CELERY_BROKER_URL", "filesystem://localhost//")
+    storage = _choice(env, "LIAISON_RATE_LIMIT_STORAGE", "auto", ("auto", "redis", "database"))
+    redis_url = env.get("LIAISON_RATE_LIMIT_REDIS_URL", "").strip()
+    if storage == "auto":
+        storage = "redis" if (redis_url or broker.startswith(_REDIS_SCHEMES)) else "database"
+    if storage == "redis":
+        redis_url = redis_url or (broker if broker.startswith(_REDIS_SCHEMES) else "")
+        if not redis_url.startswith(_REDIS_SCHEMES):
+            raise ConfigError("LIAISON_RATE_LIMIT_REDIS_URL must be a redis:// URL when the broker is not Redis")
+    else:
+        redis_url = ""
+    token = env.get("LIAISON_METRICS_TOKEN", "").strip()
+    if token and len(token) < MIN_METRICS_TOKEN_CHARS:
+        raise ConfigError(f"LIAISON_METRICS_TOKEN must be at least {MIN_METRICS_TOKEN_CHARS} characters")
+    return {
+        "client_submit_rate_per_s": _float(env, "LIAISON_CLIENT_SUBMIT_RATE_PER_S", 10.0, 0.001),
+        "client_submit_burst": _int(env, "LIAISON_CLIENT_SUBMIT_BURST", 20, 1),
+        "client_max_open_tasks": _int(env, "LIAISON_CLIENT_MAX_OPEN_TASKS", 10_000, 1),
+        "rate_limit_storage": storage,
+        "rate_limit_redis_url": redis_url,
+        "provider_rate_max_wait_s": _float(env, "LIAISON_PROVIDER_RATE_MAX_WAIT_S", 2.0, 0.0),
+        "metrics_token": token,
+        "metrics_cache_s": _float(env, "LIAISON_METRICS_CACHE_S", 5.0, 0.0),
+    }
+
+
 @dataclass(frozen=True)
 class ProviderSettings:
     """One external system, named in configuration (``LIAISON_PROVIDER_<NAME>_*``)."""
@@ -146,7 +178,10 @@ class ProviderSettings:
     submit_backoff_cap_s: float = 300.0
     submit_max_total_s: float = 24 * 3600.0  # no attempt starts later than this after the first
     reconcile_after_s: int = 900  # a task quiet this long at the vendor is asked about
-    rate_limit_per_s: float = 10.0  # calls per second reconciliation may make
+    # Calls per second to this provider -- submit, cancel, status and find, from every worker and
+    # beat process together (issue 8); ``rate_limit_burst`` of them may go at once after a quiet spell.
+    rate_limit_per_s: float = 10.0
+    rate_limit_burst: int = 1
     # Outbound guard and bounded calls (issue 8): one call, connect to last body byte, ends by this.
     call_deadline_s: float = 30.0
 
@@ -178,6 +213,7 @@ class ProviderSettings:
             reconcile_after_s=_int(env, prefix + "RECONCILE_AFTER_S", 900, 1),
             rate_limit_per_s=_float(env, prefix + "RATE_LIMIT_PER_S", 10.0, 0.01),
             call_deadline_s=_float(env, prefix + "CALL_DEADLINE_S", 30.0, 0.01),
+            rate_limit_burst=_int(env, prefix + "RATE_LIMIT_BURST", 1, 1),
         )
 
 
@@ -236,6 +272,19 @@ class Settings:
     def outcome_limits(self) -> JsonLimits:
         return JsonLimits(self.max_json_depth, self.max_outcome_bytes)
 
+    # --- Limits and internal surfaces (issue 8, points 6 and 7) ---------------------------------
+    client_submit_rate_per_s: float = 10.0  # POST /api/v1/tasks per client, sustained (per-client override)
+    client_submit_burst: int = 20  # ... and at once after a quiet spell
+    client_max_open_tasks: int = 10_000  # non-final tasks per client (per-client override)
+    #: where shared rate-limit state lives: "redis" or "database" ("auto": redis when the broker is)
+    rate_limit_storage: str = "database"
+    rate_limit_redis_url: str = field(default="", repr=False)  # may carry a password
+    #: a worker sleeps up to this for a provider call's slot; a later slot is retried via the broker
+    provider_rate_max_wait_s: float = 2.0
+    #: bearer token for /metrics and /readyz; unset = both answer 404 (off)
+    metrics_token: str = field(default="", repr=False)
+    metrics_cache_s: float = 5.0  # business gauges are read from the database at most this often per process
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
@@ -281,6 +330,8 @@ class Settings:
             outbound_allow=_allow_list(env, "LIAISON_OUTBOUND_ALLOW"),
             provider_max_response_bytes=_int(env, "LIAISON_PROVIDER_MAX_RESPONSE_BYTES", 1024 * 1024, 1024),
             callback_max_response_bytes=_int(env, "LIAISON_CALLBACK_MAX_RESPONSE_BYTES", 4096, 0),
+            # --- Limits and internal surfaces (issue 8) ---
+            **_limits(env),
         )
         settings.validate()
         return settings

@@ -5,6 +5,7 @@ from models.client import ApiKey, Client
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
+from models.rate_limits import RateLimitState
 from models.task import ExternalTask, TaskEvent
 
 __all__ = [
@@ -19,5 +20,6 @@ __all__ = [
     "OrphanEvent",
     "OutboxMessage",
     "ProcessedMessage",
+    "RateLimitState",
     "TaskEvent",
 ]

@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, text
+from sqlalchemy import Float, ForeignKey, Integer, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
@@ -43,6 +43,10 @@ class Client(Base):
     # A disabled client's API requests are refused (403); its tasks in flight still finish and relay.
     disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # Limits (issue 8): None = the deployment's default (LIAISON_CLIENT_*); see app/limits.py.
+    submit_rate_per_s: Mapped[float | None] = mapped_column(Float)
+    submit_burst: Mapped[int | None] = mapped_column(Integer)
+    max_open_tasks: Mapped[int | None] = mapped_column(Integer)
 
     def __repr__(self) -> str:  # never the secrets
         return f"<Client {self.name}>"

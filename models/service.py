@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, func, inspect, select
+from sqlalchemy import Text, cast, func, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
@@ -22,7 +22,7 @@ from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
 from models.states import RELAYED, TERMINAL, State, decide, transition
-from models.task import ExternalTask, TaskEvent, new_reference
+from models.task import OPEN, ExternalTask, TaskEvent, new_reference
 from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
 from webhooks.events import VendorEvent, parse_event
 
@@ -40,6 +40,15 @@ class IdempotencyConflict(ServiceError):
 #: their limits existed can be too deep to decode. A deferred column loads on first access.
 WITHOUT_INPUT = (defer(ExternalTask.input),)
 WITHOUT_PAYLOAD = (defer(ExternalTask.input), defer(ExternalTask.outcome))
+
+
+class OpenTasksCapReached(Exception):
+    """The client has as many non-final tasks as it may (→ 429 naming the cap)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"this client has {cap} open tasks, its cap (max_open_tasks); "
+                         "submit again once some are final")
+        self.cap = cap
 
 
 def new_message_id() -> str:
@@ -94,12 +103,14 @@ def find_task(session: Session, client: Client, correlation_id: str) -> External
 
 
 def submit_task(
-    session: Session, client: Client, req: SubmitRequest, idempotency_key: str | None, now: datetime
+    session: Session, client: Client, req: SubmitRequest, idempotency_key: str | None, now: datetime,
+    max_open_tasks: int | None = None,
 ) -> SubmitResult:
     """Record a task and its ``submit`` outbox row, or return the task this request already made.
 
     A race between two identical requests ends at the unique constraints: the loser's commit raises
     IntegrityError, and the caller retries once, which then finds the winner's row here.
+    A new task past ``max_open_tasks`` raises ``OpenTasksCapReached`` (a replay still answers).
     """
     if idempotency_key is not None:
         existing = session.scalar(
@@ -115,6 +126,8 @@ def submit_task(
     existing = find_task(session, client, correlation_id)  # another client's task of that name is not ours
     if existing is not None:
         return SubmitResult(existing, created=False)
+    if max_open_tasks is not None:
+        check_open_tasks(session, client, max_open_tasks)
 
     task = ExternalTask(
         correlation_id=correlation_id,
@@ -138,6 +151,23 @@ def submit_task(
     add_event(session, task, "requested", now, provider=req.provider)
     row = add_outbox(session, OutboxKind.SUBMIT, task, now)
     return SubmitResult(task, created=True, outbox=[row])
+
+
+def check_open_tasks(session: Session, client: Client, cap: int) -> None:
+    """Count the client's non-final tasks (``ix_external_tasks_client_open``) under its row lock.
+
+    The lock (``FOR NO KEY UPDATE`` on PostgreSQL; SQLite's writers are serialised already) makes a
+    client's concurrent submits count one after another, so the cap is exact: two racing requests
+    cannot both see ``cap - 1``. It costs nothing across clients, and task inserts (which only take
+    ``KEY SHARE`` on the client) from other transactions do not wait on it.
+    """
+    session.execute(select(Client.id).where(Client.id == client.id).with_for_update(key_share=True))
+    open_now = session.scalar(
+        select(func.count()).select_from(ExternalTask)
+        .where(ExternalTask.client_id == client.id, text(OPEN))  # the partial index's own predicate
+    )
+    if (open_now or 0) >= cap:
+        raise OpenTasksCapReached(cap)
 
 
 def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:

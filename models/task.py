@@ -21,6 +21,8 @@ AWAITING_COMPLETION = (
 )
 AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
 NOT_SUBMITTED = "state = 'requested'"
+#: not final: what counts against a client's cap on open tasks (LIAISON_CLIENT_MAX_OPEN_TASKS)
+OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
 
 
 def new_reference() -> str:
@@ -48,6 +50,7 @@ class ExternalTask(Base):
         _partial("ix_external_tasks_execution_due", "execution_deadline", predicate=AWAITING_COMPLETION),
         _partial("ix_external_tasks_quiet_at_vendor", "provider", "checked_at", predicate=AT_VENDOR),
         _partial("ix_external_tasks_quiet_requested", "checked_at", predicate=NOT_SUBMITTED),
+        _partial("ix_external_tasks_client_open", "client_id", predicate=OPEN),
         _partial("ix_external_tasks_retrying", "next_attempt_at", predicate="next_attempt_at IS NOT NULL"),
     )
 

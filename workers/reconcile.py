@@ -1,6 +1,7 @@
 """Reconciliation: ask each provider about tasks that have been quiet too long, and apply what it
 says through the webhook path. Provider calls happen outside any transaction, paced by the
-provider's rate limit; each result is applied in its own short transaction. One run at a time per
+provider's shared rate limit (the same one submit and cancel take their slots from, in every
+process: ``workers.providers.limited``); each result is applied in its own short transaction. One run at a time per
 provider (a lease), and a run stops claiming work after ``reconcile_max_run_s``, so runs from two
 beats, the CLI or the admin API never add up to more than the rate limit."""
 
@@ -18,7 +19,8 @@ from models.leases import lease
 from models.lifecycle import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
 from workers.classify import Failure
 from workers.errors import CallError, PermanentError
-from workers.rate_limit import TokenBucket
+from workers.limiter import RateLimited
+from workers.providers.base import JobSnapshot, Provider
 
 log = logging.getLogger(__name__)
 NOT_FOUND = 404
@@ -70,7 +72,6 @@ def _reconcile_provider(
     """Quiet tasks of one provider, oldest first, in batches, paced by its rate limit."""
     provider, ps = ctx.providers[name], ctx.settings.providers[name]
     batch = ctx.settings.beat_batch
-    bucket = TokenBucket(ps.rate_limit_per_s)
     while True:
         if clock() >= until:
             report.unfinished.append(name)
@@ -78,11 +79,10 @@ def _reconcile_provider(
         with ctx.db.transaction() as session:
             quiet = claim_quiet(session, name, ps.reconcile_after_s, now, batch)
         for task in quiet:
-            sleep(bucket.wait_for(clock()))
             report.checked += 1
             report.by_provider[name] = report.by_provider.get(name, 0) + 1
             try:
-                snapshot = provider.status(task.vendor_job_id)
+                snapshot = _status_when_slot(provider, task.vendor_job_id, sleep)
             except PermanentError as exc:
                 if exc.status == NOT_FOUND:
                     report.unknown += 1
@@ -114,3 +114,13 @@ def _row_failed(ctx: Liaison, name: str, task: QuietTask, exc: BaseException, no
     report.failed += 1
     with ctx.db.transaction() as session:
         record_row_failure(session, f"reconcile:{name}", task.correlation_id, exc, now)
+
+
+def _status_when_slot(provider: Provider, job_id: str, sleep: Callable[[float], None]) -> JobSnapshot:
+    """``status`` once the shared rate limit gives a slot: reconcile waits for it, as it always has
+    (a slot within ``LIAISON_PROVIDER_RATE_MAX_WAIT_S`` is waited for inside the provider call)."""
+    while True:
+        try:
+            return provider.status(job_id)
+        except RateLimited as exc:
+            sleep(exc.retry_after_s)

@@ -1,4 +1,5 @@
-"""Liveness, readiness and the Prometheus scrape."""
+"""Liveness, readiness and the Prometheus scrape. ``/healthz`` is open (it says nothing); ``/readyz``
+and ``/metrics`` need ``LIAISON_METRICS_TOKEN`` (``app.auth.require_metrics_token``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from kombu.exceptions import KombuError
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.auth import require_metrics_token
 from app.errors import problem
 from app.extensions import liaison
 from app.observability import metrics
@@ -23,6 +25,7 @@ def healthz() -> Response:
 
 @bp.get("/readyz")
 def readyz() -> Response:
+    require_metrics_token()
     ctx = liaison()
     problems: list[str] = []
     try:
@@ -46,5 +49,7 @@ def readyz() -> Response:
 @bp.get("/metrics")
 def prometheus_metrics() -> Response:
     """Prometheus text format: this process's (or, in multiprocess mode, all processes') counters,
-    plus business gauges read from the database and broker now. Counts only, never a secret."""
+    plus business gauges read from the database and broker (at most every ``LIAISON_METRICS_CACHE_S``).
+    Counts only, never a secret."""
+    require_metrics_token()
     return Response(metrics.render(business_collector()), content_type=metrics.CONTENT_TYPE_LATEST)

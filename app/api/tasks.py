@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 from app.api.representation import decode_cursor, encode_cursor, task_body
 from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
 from app.auth import current_client
-from app.errors import BadRequest, Conflict, NotFound, UnsupportedMediaType, ValidationFailed
+from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, UnsupportedMediaType, ValidationFailed
 from app.extensions import liaison
+from app.limits import check_submit_rate, max_open_tasks
 from app.observability import bind
 from app.session import db_session
 from models import service
@@ -56,6 +57,10 @@ def find_task(session: Session, client: Client, correlation_id: str) -> External
 def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     ctx = liaison()
     client = current_client()
+    # End authentication's read first: the limiter takes its own short transaction (with SQLite's
+    # BEGIN IMMEDIATE, the request's open one would hold the write lock it waits for).
+    db_session().commit()
+    check_submit_rate(ctx.limiter, ctx.settings, client)  # before any parsing: junk counts too
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     now = utcnow()
     req = parse_submit(
@@ -66,7 +71,8 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     session = db_session()
     for attempt in (1, 2):
         try:
-            result = service.submit_task(session, client, req, key, now)
+            result = service.submit_task(session, client, req, key, now,
+                                         max_open_tasks=max_open_tasks(ctx.settings, client))
             session.commit()
             break
         except IntegrityError:
@@ -77,6 +83,9 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
         except service.IdempotencyConflict as exc:  # the client's own key: names nothing of another tenant
             session.rollback()
             raise Conflict(str(exc)) from None
+        except service.OpenTasksCapReached as exc:
+            session.rollback()
+            raise TooManyRequests(str(exc), limit="max_open_tasks", max_open_tasks=exc.cap) from None
     bind(correlation_id=result.task.correlation_id)
     ctx.publisher.publish(result.outbox)
     body = task_body(result.task)

@@ -14,7 +14,7 @@ from flask.cli import AppGroup
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.cli.output import emit, json_option
+from app.cli.output import emit, emit_one, json_option
 from app.extensions import liaison
 from models import credentials
 from models.base import utcnow
@@ -226,3 +226,36 @@ def clients_origins(name: str, add: tuple[str, ...], remove: tuple[str, ...], as
         _echo_json({"name": name, "origins": origins})
         return
     click.echo("\n".join(origins) if origins else f"{name} has no callback origins: callback URLs are not restricted")
+
+
+@clients_group.command("limits")
+@click.argument("name")
+@click.option("--submit-rate", type=click.FloatRange(min=0.001), help="Submits per second (sustained).")
+@click.option("--burst", type=click.IntRange(min=1), help="Submits at once after a quiet spell.")
+@click.option("--max-open", type=click.IntRange(min=1), help="Non-final tasks the client may have.")
+@click.option("--default", "reset", is_flag=True, help="Drop the overrides: the LIAISON_CLIENT_* defaults apply.")
+@json_option
+def clients_limits(name: str, submit_rate: float | None, burst: int | None, max_open: int | None,
+                   reset: bool, as_json: bool) -> None:
+    """Show or override a client's limits (issue 8); options not given stay as they are."""
+    settings = liaison().settings
+    with liaison().db.transaction() as session:
+        client = session.scalar(select(Client).where(Client.name == name).with_for_update())
+        if client is None:
+            raise click.ClickException(f"no client named {name!r}")
+        if reset:
+            client.submit_rate_per_s = client.submit_burst = client.max_open_tasks = None
+        if submit_rate is not None:
+            client.submit_rate_per_s = submit_rate
+        if burst is not None:
+            client.submit_burst = burst
+        if max_open is not None:
+            client.max_open_tasks = max_open
+        row = {
+            "name": name,
+            "submit_rate_per_s": client.submit_rate_per_s if client.submit_rate_per_s is not None else settings.client_submit_rate_per_s,
+            "submit_burst": client.submit_burst if client.submit_burst is not None else settings.client_submit_burst,
+            "max_open_tasks": client.max_open_tasks if client.max_open_tasks is not None else settings.client_max_open_tasks,
+            "overridden": [k for k in ("submit_rate_per_s", "submit_burst", "max_open_tasks") if getattr(client, k) is not None],
+        }
+    emit_one(row, as_json)

@@ -6,6 +6,10 @@ source of truth with a handful of grouped COUNTs on indexed columns. A failing s
 gauges for that scrape, sets ``liaison_scrape_source_up{source}`` to 0 and counts
 ``liaison_scrape_errors_total{source}`` -- a scrape never fails with a 500 because the database or
 the broker is down.
+
+A scrape flood must not become a flood of table counts: what one scrape read is served again for
+``cache_s`` seconds (``LIAISON_METRICS_CACHE_S``, per process), and concurrent scrapes of an expired
+cache wait for one reader instead of each counting.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -71,7 +76,8 @@ class BusinessCollector(Collector):
 
     def __init__(
         self, db: Database, celery: Celery, providers: Iterable[str], *, queues: Iterable[str] | None = None,
-        statement_timeout_ms: int = 2000, broker_timeout_s: float = 2.0,
+        statement_timeout_ms: int = 2000, broker_timeout_s: float = 2.0, cache_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.db = db
         self.celery = celery
@@ -79,8 +85,23 @@ class BusinessCollector(Collector):
         self._queues = tuple(queues) if queues is not None else None  # default: the app's work queues
         self.statement_timeout_ms = statement_timeout_ms
         self.broker_timeout_s = broker_timeout_s
+        self.cache_s = cache_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cached: tuple[float, list[Metric]] | None = None
 
     def collect(self) -> Iterator[Metric]:
+        if self.cache_s <= 0:
+            yield from self._read_sources()
+            return
+        with self._lock:
+            now = self._clock()
+            if self._cached is None or now - self._cached[0] >= self.cache_s:
+                self._cached = (now, list(self._read_sources()))
+            families = self._cached[1]
+        yield from families
+
+    def _read_sources(self) -> Iterator[Metric]:
         up = GaugeMetricFamily(
             "liaison_scrape_source_up", "1 if this scrape could read the source, else 0.", labels=["source"]
         )

@@ -55,6 +55,7 @@ CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "
 RetryKind = Literal["submit", "relay", "cancel"]
 RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked"]
 ScrapeSource = Literal["database", "broker"]
+RateLimitScope = Literal["submit", "provider"]
 
 # Provider calls: connect timeouts are ~3 s and read timeouts ~10 s, so the tail matters.
 _CALL_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -99,6 +100,11 @@ SCRAPE_ERRORS = Counter(
     "liaison_scrape_errors_total", "Scrapes whose database or broker part failed (those gauges are missing).",
     ["source"],
 )
+RATE_LIMITED = Counter(
+    "liaison_rate_limited_total",
+    "Calls refused a slot by a shared rate limit: a client's submits (429) or a provider call sent back to wait.",
+    ["scope", "provider"],
+)
 
 _known_providers: set[str] = set()
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -130,6 +136,10 @@ def webhook_rejected(provider: str, reason: WebhookRejection) -> None:
 
 def submission(provider: str, outcome: SubmissionOutcome) -> None:
     SUBMISSIONS.labels(_provider(provider), _one_of(outcome, SubmissionOutcome)).inc()
+
+
+def rate_limited(scope: RateLimitScope, provider: str | None = None) -> None:
+    RATE_LIMITED.labels(_one_of(scope, RateLimitScope), _provider(provider) if provider else "").inc()
 
 
 def provider_call(provider: str, operation: ProviderOperation, outcome: CallOutcome, seconds: float) -> None:

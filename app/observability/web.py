@@ -23,7 +23,9 @@ def init_app(app: Flask) -> None:
     ctx = app.extensions["liaison"]
     metrics.register_providers(ctx.settings.providers)
     metrics.ensure_multiprocess_dir()
-    app.extensions[_EXTENSION] = BusinessCollector(ctx.db, app.extensions["celery"], ctx.settings.providers)
+    app.extensions[_EXTENSION] = BusinessCollector(
+        ctx.db, app.extensions["celery"], ctx.settings.providers, cache_s=ctx.settings.metrics_cache_s
+    )
     request_started.connect(_on_request_started, app)
     request_finished.connect(_on_request_finished, app)
     app.after_request(_echo_request_id)

@@ -25,6 +25,12 @@ from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
 
 
+#: One per test session, shared by every app liaison_env configures (gunicorn ones included).
+METRICS_TOKEN = "test-metrics-token-" + uuid.uuid4().hex
+#: What a scraper or probe of ``/metrics`` and ``/readyz`` sends.
+METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+
+
 def liaison_env(*, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, public_url: str) -> dict[str, str]:
     """Settings for tests: short retry policies so failures play out in seconds."""
     return {
@@ -43,6 +49,9 @@ def liaison_env(*, database_url: str, broker_url: str, vendor_url: str, vendor_s
         "LIAISON_RELAY_TIMEOUT_S": "3",
         "LIAISON_ADMIN_TOKEN": "test-admin-token-" + uuid.uuid4().hex,
         "LIAISON_LOG_LEVEL": "warning",
+        "LIAISON_METRICS_TOKEN": METRICS_TOKEN,
+        # Tests read gauges right after changing what they count; test_limits.py tests the cache.
+        "LIAISON_METRICS_CACHE_S": "0",
     }
 
 
@@ -154,6 +163,11 @@ class Stack:
             if time.monotonic() > deadline:
                 raise AssertionError(f"task {correlation_id} did not get there in {timeout}s: {body}")
             time.sleep(0.1)
+
+    def internal(self, path: str, base_url: str | None = None, **kwargs: Any) -> requests.Response:
+        """GET an internal surface (``/metrics``, ``/readyz``) with the metrics token."""
+        headers = {**METRICS_AUTH, **kwargs.pop("headers", {})}
+        return requests.get(f"{base_url or self.web.url}{path}", headers=headers, timeout=kwargs.pop("timeout", 10), **kwargs)
 
     def admin(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         headers = {"Authorization": f"Bearer {self.settings.admin_token}"}

@@ -119,7 +119,7 @@ def test_deadlines_are_stored_in_utc(pair_stack: Stack) -> None:
 
 def test_health_and_readiness(pair_stack: Stack) -> None:
     assert requests.get(f"{pair_stack.web.url}/healthz", timeout=5).json() == {"status": "ok"}
-    assert requests.get(f"{pair_stack.web.url}/readyz", timeout=5).status_code == 200
+    assert pair_stack.internal("/readyz").status_code == 200
 
 
 # --- malformed input is a 4xx problem, never a 500 ------------------------------------------

@@ -261,12 +261,12 @@ def test_reconcile_respects_the_rate_limit_oldest_first(pair_stack: Stack) -> No
     waits: list[float] = []
     calls: list[str] = []
     with _spy_on_status(pair_stack, calls):
-        report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=waits.append, clock=lambda: 0.0)
+        report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=waits.append)
     assert calls[:4] == order  # oldest first
     assert report.checked == len(calls) >= 4
-    rate = pair_stack.settings.providers["sim"].rate_limit_per_s
-    # With a frozen clock every call after the first must wait one token's time.
-    assert waits[0] == 0 and all(abs(w - i / rate) < 1e-9 for i, w in enumerate(waits))
+    # Pacing is the provider's shared limiter's (workers.providers.limited): every status call takes
+    # a slot of it; tests/integration/test_limits.py counts what it grants across processes.
+    assert all(w > 0 for w in waits)
 
 
 def test_two_reconcile_runs_at_once_ask_about_each_task_once(pair_stack: Stack) -> None:

@@ -46,7 +46,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration import services
-from tests.integration.stack import liaison_env, migrate
+from tests.integration.stack import METRICS_AUTH, liaison_env, migrate
 from tests.integration.webhook_client import post_event
 from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
@@ -87,7 +87,7 @@ def _parse(text: str) -> Samples:
 
 def scrape(base_url: str) -> Samples:
     """One scrape over a fresh connection (so the kernel may hand it to either gunicorn worker)."""
-    response = requests.get(f"{base_url}/metrics", timeout=10, headers={"Connection": "close"})
+    response = requests.get(f"{base_url}/metrics", timeout=10, headers={"Connection": "close", **METRICS_AUTH})
     assert response.status_code == 200, response.text
     return _parse(response.text)
 
@@ -226,7 +226,7 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
         def web_up() -> bool:
             alive()
             try:
-                return requests.get(f"{url}/readyz", timeout=5).status_code == 200
+                return requests.get(f"{url}/readyz", headers=METRICS_AUTH, timeout=5).status_code == 200
             except (requests.ConnectionError, requests.Timeout):
                 return False  # not listening yet, or the workers still import the app
 

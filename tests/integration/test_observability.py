@@ -26,7 +26,7 @@ from app.observability import configure_logging
 from app.observability.collectors import BusinessCollector
 from app.settings import Settings
 from tests.integration import services
-from tests.integration.stack import Stack, migrate
+from tests.integration.stack import METRICS_AUTH, METRICS_TOKEN, Stack, migrate
 from tests.integration.webhook_client import post_event
 from webhooks.signing import generate_secret
 
@@ -39,7 +39,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 def scrape(base_url: str) -> Samples:
     """Every sample of ``/metrics``, parsed by prometheus-client's own parser (so the exposition is
     valid text format), keyed by (sample name, labels)."""
-    response = requests.get(f"{base_url}/metrics", timeout=10)
+    response = requests.get(f"{base_url}/metrics", headers=METRICS_AUTH, timeout=10)
     assert response.status_code == 200, response.text
     assert response.headers["Content-Type"].startswith("text/plain; version=")
     return {
@@ -146,12 +146,12 @@ def test_request_and_task_logs_share_the_correlation_id_and_hold_no_secret(
 
 def _app(tmp_path: Path, *, database_url: str, broker_url: str):  # type: ignore[no-untyped-def]
     env = {"DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url, "LIAISON_VAR_DIR": str(tmp_path),
-           "LIAISON_LOG_LEVEL": "warning"}
+           "LIAISON_LOG_LEVEL": "warning", "LIAISON_METRICS_TOKEN": METRICS_TOKEN}
     return create_app(Settings.from_env(env))
 
 
 def test_readyz_names_what_is_not_ready(pair_stack: Stack, tmp_path: Path) -> None:
-    assert requests.get(f"{pair_stack.web.url}/readyz", timeout=10).status_code == 200
+    assert pair_stack.internal("/readyz").status_code == 200
 
     dead_broker = pair_stack.settings.broker_url.split("://")[0] + f"://127.0.0.1:{services.free_port()}/"
     unmigrated = f"sqlite:///{tmp_path / 'empty.db'}"
@@ -162,7 +162,7 @@ def test_readyz_names_what_is_not_ready(pair_stack: Stack, tmp_path: Path) -> No
     for database_url, broker_url, reason in cases:
         app = _app(tmp_path, database_url=database_url, broker_url=broker_url)
         try:
-            response = app.test_client().get("/readyz")
+            response = app.test_client().get("/readyz", headers=METRICS_AUTH)
         finally:
             app.extensions["liaison"].db.dispose()
         assert response.status_code == 503
@@ -207,6 +207,7 @@ def gunicorn(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     env.update(
         DATABASE_URL=database_url, CELERY_BROKER_URL=services.REDIS_URL, LIAISON_VAR_DIR=str(tmp_path),
         LIAISON_LOG_FORMAT="json", LIAISON_LOG_LEVEL="info", PROMETHEUS_MULTIPROC_DIR=str(prom),
+        LIAISON_METRICS_TOKEN=METRICS_TOKEN,
     )
     log_path = tmp_path / "gunicorn.log"
     with log_path.open("w") as log:

@@ -77,17 +77,16 @@ def test_sweep_leaves_fresh_and_done_rows_alone(stack: Stack) -> None:
 
 
 def test_readyz_is_503_while_the_broker_is_stopped_and_200_when_it_returns(stack: Stack, vendor_secret: str) -> None:
-    import requests
 
     web_app, proxy = _web_behind_a_proxy(stack, vendor_secret)
     try:
         with ServerThread(web_app) as web:
-            assert requests.get(f"{web.url}/readyz", timeout=15).status_code == 200
+            assert stack.internal("/readyz", base_url=web.url, timeout=15).status_code == 200
             proxy.stop()
-            down = requests.get(f"{web.url}/readyz", timeout=15)
+            down = stack.internal("/readyz", base_url=web.url, timeout=15)
             assert down.status_code == 503 and "broker unreachable" in down.json()["detail"]
             proxy.start()
-            assert requests.get(f"{web.url}/readyz", timeout=15).status_code == 200
+            assert stack.internal("/readyz", base_url=web.url, timeout=15).status_code == 200
     finally:
         proxy.stop()
         web_app.extensions["liaison"].db.dispose()

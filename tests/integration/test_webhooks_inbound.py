@@ -98,7 +98,7 @@ def test_event_for_an_unknown_job_is_kept_as_an_orphan(pair_stack: Stack, vendor
 
 def _malformed_count(stack: Stack) -> float:
     """``liaison_webhooks_rejected_total{provider="sim", reason="malformed"}`` from /metrics."""
-    text = requests.get(f"{stack.web.url}/metrics", timeout=5).text
+    text = stack.internal("/metrics", timeout=5).text
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "liaison_webhooks_rejected_total" and sample.labels == {"provider": "sim",

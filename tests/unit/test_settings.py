@@ -320,3 +320,35 @@ def test_a_bad_outbound_allow_entry_names_the_variable(value):
     with pytest.raises(ConfigError) as info:
         Settings.from_env({"LIAISON_OUTBOUND_ALLOW": value})
     assert "LIAISON_OUTBOUND_ALLOW" in str(info.value) and value not in str(info.value)
+
+
+# --- limits and internal surfaces (issue 8) ----------------------------------------------------
+
+def test_rate_limit_storage_follows_the_broker_unless_told():
+    assert Settings.from_env({}).rate_limit_storage == "database"
+    assert Settings.from_env({"CELERY_BROKER_URL": "amqp://localhost//"}).rate_limit_storage == "database"
+    on_redis = Settings.from_env({"CELERY_BROKER_URL": "redis://localhost:6379/3"})
+    assert (on_redis.rate_limit_storage, on_redis.rate_limit_redis_url) == ("redis", "redis://localhost:6379/3")
+    told = Settings.from_env({"CELERY_BROKER_URL": "redis://localhost:6379/3", "LIAISON_RATE_LIMIT_STORAGE": "database"})
+    assert (told.rate_limit_storage, told.rate_limit_redis_url) == ("database", "")
+
+
+def test_redis_storage_without_a_redis_url_names_the_variable():
+    with pytest.raises(ConfigError, match="LIAISON_RATE_LIMIT_REDIS_URL"):
+        Settings.from_env({"CELERY_BROKER_URL": "amqp://localhost//", "LIAISON_RATE_LIMIT_STORAGE": "redis"})
+
+
+def test_a_short_metrics_token_is_refused_and_no_token_is_shown():
+    with pytest.raises(ConfigError, match="LIAISON_METRICS_TOKEN"):
+        Settings.from_env({"LIAISON_METRICS_TOKEN": "short"})
+    token = "m" * 40
+    settings = Settings.from_env({"LIAISON_METRICS_TOKEN": token, "LIAISON_RATE_LIMIT_STORAGE": "redis",
+                                  "LIAISON_RATE_LIMIT_REDIS_URL": "redis://:hunter2-secret@localhost/0"})
+    assert token not in repr(settings) and "hunter2-secret" not in repr(settings)
+
+
+@pytest.mark.parametrize("name", ["LIAISON_CLIENT_SUBMIT_RATE_PER_S", "LIAISON_CLIENT_SUBMIT_BURST",
+                                  "LIAISON_CLIENT_MAX_OPEN_TASKS", "LIAISON_METRICS_CACHE_S"])
+def test_bad_limit_values_name_their_variable(name):
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_env({name: "-1"})

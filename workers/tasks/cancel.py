@@ -10,8 +10,9 @@ from models import service
 from models.base import utcnow
 from models.failures import Fault
 from workers.errors import PermanentError, TransientError
+from workers.limiter import RateLimited
 from workers.retry_policy import RetryPolicy, provider_policy
-from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
+from workers.tasks.outcomes import retry_or_dead_letter, start_delivery, wait_for_slot
 
 CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive
 
@@ -38,6 +39,8 @@ def cancel(self: Task, outbox_id: int) -> str:
         if provider is None:
             raise PermanentError(f"provider {provider_name!r} is not configured")
         provider.cancel(job_id)
+    except RateLimited as exc:
+        return wait_for_slot(self, ctx, outbox_id, exc)
     except PermanentError as exc:
         if exc.status == CONFLICT:
             with ctx.db.transaction() as session:

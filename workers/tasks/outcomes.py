@@ -20,6 +20,7 @@ from models import service
 from models.base import utcnow
 from models.failures import begin_delivery, dead_letter
 from workers.errors import CallError, PermanentError
+from workers.limiter import RateLimited
 from workers.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
 
 log = logging.getLogger(__name__)
@@ -86,4 +87,26 @@ def retry_or_dead_letter(
         return "held"
     log.info("attempt %d of outbox %s failed, retrying in %.1fs: %s", failed_attempts, outbox_id, delay, exc)
     # The task is declared max_retries=None: our policy, not Celery's default of 3, decides when to stop.
+    raise task.retry(countdown=delay, exc=exc)
+
+
+def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) -> str:
+    """The provider's shared rate limit had no slot soon enough: nothing was sent, so no attempt is
+    counted. The message comes back after the slot's wait plus jitter (so the waiting messages do
+    not all return at once); a wait past ``max_countdown_s`` is held in the database instead."""
+    delay = exc.retry_after_s + _rng.uniform(0.0, max(exc.retry_after_s, 0.05))
+    metrics.rate_limited("provider", exc.key.removeprefix("provider:"))
+    with ctx.db.transaction() as session:
+        row = service.claim_outbox(session, outbox_id)
+        if row is None:
+            return "done"
+        row.deliveries = 0  # this delivery ended normally: not a poison message
+        held = delay > ctx.settings.max_countdown_s
+        if held:
+            row.next_attempt_at = utcnow() + timedelta(seconds=delay)
+            row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+    if held:
+        log.info("outbox %s waits %.0fs for a provider slot, held in the database", outbox_id, delay)
+        return "held"
+    log.info("outbox %s waits %.2fs for a provider slot: %s", outbox_id, delay, exc)
     raise task.retry(countdown=delay, exc=exc)

@@ -13,9 +13,10 @@ from models.states import State
 from webhooks.bounded_json import InvalidJson
 from workers.classify import Failure
 from workers.errors import PermanentError, TransientError, UncertainError
+from workers.limiter import RateLimited
 from workers.providers import SubmitJob
 from workers.retry_policy import RetryPolicy, provider_policy
-from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
+from workers.tasks.outcomes import retry_or_dead_letter, start_delivery, wait_for_slot
 
 
 @shared_task(bind=True, name="liaison.submit", max_retries=None)
@@ -64,6 +65,10 @@ def submit(self: Task, outbox_id: int) -> str:
                 ) from None
             if job_id is None:
                 raise TransientError(f"{exc}; the vendor has no job for this reference") from None
+    except RateLimited as exc:
+        # Before submit (nothing sent), or before find after an uncertain submit: the retry asks
+        # again from the top, and the vendor's Idempotency-Key makes a repeated submit harmless.
+        return wait_for_slot(self, ctx, outbox_id, exc)
     except PermanentError as exc:
         return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault(), provider=provider_name)
     except TransientError as exc:

@@ -1,0 +1,36 @@
+"""Per-client limits on the submit API (issue 8): a shared submit rate limit and a cap on open
+tasks. The deployment's defaults (``LIAISON_CLIENT_*``) apply unless the client row overrides them
+(``flask --app app liaison clients limits``)."""
+
+from __future__ import annotations
+
+from app.errors import TooManyRequests
+from app.observability import metrics
+from app.settings import Settings
+from models.client import Client
+from workers.limiter import Limiter
+from workers.rate_limit import Limit, retry_after_header
+
+
+def submit_limit(settings: Settings, client: Client) -> Limit:
+    return Limit(
+        client.submit_rate_per_s if client.submit_rate_per_s is not None else settings.client_submit_rate_per_s,
+        client.submit_burst if client.submit_burst is not None else settings.client_submit_burst,
+    )
+
+
+def max_open_tasks(settings: Settings, client: Client) -> int:
+    return client.max_open_tasks if client.max_open_tasks is not None else settings.client_max_open_tasks
+
+
+def check_submit_rate(limiter: Limiter, settings: Settings, client: Client) -> None:
+    """Take one of the client's submit slots, or raise a 429 saying when the next one is free.
+    Every authenticated POST counts, valid or not and replay or not: a flood is a flood."""
+    limit = submit_limit(settings, client)
+    decision = limiter.acquire(f"submit:client:{client.id}", limit)
+    if not decision.allowed:
+        metrics.rate_limited("submit")
+        raise TooManyRequests(
+            f"submit rate limit: {limit.rate_per_s:g} per second, bursts of {limit.burst}",
+            retry_after=retry_after_header(decision.retry_after_s), limit="submit_rate",
+        )

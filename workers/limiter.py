@@ -1,0 +1,142 @@
+"""Shared rate limits: one small interface, two storages, chosen by ``LIAISON_RATE_LIMIT_STORAGE``.
+
+Every web, worker and beat process on every host asks the same storage, so a limit holds for the
+deployment, not per process. Both storages apply the same GCRA step (``workers.rate_limit.gcra``)
+atomically to one number per key:
+
+- ``RedisLimiter``: a Lua script (Redis runs it atomically), the key expiring once the bucket is full
+  again. The default when the broker is Redis.
+- ``DatabaseLimiter``: a ``rate_limits`` row read ``FOR UPDATE`` (PostgreSQL) or under SQLite's
+  ``BEGIN IMMEDIATE``, updated in the same short transaction. One transaction per call: fine at the
+  rates a vendor or a domain app is allowed, and it needs no other server.
+
+**Fails open.** When the storage cannot be reached, the call is allowed and a warning logged: a
+Redis or database outage must not turn every submit into a 500 (the outbox promises a submit
+succeeds while the broker is down) nor stop every vendor call; the limits come back with the storage.
+
+The clock is the caller's wall clock (``time.time``), passed in, so both storages and the pure
+function agree and tests can drive it. Hosts must keep their clocks in sync (NTP): a host ahead by
+``s`` seconds can be granted up to ``rate * s`` calls early.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from models.db import Database
+from models.rate_limits import RateLimitState
+from workers.rate_limit import EPSILON_S, Decision, Limit, gcra
+
+log = logging.getLogger(__name__)
+
+
+def _fail_open(key: str, exc: Exception) -> Decision:
+    log.warning("rate limit storage unavailable (%s); %s allowed without a limit", type(exc).__name__, key)
+    return Decision(True)
+
+
+class RateLimited(Exception):
+    """A call was refused a slot; ``retry_after_s`` says when asking again can succeed. Not a
+    ``CallError``: nothing was sent, and a retry for it consumes no attempt."""
+
+    def __init__(self, key: str, retry_after_s: float) -> None:
+        super().__init__(f"rate limit {key}: next slot in {retry_after_s:.2f}s")
+        self.key = key
+        self.retry_after_s = retry_after_s
+
+
+class Limiter(Protocol):
+    def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
+        """Take one slot of ``key`` at ``now`` (default: wall clock); see ``workers.rate_limit.gcra``."""
+
+
+class DatabaseLimiter:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.clock = clock
+
+    def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
+        now = self.clock() if now is None else now
+        try:
+            return self._acquire(key, limit, max_wait_s, now)
+        except OperationalError as exc:  # unreachable, or SQLite busy past its timeout
+            return _fail_open(key, exc)
+
+    def _acquire(self, key: str, limit: Limit, max_wait_s: float, now: float) -> Decision:
+        with self.db.transaction() as session:
+            row = session.scalar(select(RateLimitState).where(RateLimitState.key == key).with_for_update())
+            if row is None:
+                try:
+                    with session.begin_nested():  # two first callers meet at the primary key
+                        row = RateLimitState(key=key, tat=now)
+                        session.add(row)
+                except IntegrityError:
+                    row = session.scalar(select(RateLimitState).where(RateLimitState.key == key).with_for_update())
+                    assert row is not None  # the other inserter committed it
+            tat, decision = gcra(row.tat, now, limit, max_wait_s)
+            if decision.allowed:
+                row.tat = tat  # type: ignore[assignment]
+        return decision
+
+
+# The same arithmetic as ``gcra`` (keep them in step; tests/integration/test_limits.py compares them).
+# Floats go in and out as strings: Redis would truncate a Lua number reply to an integer.
+_GCRA_LUA = """
+local now = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local max_wait = tonumber(ARGV[4])
+local epsilon = tonumber(ARGV[5])
+local tat = tonumber(redis.call('GET', KEYS[1]) or ARGV[1])
+if tat < now then tat = now end
+local new_tat = tat + interval
+local wait = new_tat - burst * interval - now
+if wait <= epsilon then wait = 0 end
+if max_wait < 0 then max_wait = 0 end
+if wait <= max_wait then
+  redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
+  return {1, string.format('%.17g', wait), '0'}
+end
+return {0, '0', string.format('%.17g', wait - max_wait)}
+"""
+
+
+class RedisLimiter:
+    def __init__(self, url: str, prefix: str, clock: Callable[[], float] = time.time) -> None:
+        import redis  # only deployments on Redis need the client
+
+        self._redis_errors = redis.exceptions
+        self.client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self.prefix = prefix
+        self.clock = clock
+        self._script = self.client.register_script(_GCRA_LUA)
+
+    def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
+        now = self.clock() if now is None else now
+        try:
+            allowed, wait, retry = self._script(
+                keys=[self.prefix + key],
+                args=[repr(now), repr(limit.interval_s), limit.burst, repr(max_wait_s), repr(EPSILON_S)],
+            )
+        except (self._redis_errors.ConnectionError, self._redis_errors.TimeoutError) as exc:
+            return _fail_open(key, exc)
+        if int(allowed):
+            return Decision(True, wait_s=float(wait))
+        return Decision(False, retry_after_s=float(retry))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def build_limiter(storage: str, db: Database, *, redis_url: str = "", namespace: str = "liaison") -> Limiter:
+    """The limiter settings ask for. ``namespace`` (the work queue's name) keeps two deployments
+    sharing one Redis apart, as their queues already must be."""
+    if storage == "redis":
+        return RedisLimiter(redis_url, prefix=f"liaison:rate:{namespace}:")
+    return DatabaseLimiter(db)
