@@ -20,7 +20,7 @@ import requests
 from sqlalchemy import event, select, update
 
 from app.observability.collectors import BusinessCollector
-from models.client import Client, hash_api_key
+from models.client import Client
 from models.messages import OutboxMessage
 from models.task import ExternalTask, TaskEvent
 from tests.integration import services
@@ -55,7 +55,7 @@ def limits_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_se
 
 def _set_limits(stack: Stack, api_key: str, **limits: Any) -> None:
     with stack.db.transaction() as session:
-        session.execute(update(Client).where(Client.api_key_hash == hash_api_key(api_key)).values(**limits))
+        session.execute(update(Client).where(Client.name == stack.client_name(api_key)).values(**limits))
 
 
 def _rate_limited(stack: Stack, scope: str) -> float:
@@ -115,8 +115,7 @@ def test_a_client_override_of_the_submit_rate_applies(limits_stack: Stack) -> No
 
 def test_the_cli_sets_and_resets_a_clients_limits(limits_stack: Stack) -> None:
     api_key, _, _ = limits_stack.new_client()
-    with limits_stack.db.transaction() as session:
-        name = session.scalars(select(Client.name).where(Client.api_key_hash == hash_api_key(api_key))).one()
+    name = limits_stack.client_name(api_key)
     runner = limits_stack.app.test_cli_runner()
     result = runner.invoke(args=["liaison", "clients", "limits", name, "--max-open", "1", "--json"])
     assert result.exit_code == 0, result.output
