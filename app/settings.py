@@ -171,6 +171,23 @@ class Settings:
     reconcile_max_run_s: int = 240
     log_format: str = "console"
     log_level: str = "INFO"
+    # --- Isolation: bounded tasks, the relay queue, per-client relay concurrency (issue 8) ---
+    # Soft/hard time limits of liaison.submit, .relay and .cancel: above the longest outbound call
+    # (a submit may make two: submit, then find). The soft limit ends the attempt as a failed one.
+    task_soft_time_limit_s: int = 120
+    task_time_limit_s: int = 150
+    # Beat jobs: above their run budget (reconcile stops claiming after reconcile_max_run_s).
+    beat_soft_time_limit_s: int = 280
+    beat_time_limit_s: int = 300
+    relay_queue: str = "liaison.relay"  # relays' own queue (default "<queue>.relay")
+    relay_client_concurrency: int = 2  # relay deliveries one client may have running at once
+    relay_slot_wait_s: float = 2.0  # a relay that finds no free slot for its client waits this long
+
+    @property
+    def relay_slot_ttl_s(self) -> float:
+        """A relay slot's lease outlives the relay's hard time limit, so the slot of a worker that
+        died mid-delivery frees itself."""
+        return self.task_time_limit_s + 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -209,6 +226,14 @@ class Settings:
             reconcile_max_run_s=_int(env, "LIAISON_RECONCILE_MAX_RUN_S", 240, 1),
             log_format=_choice(env, "LIAISON_LOG_FORMAT", "console", ("console", "json")),
             log_level=_choice(env, "LIAISON_LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper(),
+            # --- Isolation: bounded tasks, the relay queue, per-client relay concurrency (issue 8) ---
+            task_soft_time_limit_s=_int(env, "LIAISON_TASK_SOFT_TIME_LIMIT_S", 120, 1),
+            task_time_limit_s=_int(env, "LIAISON_TASK_TIME_LIMIT_S", 150, 1),
+            beat_soft_time_limit_s=_int(env, "LIAISON_BEAT_SOFT_TIME_LIMIT_S", 280, 1),
+            beat_time_limit_s=_int(env, "LIAISON_BEAT_TIME_LIMIT_S", 300, 1),
+            relay_queue=_str(env, "LIAISON_RELAY_QUEUE", _str(env, "LIAISON_QUEUE", "liaison") + ".relay"),
+            relay_client_concurrency=_int(env, "LIAISON_RELAY_CLIENT_CONCURRENCY", 2, 1),
+            relay_slot_wait_s=_float(env, "LIAISON_RELAY_SLOT_WAIT_S", 2.0, 0.1),
         )
         settings.validate()
         return settings
@@ -224,5 +249,15 @@ class Settings:
         if self.max_countdown_s >= VISIBILITY_TIMEOUT_S:
             # Redis would redeliver a message still waiting for its countdown: a duplicate run.
             raise ConfigError("LIAISON_MAX_COUNTDOWN_S must be below the broker visibility_timeout")
+        if self.task_time_limit_s <= self.task_soft_time_limit_s:
+            # The soft limit must leave the task time to record the failed attempt before the kill.
+            raise ConfigError("LIAISON_TASK_TIME_LIMIT_S must exceed LIAISON_TASK_SOFT_TIME_LIMIT_S")
+        if self.beat_time_limit_s <= self.beat_soft_time_limit_s:
+            raise ConfigError("LIAISON_BEAT_TIME_LIMIT_S must exceed LIAISON_BEAT_SOFT_TIME_LIMIT_S")
+        if self.beat_soft_time_limit_s <= self.reconcile_max_run_s:
+            # A reconcile run must end by its own budget, not be cut off by the time limit.
+            raise ConfigError("LIAISON_BEAT_SOFT_TIME_LIMIT_S must exceed LIAISON_RECONCILE_MAX_RUN_S")
+        if self.relay_queue == self.queue:
+            raise ConfigError("LIAISON_RELAY_QUEUE must differ from LIAISON_QUEUE (relays run apart from submissions)")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")
