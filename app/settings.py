@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,6 +19,26 @@ from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
 
 #: Redis redelivers a message not acked within this; celeryconfig uses the same number.
 VISIBILITY_TIMEOUT_S = 12 * 3600
+
+
+#: ``scheme://user:password@`` and ``scheme://:password@`` (Redis): the password part of a URL.
+_URL_PASSWORD = re.compile(r"(?<=://)([^:/@\s]*):([^@/\s]+)@")
+
+
+def mask_url_password(url: str) -> str:
+    """``redis://:***@host``: a URL fit to show, with any password masked (the user name stays)."""
+    return _URL_PASSWORD.sub(r"\1:***@", url)
+
+
+def _masked_repr(self: object) -> str:
+    """A dataclass repr that shows no credential: fields declared ``repr=False`` (keys, secrets,
+    tokens) are left out and passwords inside URLs are masked."""
+    shown = []
+    for f in fields(self):  # type: ignore[arg-type]
+        if f.repr:
+            value = getattr(self, f.name)
+            shown.append(f"{f.name}={mask_url_password(value)!r}" if isinstance(value, str) else f"{f.name}={value!r}")
+    return f"{type(self).__name__}({', '.join(shown)})"
 
 
 class ConfigError(ValueError):
@@ -90,9 +111,11 @@ def _secrets(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ProviderSettings:
     """One external system, named in configuration (``LIAISON_PROVIDER_<NAME>_*``)."""
+
+    __repr__ = _masked_repr
 
     name: str
     kind: str  # which adapter class speaks to it; "rest" is the built-in generic REST provider
@@ -140,8 +163,9 @@ class ProviderSettings:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Settings:
+    __repr__ = _masked_repr  # no credential in a repr: secrets left out, URL passwords masked
     database_url: str
     broker_url: str
     broker_folder: Path  # only used by the embedded filesystem:// broker
