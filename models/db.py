@@ -32,12 +32,14 @@ def ensure_private_sqlite_file(url: str) -> Path | None:
         return None
     path = Path(parsed.database)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_CREAT | os.O_RDONLY, SQLITE_FILE_MODE)  # the mode applies only on creation
+    # Never open (and close) a database file that exists: closing any descriptor of a file drops
+    # every POSIX lock this process holds on it, which SQLite's own connections rely on.
     try:
-        if os.fstat(fd).st_uid == os.getuid():  # someone else's file is theirs to keep private
-            os.fchmod(fd, SQLITE_FILE_MODE)
-    finally:
-        os.close(fd)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDONLY, SQLITE_FILE_MODE))
+    except FileExistsError:
+        if path.stat().st_uid != os.getuid():
+            return path  # someone else's file is theirs to keep private
+    os.chmod(path, SQLITE_FILE_MODE)  # by path: exactly 0600 whatever the umask, no descriptor opened
     return path
 
 
