@@ -30,6 +30,11 @@ task_ignore_result = True
 # The work queue's name comes from settings (LIAISON_QUEUE); workers.celery_app declares it, with a
 # dead-letter exchange on RabbitMQ. Unknown and undecodable messages are dead-lettered by our consumer.
 worker_consumer = "workers.consumer:DeadLetteringConsumer"
+# Relays run on their own queue (LIAISON_RELAY_QUEUE, default "<queue>.relay": task_routes), and
+# every task has soft and hard time limits (task_annotations): both come from settings and are set
+# by workers.celery_app. The soft limit raises SoftTimeLimitExceeded in the task, which records a
+# failed attempt (retried per policy); the hard one kills the pool process (prefork only: the
+# threads and solo pools cannot enforce either).
 timezone = "UTC"
 enable_utc = True
 

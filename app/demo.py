@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import secrets
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import click
@@ -23,7 +26,7 @@ from werkzeug.wrappers import Request, Response
 
 from models.credentials import create_client
 from models.states import TERMINAL
-from webhooks.signing import SignatureError, verify
+from webhooks.signing import SignatureError, generate_secret, verify
 
 SCENARIOS: list[tuple[str, dict[str, Any], str]] = [
     ("quick-report", {"complete_delay_s": 1.5}, "succeeded"),
@@ -34,6 +37,38 @@ SCENARIOS: list[tuple[str, dict[str, Any], str]] = [
     ("duplicate-webhooks", {"duplicate": 3, "complete_delay_s": 2}, "succeeded"),
     ("out-of-order-webhooks", {"reorder": True, "complete_delay_s": 2}, "succeeded"),
 ]
+
+
+#: The demo's env file holds the admin token, the Flower password and the webhook secret.
+ENV_FILE_MODE = 0o600
+
+
+def write_env_file(path: Path | str) -> Path:
+    """Write fresh secrets for this checkout's demo to ``path`` (bin/demo runs it once), readable by
+    its owner only: created 0600, never world-readable for a moment. An existing file is kept and
+    tightened to 0600. Nothing secret lives in the repository."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.chmod(ENV_FILE_MODE)
+        return path
+    vendor_secret = generate_secret()
+    text = "\n".join([
+        "LIAISON_PROVIDERS=simulator",
+        "LIAISON_PROVIDER_SIMULATOR_BASE_URL=http://127.0.0.1:5001",
+        f"LIAISON_PROVIDER_SIMULATOR_WEBHOOK_SECRETS={vendor_secret}",
+        "LIAISON_PROVIDER_SIMULATOR_SUBMIT_BACKOFF_BASE_S=1",
+        f"SIMULATOR_WEBHOOK_SECRET={vendor_secret}",
+        "LIAISON_PUBLIC_URL=http://127.0.0.1:5000",
+        f"LIAISON_ADMIN_TOKEN={secrets.token_urlsafe(32)}",
+        f"LIAISON_METRICS_TOKEN={secrets.token_urlsafe(32)}",
+        f"FLOWER_BASIC_AUTH=admin:{secrets.token_urlsafe(24)}",
+        "PYTHONUNBUFFERED=1",
+    ]) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, ENV_FILE_MODE)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
 
 
 @dataclass

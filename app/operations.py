@@ -10,11 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.extensions import Liaison
+from models.client import Client
 from models.failures import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
 from models.lifecycle import attach_orphan, discard_orphan
 from models.messages import DeadLetter
-from models.client import Client
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
 from models.queries import DeadLetterFilter
 from models.service import lock_task

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from webhooks.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, JsonLimits
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
@@ -21,19 +22,6 @@ from workers.outbound_guard import AllowList
 # --- credentials (issue 8) ---
 #: The admin token is a bearer credential for every operator action: no shorter than this.
 MIN_ADMIN_TOKEN_LEN = 32
-
-
-def mask_url_password(url: str) -> str:
-    """``scheme://user:***@host/...``: the URL with any password masked, for reprs and logs."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:
-        return "<unparsable URL>"
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
 
 
 def _admin_token(env: Mapping[str, str]) -> str:
@@ -49,6 +37,26 @@ def _admin_token(env: Mapping[str, str]) -> str:
 
 #: Redis redelivers a message not acked within this; celeryconfig uses the same number.
 VISIBILITY_TIMEOUT_S = 12 * 3600
+
+
+#: ``scheme://user:password@`` and ``scheme://:password@`` (Redis): the password part of a URL.
+_URL_PASSWORD = re.compile(r"(?<=://)([^:/@\s]*):([^@/\s]+)@")
+
+
+def mask_url_password(url: str) -> str:
+    """``redis://:***@host``: a URL fit to show, with any password masked (the user name stays)."""
+    return _URL_PASSWORD.sub(r"\1:***@", url)
+
+
+def _masked_repr(self: object) -> str:
+    """A dataclass repr that shows no credential: fields declared ``repr=False`` (keys, secrets,
+    tokens) are left out and passwords inside URLs are masked."""
+    shown = []
+    for f in fields(self):  # type: ignore[arg-type]
+        if f.repr:
+            value = getattr(self, f.name)
+            shown.append(f"{f.name}={mask_url_password(value)!r}" if isinstance(value, str) else f"{f.name}={value!r}")
+    return f"{type(self).__name__}({', '.join(shown)})"
 
 
 class ConfigError(ValueError):
@@ -160,9 +168,11 @@ def _limits(env: Mapping[str, str]) -> dict[str, object]:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ProviderSettings:
     """One external system, named in configuration (``LIAISON_PROVIDER_<NAME>_*``)."""
+
+    __repr__ = _masked_repr
 
     name: str
     kind: str  # which adapter class speaks to it; "rest" is the built-in generic REST provider
@@ -217,8 +227,9 @@ class ProviderSettings:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Settings:
+    __repr__ = _masked_repr  # no credential in a repr: secrets left out, URL passwords masked
     database_url: str
     broker_url: str
     broker_folder: Path  # only used by the embedded filesystem:// broker
@@ -285,6 +296,24 @@ class Settings:
     metrics_token: str = field(default="", repr=False)
     metrics_cache_s: float = 5.0  # business gauges are read from the database at most this often per process
 
+    # --- Isolation: bounded tasks, the relay queue, per-client relay concurrency (issue 8) ---
+    # Soft/hard time limits of liaison.submit, .relay and .cancel: above the longest outbound call
+    # (a submit may make two: submit, then find). The soft limit ends the attempt as a failed one.
+    task_soft_time_limit_s: int = 120
+    task_time_limit_s: int = 150
+    # Beat jobs: above their run budget (reconcile stops claiming after reconcile_max_run_s).
+    beat_soft_time_limit_s: int = 280
+    beat_time_limit_s: int = 300
+    relay_queue: str = "liaison.relay"  # relays' own queue (default "<queue>.relay")
+    relay_client_concurrency: int = 2  # relay deliveries one client may have running at once
+    relay_slot_wait_s: float = 2.0  # a relay that finds no free slot for its client waits this long
+
+    @property
+    def relay_slot_ttl_s(self) -> float:
+        """A relay slot's lease outlives the relay's hard time limit, so the slot of a worker that
+        died mid-delivery frees itself."""
+        return self.task_time_limit_s + 30.0
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
@@ -332,21 +361,17 @@ class Settings:
             callback_max_response_bytes=_int(env, "LIAISON_CALLBACK_MAX_RESPONSE_BYTES", 4096, 0),
             # --- Limits and internal surfaces (issue 8) ---
             **_limits(env),
+            # --- Isolation: bounded tasks, the relay queue, per-client relay concurrency (issue 8) ---
+            task_soft_time_limit_s=_int(env, "LIAISON_TASK_SOFT_TIME_LIMIT_S", 120, 1),
+            task_time_limit_s=_int(env, "LIAISON_TASK_TIME_LIMIT_S", 150, 1),
+            beat_soft_time_limit_s=_int(env, "LIAISON_BEAT_SOFT_TIME_LIMIT_S", 280, 1),
+            beat_time_limit_s=_int(env, "LIAISON_BEAT_TIME_LIMIT_S", 300, 1),
+            relay_queue=_str(env, "LIAISON_RELAY_QUEUE", _str(env, "LIAISON_QUEUE", "liaison") + ".relay"),
+            relay_client_concurrency=_int(env, "LIAISON_RELAY_CLIENT_CONCURRENCY", 2, 1),
+            relay_slot_wait_s=_float(env, "LIAISON_RELAY_SLOT_WAIT_S", 2.0, 0.1),
         )
         settings.validate()
         return settings
-
-    def __repr__(self) -> str:
-        """Every field but the secret ones (``repr=False``); URLs with their password masked."""
-        shown = []
-        for f in fields(self):
-            if not f.repr:
-                continue
-            value = getattr(self, f.name)
-            if f.name in ("database_url", "broker_url"):
-                value = mask_url_password(value)
-            shown.append(f"{f.name}={value!r}")
-        return f"Settings({', '.join(shown)})"
 
     def validate(self) -> None:
         """Cross-setting rules, checked at start-up."""
@@ -362,5 +387,15 @@ class Settings:
         if self.max_json_depth > MAX_DEPTH_CEILING - 2:
             # json.loads/dumps and the database drivers recurse per level: stay far from the stack's end.
             raise ConfigError(f"LIAISON_MAX_JSON_DEPTH must be at most {MAX_DEPTH_CEILING - 2}")
+        if self.task_time_limit_s <= self.task_soft_time_limit_s:
+            # The soft limit must leave the task time to record the failed attempt before the kill.
+            raise ConfigError("LIAISON_TASK_TIME_LIMIT_S must exceed LIAISON_TASK_SOFT_TIME_LIMIT_S")
+        if self.beat_time_limit_s <= self.beat_soft_time_limit_s:
+            raise ConfigError("LIAISON_BEAT_TIME_LIMIT_S must exceed LIAISON_BEAT_SOFT_TIME_LIMIT_S")
+        if self.beat_soft_time_limit_s <= self.reconcile_max_run_s:
+            # A reconcile run must end by its own budget, not be cut off by the time limit.
+            raise ConfigError("LIAISON_BEAT_SOFT_TIME_LIMIT_S must exceed LIAISON_RECONCILE_MAX_RUN_S")
+        if self.relay_queue == self.queue:
+            raise ConfigError("LIAISON_RELAY_QUEUE must differ from LIAISON_QUEUE (relays run apart from submissions)")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")

@@ -1,21 +1,21 @@
 """Alembic environment: URL from app.settings (or the caller's config), batch mode for SQLite."""
 
 from logging.config import fileConfig
-from pathlib import Path
 
 from alembic import context
 from sqlalchemy import create_engine
 
 from app.settings import Settings
 from models import Base
+from models.db import ensure_private_sqlite_file
 
 config = context.config
 if config.config_file_name is not None and not config.attributes.get("skip_logging"):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 url = config.attributes.get("database_url") or Settings.from_env().database_url
-if url.startswith("sqlite:///"):
-    Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+if url.startswith("sqlite"):
+    ensure_private_sqlite_file(url)  # 0600, before create_engine below can create it world-readable
 
 
 def run_offline() -> None:

@@ -48,6 +48,20 @@ def acquire(db: Database, name: str, holder: str, now: datetime, ttl_s: float) -
         return True
 
 
+def slot_names(group: str, slots: int) -> list[str]:
+    """The lease names of a counting semaphore: ``slots`` leases named after ``group``."""
+    return [f"{group}:{i}" for i in range(slots)]
+
+
+def acquire_slot(db: Database, group: str, slots: int, holder: str, now: datetime, ttl_s: float) -> str | None:
+    """Take one of ``slots`` leases of ``group`` (a semaphore shared by every process that reaches
+    the database); the name taken, or None when all are held. Give it back with :func:`release`."""
+    for name in slot_names(group, slots):
+        if acquire(db, name, holder, now, ttl_s):
+            return name
+    return None
+
+
 def release(db: Database, name: str, holder: str) -> None:
     """Give the lease back (deleting the row: its expiry may be in a ``now`` a test moved forward)."""
     with db.transaction() as session:

@@ -37,14 +37,39 @@ def is_amqp(settings: Settings) -> bool:
 
 
 def work_queues(settings: Settings) -> list[Queue]:
-    """The work queue; on RabbitMQ it dead-letters rejected messages to ``<queue>.dlx``.
+    """The work queue (submit, cancel, beat jobs) and the relay queue, each apart so a slow callback
+    endpoint cannot hold the workers a submission needs. On RabbitMQ both dead-letter rejected
+    messages to ``<queue>.dlx`` (one ``<queue>.dead`` for operators to inspect).
 
     Changing queue arguments later fails with PRECONDITION_FAILED: use a new queue name then.
     """
     arguments = {}
     if is_amqp(settings):
         arguments = {"x-dead-letter-exchange": f"{settings.queue}.dlx", "x-dead-letter-routing-key": f"{settings.queue}.dead"}
-    return [Queue(settings.queue, Exchange(settings.queue), routing_key=settings.queue, queue_arguments=arguments)]
+    return [
+        Queue(name, Exchange(name), routing_key=name, queue_arguments=arguments)
+        for name in (settings.queue, settings.relay_queue)
+    ]
+
+
+#: Tasks bounded by the per-call limits (their work is one or two outbound calls); every other
+#: registered ``liaison.*`` task is a beat job, bounded by the beat limits.
+CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel")
+BEAT_TASKS = ("liaison.sweep_outbox", "liaison.prune_processed_messages", "liaison.check_deadlines",
+              "liaison.reconcile", "liaison.flag_stale_orphans")
+
+
+def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
+    """Relays go to their own queue; everything else to the default work queue."""
+    return {"liaison.relay": {"queue": settings.relay_queue}}
+
+
+def time_limits(settings: Settings) -> dict[str, dict[str, int]]:
+    """Celery ``task_annotations``: soft and hard time limits per task (they fire in the prefork
+    pool; the soft one raises ``SoftTimeLimitExceeded``, which the tasks record as a failed attempt)."""
+    call = {"soft_time_limit": settings.task_soft_time_limit_s, "time_limit": settings.task_time_limit_s}
+    beat = {"soft_time_limit": settings.beat_soft_time_limit_s, "time_limit": settings.beat_time_limit_s}
+    return {**{name: dict(call) for name in CALL_TASKS}, **{name: dict(beat) for name in BEAT_TASKS}}
 
 
 def dead_letter_queue(queue: str) -> Queue:
@@ -76,6 +101,11 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     celery_app.conf.update(app.config.get("CELERY", {}))
     celery_app.conf.task_default_queue = settings.queue
     celery_app.conf.task_queues = work_queues(settings)
+    celery_app.conf.task_routes = task_routes(settings)
+    celery_app.conf.task_annotations = time_limits(settings)
+    # Any other task (none in production) is bounded too: the larger, beat-sized limits.
+    celery_app.conf.task_soft_time_limit = settings.beat_soft_time_limit_s
+    celery_app.conf.task_time_limit = settings.beat_time_limit_s
     celery_app.set_default()
     celery_app.flask_app = app  # the consumer reaches the database through it (workers/consumer.py)
     app.extensions["celery"] = celery_app

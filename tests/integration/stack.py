@@ -24,7 +24,6 @@ from models.states import TERMINAL
 from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
 
-
 #: One per test session, shared by every app liaison_env configures (gunicorn ones included).
 METRICS_TOKEN = "test-metrics-token-" + uuid.uuid4().hex
 #: What a scraper or probe of ``/metrics`` and ``/readyz`` sends.
@@ -211,15 +210,22 @@ def build_stack(
     exit_stack.callback(app.extensions["liaison"].db.dispose)
     web = exit_stack.enter_context(ServerThread(app, port=port))
     celery = app.extensions["celery"]
-    exit_stack.callback(_delete_queue, celery, queue)
+    exit_stack.callback(delete_queues, celery, app.extensions["liaison"].settings)
+    # One worker consumes both the work queue and the relay queue (production runs one of each).
     exit_stack.enter_context(
         start_worker(celery, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING",
-                     shutdown_timeout=30)
+                     shutdown_timeout=30, queues=[queue, app.extensions["liaison"].settings.relay_queue])
     )
     return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack, spare_port)
 
 
-def _delete_queue(celery: Any, queue: str) -> None:
+def delete_queues(celery: Any, settings: Settings) -> None:
+    """Delete the work queue, the relay queue and the dead-letter queue. Each is declared first, as
+    the worker declares it: kombu's Redis transport deletes only the bindings its channel knows of."""
+    from workers.celery_app import dead_letter_queue, work_queues
+
     with celery.connection_for_write() as conn:
-        for name in (queue, f"{queue}.dead"):
-            conn.default_channel.queue_delete(name)
+        channel = conn.default_channel
+        for queue in [*work_queues(settings), dead_letter_queue(settings.queue)]:
+            queue.bind(channel).declare()
+            channel.queue_delete(queue.name)

@@ -150,12 +150,13 @@ def _stop(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> None:
 
 
 def _delete_queue(broker_url: str, queue: str) -> None:
-    """Delete the work queue and its binding. Kombu's Redis transport deletes only the bindings this
-    channel knows of, so the binding is declared here first (idempotent) and then deleted."""
+    """Delete the work and relay queues and their bindings. Kombu's Redis transport deletes only the
+    bindings this channel knows of, so each binding is declared here first (idempotent) and then deleted."""
     with Connection(broker_url, connect_timeout=5) as conn:
         channel = conn.default_channel
-        Queue(queue, Exchange(queue), routing_key=queue).bind(channel).declare()
-        channel.queue_delete(queue)
+        for name in (queue, f"{queue}.relay"):
+            Queue(name, Exchange(name), routing_key=name).bind(channel).declare()
+            channel.queue_delete(name)
 
 
 # --- the platform ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from app.settings import Settings
 from models import DeadLetter, OutboxMessage
 from models.base import utcnow
 from models.service import new_message_id
-from tests.integration.stack import Stack, liaison_env
+from tests.integration.stack import Stack, delete_queues, liaison_env
 from workers.celery_app import dead_letter_queue, work_queues
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,9 +80,7 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(pair_s
             worker.wait(timeout=20)
         except subprocess.TimeoutExpired:
             worker.kill()
-        with pair_stack.celery.connection_for_write() as conn:
-            conn.default_channel.queue_delete(queue)
-            conn.default_channel.queue_delete(f"{queue}.dead")
+        delete_queues(pair_stack.celery, Settings.from_env(env))
 
 
 def test_a_message_naming_no_known_task_is_dead_lettered(pair_stack: Stack) -> None:

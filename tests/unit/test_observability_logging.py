@@ -95,3 +95,25 @@ def test_redact_leaves_ordinary_values_alone() -> None:
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError):
         configure_logging("xml", "INFO")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("redis://:s3cr3t-redis@cache.internal:6379/0", f"redis://:{REDACTED}@cache.internal:6379/0"),
+    ("rediss://default:s3cr3t-redis@cache:6380", f"rediss://default:{REDACTED}@cache:6380"),
+    ("amqp://liaison:s3cr3t-amqp@mq:5672//", f"amqp://liaison:{REDACTED}@mq:5672//"),
+    ("postgresql://app:s3cr3t-pg@db/liaison", f"postgresql://app:{REDACTED}@db/liaison"),
+    ("postgresql+psycopg://app:s3cr3t-pg@db:5432/liaison", f"postgresql+psycopg://app:{REDACTED}@db:5432/liaison"),
+])
+def test_broker_and_database_urls_are_redacted_anywhere_in_a_line(json_lines: io.StringIO, url: str, shown: str) -> None:
+    log = logging.getLogger("liaison.test")
+    log.error("cannot connect to %s: refused", url, extra={"target": f"broker at {url} (retrying)"})
+    try:
+        raise ConnectionError(f"Error connecting to {url}.")
+    except ConnectionError:
+        log.exception("broker down")
+    output = json_lines.getvalue()
+    assert "s3cr3t" not in output
+    first, second = _lines(json_lines)
+    assert first["event"] == f"cannot connect to {shown}: refused"
+    assert first["target"] == f"broker at {shown} (retrying)"
+    assert shown in second["exception"]

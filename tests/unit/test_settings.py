@@ -352,3 +352,52 @@ def test_a_short_metrics_token_is_refused_and_no_token_is_shown():
 def test_bad_limit_values_name_their_variable(name):
     with pytest.raises(ConfigError, match=name):
         Settings.from_env({name: "-1"})
+
+
+def test_repr_masks_passwords_in_every_url():
+    settings = Settings.from_env(sim_env(
+        DATABASE_URL="postgresql+psycopg://app:pg-pass-91@db:5432/liaison",
+        CELERY_BROKER_URL="redis://:redis-pass-92@cache:6379/0",
+        LIAISON_PROVIDER_SIM_BASE_URL="https://svc:vendor-pass-93@vendor.example/api",
+    ))
+    text = repr(settings) + str(settings) + repr(settings.providers["sim"]) + repr(dict(settings.providers))
+    for password in ("pg-pass-91", "redis-pass-92", "vendor-pass-93"):
+        assert password not in text
+    assert "postgresql+psycopg://app:***@db:5432/liaison" in text
+    assert "redis://:***@cache:6379/0" in text
+    assert "https://svc:***@vendor.example/api" in text
+    # the values themselves are untouched: only their display is masked
+    assert settings.broker_url == "redis://:redis-pass-92@cache:6379/0"
+
+
+def test_repr_masks_amqp_passwords():
+    text = repr(Settings.from_env({"CELERY_BROKER_URL": "amqp://liaison:mq-pass-94@mq:5672//"}))
+    assert "mq-pass-94" not in text and "amqp://liaison:***@mq:5672//" in text
+
+
+# --- isolation: time limits, the relay queue, relay slots -------------------------------------
+
+
+def test_time_limit_and_relay_defaults():
+    settings = Settings.from_env({})
+    assert (settings.task_soft_time_limit_s, settings.task_time_limit_s) == (120, 150)
+    assert (settings.beat_soft_time_limit_s, settings.beat_time_limit_s) == (280, 300)
+    assert settings.beat_soft_time_limit_s > settings.reconcile_max_run_s
+    assert settings.relay_queue == "liaison.relay"
+    assert Settings.from_env({"LIAISON_QUEUE": "work"}).relay_queue == "work.relay"
+    assert Settings.from_env({"LIAISON_RELAY_QUEUE": "callbacks"}).relay_queue == "callbacks"
+    assert settings.relay_client_concurrency == 2
+    # A crashed worker's slot frees itself, but never while a relay may still be running.
+    assert settings.relay_slot_ttl_s > settings.task_time_limit_s
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"LIAISON_TASK_SOFT_TIME_LIMIT_S": "150"}, "LIAISON_TASK_TIME_LIMIT_S"),
+    ({"LIAISON_BEAT_SOFT_TIME_LIMIT_S": "300"}, "LIAISON_BEAT_TIME_LIMIT_S"),
+    ({"LIAISON_RECONCILE_MAX_RUN_S": "280"}, "LIAISON_BEAT_SOFT_TIME_LIMIT_S"),
+    ({"LIAISON_RELAY_QUEUE": "liaison"}, "LIAISON_RELAY_QUEUE"),
+    ({"LIAISON_RELAY_CLIENT_CONCURRENCY": "0"}, "LIAISON_RELAY_CLIENT_CONCURRENCY"),
+    ({"LIAISON_TASK_TIME_LIMIT_S": "soon"}, "LIAISON_TASK_TIME_LIMIT_S"),
+])
+def test_time_limit_and_relay_settings_are_checked(env, named):
+    assert named in config_error(env)

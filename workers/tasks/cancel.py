@@ -4,15 +4,16 @@ confirms (its webhook, or reconciliation), not when we ask."""
 from __future__ import annotations
 
 from celery import Task, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import liaison
+from app.extensions import Liaison, liaison
 from models import service
 from models.base import utcnow
 from models.failures import Fault
 from workers.errors import PermanentError, TransientError
 from workers.limiter import RateLimited
 from workers.retry_policy import RetryPolicy, provider_policy
-from workers.tasks.outcomes import retry_or_dead_letter, start_delivery, wait_for_slot
+from workers.tasks.outcomes import provider_of, retry_or_dead_letter, start_delivery, time_limit_reached, wait_for_slot
 
 CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive
 
@@ -20,6 +21,14 @@ CONFLICT = 409  # the job finished before our cancel reached it; its completion 
 @shared_task(bind=True, name="liaison.cancel", max_retries=None)
 def cancel(self: Task, outbox_id: int) -> str:
     ctx = liaison()
+    try:
+        return _cancel(self, ctx, outbox_id)
+    except SoftTimeLimitExceeded:
+        ps = ctx.settings.providers.get(provider_of(ctx, outbox_id)[0] or "")
+        return time_limit_reached(self, ctx, outbox_id, provider_policy(ps) if ps else RetryPolicy())
+
+
+def _cancel(self: Task, ctx: Liaison, outbox_id: int) -> str:
     if not start_delivery(ctx, outbox_id):
         return "skipped"
     with ctx.db.transaction() as session:

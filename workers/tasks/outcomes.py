@@ -19,7 +19,10 @@ from app.observability import metrics
 from models import service
 from models.base import utcnow
 from models.failures import begin_delivery, dead_letter
-from workers.errors import CallError, PermanentError
+from models.messages import OutboxMessage
+from models.task import ExternalTask
+from workers.classify import Failure
+from workers.errors import CallError, PermanentError, TransientError
 from workers.limiter import RateLimited
 from workers.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
 
@@ -35,6 +38,33 @@ def start_delivery(ctx: Liaison, outbox_id: int) -> bool:
     if not run and rows:
         log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
     return run
+
+
+def time_limit_error(soft_limit_s: float | None) -> TransientError:
+    """What a ``SoftTimeLimitExceeded`` means for the outbox row: a failed attempt, retried per policy
+    like a timeout after sending (the other side may have acted on it; the next attempt carries the
+    same Idempotency-Key / webhook-id, so it is safe to repeat)."""
+    limit = f" ({soft_limit_s:g}s)" if soft_limit_s else ""
+    return TransientError(f"the attempt ran past its soft time limit{limit}", failure=Failure.READ_TIMEOUT)
+
+
+def provider_of(ctx: Liaison, outbox_id: int) -> tuple[str | None, datetime | None]:
+    """(provider, execution deadline) of an outbox row's task: what a time-limited attempt's retry
+    policy needs when the task body was cut off before it read them."""
+    with ctx.db.transaction() as session:
+        row = session.get(OutboxMessage, outbox_id)
+        task = session.get(ExternalTask, row.task_id) if row is not None and row.task_id is not None else None
+        return (task.provider, task.execution_deadline) if task is not None else (None, None)
+
+
+def time_limit_reached(task: Task, ctx: Liaison, outbox_id: int, policy: RetryPolicy, *, callers_endpoint: bool = False,
+                       deadline: datetime | None = None, provider: str | None = None) -> str:
+    """The task caught ``SoftTimeLimitExceeded``: record the failed attempt before the hard limit kills
+    the process, so the work is retried per policy rather than left for the sweep's lease."""
+    exc = time_limit_error(task.soft_time_limit)
+    log.warning("outbox %s: %s", outbox_id, exc)
+    return retry_or_dead_letter(task, ctx, outbox_id, exc, policy, fault=exc.fault(callers_endpoint=callers_endpoint),
+                                deadline=deadline, provider=provider)
 
 
 def retry_or_dead_letter(

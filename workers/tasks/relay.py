@@ -2,29 +2,75 @@
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 
 from celery import Task, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import liaison
+from app.extensions import Liaison, liaison
 from app.observability import metrics
 from models import service
 from models.base import utcnow
 from models.client import Client
 from models.failures import disable_endpoint, endpoint_disabled, park
+from models.leases import acquire_slot, release
+from models.messages import OutboxMessage
 from models.task import ExternalTask
 from webhooks.delivery import deliver
 from webhooks.urls import strip_url
 from workers.errors import CallError, OutboundRefused
 from workers.retry_policy import relay_policy
-from workers.tasks.outcomes import retry_or_dead_letter, start_delivery
+from workers.tasks.outcomes import retry_or_dead_letter, start_delivery, time_limit_reached
 
 GONE = 410
+log = logging.getLogger(__name__)
+
+
+def slot_group(client_id: int) -> str:
+    """The relay slots of one client: a semaphore of LIAISON_RELAY_CLIENT_CONCURRENCY leases."""
+    return f"relay:client:{client_id}"
+
+
+def _client_of(ctx: Liaison, outbox_id: int) -> int | None:
+    """The client a relay is for (None: nothing to deliver, the delivery itself says why)."""
+    with ctx.db.transaction() as session:
+        row = session.get(OutboxMessage, outbox_id)
+        if row is None or row.done_at is not None or row.task_id is None:
+            return None
+        task = session.get(ExternalTask, row.task_id)
+        return task.client_id if task is not None else None
 
 
 @shared_task(bind=True, name="liaison.relay", max_retries=None)
 def relay(self: Task, outbox_id: int) -> str:
+    """Deliver one callback within the client's share of relay slots.
+
+    The slot is taken before the delivery is counted (poison guard) or attempted: a relay that finds
+    every slot of its client taken waits a short countdown and tries again, which costs it nothing,
+    so one tenant's slow endpoint holds at most its own slots and never the other tenants'.
+    """
     ctx = liaison()
+    client_id = _client_of(ctx, outbox_id)
+    slot, holder = None, uuid.uuid4().hex
+    if client_id is not None:
+        settings = ctx.settings
+        slot = acquire_slot(ctx.db, slot_group(client_id), settings.relay_client_concurrency, holder, utcnow(),
+                            settings.relay_slot_ttl_s)
+        if slot is None:
+            metrics.relay_delivery("slot_wait")
+            raise self.retry(countdown=settings.relay_slot_wait_s)
+    try:
+        return _relay(self, ctx, outbox_id)
+    except SoftTimeLimitExceeded:
+        return time_limit_reached(self, ctx, outbox_id, relay_policy(ctx.settings), callers_endpoint=True)
+    finally:
+        if slot is not None:
+            release(ctx.db, slot, holder)
+
+
+def _relay(self: Task, ctx: Liaison, outbox_id: int) -> str:
     if not start_delivery(ctx, outbox_id):
         return "skipped"
     with ctx.db.transaction() as session:

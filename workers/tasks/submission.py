@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from celery import Task, shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import liaison
+from app.extensions import Liaison, liaison
 from app.observability import metrics
 from models import service
 from models.base import utcnow
@@ -16,12 +17,22 @@ from workers.errors import PermanentError, TransientError, UncertainError
 from workers.limiter import RateLimited
 from workers.providers import SubmitJob
 from workers.retry_policy import RetryPolicy, provider_policy
-from workers.tasks.outcomes import retry_or_dead_letter, start_delivery, wait_for_slot
+from workers.tasks.outcomes import provider_of, retry_or_dead_letter, start_delivery, time_limit_reached, wait_for_slot
 
 
 @shared_task(bind=True, name="liaison.submit", max_retries=None)
 def submit(self: Task, outbox_id: int) -> str:
     ctx = liaison()
+    try:
+        return _submit(self, ctx, outbox_id)
+    except SoftTimeLimitExceeded:
+        provider_name, deadline = provider_of(ctx, outbox_id)
+        ps = ctx.settings.providers.get(provider_name or "")
+        policy = provider_policy(ps) if ps else RetryPolicy()
+        return time_limit_reached(self, ctx, outbox_id, policy, deadline=deadline, provider=provider_name)
+
+
+def _submit(self: Task, ctx: Liaison, outbox_id: int) -> str:
     if not start_delivery(ctx, outbox_id):
         return "skipped"
     with ctx.db.transaction() as session:
