@@ -46,11 +46,15 @@ ENV_FILE_MODE = 0o600
 def write_env_file(path: Path | str) -> Path:
     """Write fresh secrets for this checkout's demo to ``path`` (bin/demo runs it once), readable by
     its owner only: created 0600, never world-readable for a moment. An existing file is kept and
-    tightened to 0600. Nothing secret lives in the repository."""
+    tightened to 0600 (and given a metrics token if it has none). Nothing secret lives in the
+    repository."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         path.chmod(ENV_FILE_MODE)
+        if "LIAISON_METRICS_TOKEN=" not in path.read_text():  # written before /metrics needed a token
+            with path.open("a") as out:
+                out.write(f"LIAISON_METRICS_TOKEN={secrets.token_urlsafe(32)}\n")
         return path
     vendor_secret = generate_secret()
     text = "\n".join([

@@ -41,7 +41,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
 def capped_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
-    extra = {"LIAISON_RELAY_CLIENT_CONCURRENCY": str(CAP), "LIAISON_RELAY_SLOT_WAIT_S": "0.5"}
+    # The tarpit listens on a loopback port of its own: the outbound guard must let it through here
+    # (tests/integration/test_attacks_ssrf.py shows what it refuses).
+    # The relay's own call deadline is what cuts a tarpit off (test_attacks_ssrf.py); it is long here
+    # so that A's relays hold their slot and the cap is what keeps B's callback moving.
+    extra = {"LIAISON_RELAY_CLIENT_CONCURRENCY": str(CAP), "LIAISON_RELAY_SLOT_WAIT_S": "0.5",
+             "LIAISON_OUTBOUND_ALLOW": "127.0.0.1", "LIAISON_RELAY_TIMEOUT_S": "120"}
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
 
 
@@ -131,7 +136,9 @@ def _side_app(stack: Stack, vendor_secret: str, tmp_path: Path, **extra: str) ->
     """A Liaison on the stack's database and broker but its own queues, with no worker of its own."""
     env = liaison_env(database_url=stack.settings.database_url, broker_url=stack.settings.broker_url,
                       vendor_url=stack.vendor_url, vendor_secret=vendor_secret, public_url=stack.settings.public_url)
-    env.update(LIAISON_VAR_DIR=str(tmp_path), LIAISON_QUEUE=f"{stack.queue}-{uuid.uuid4().hex[:6]}", **extra)
+    env.update(LIAISON_VAR_DIR=str(tmp_path), LIAISON_QUEUE=f"{stack.queue}-{uuid.uuid4().hex[:6]}",
+               LIAISON_OUTBOUND_ALLOW="127.0.0.1")
+    env.update(extra)
     app = create_app(Settings.from_env(env))
     try:
         yield app, env
@@ -193,8 +200,11 @@ def test_a_relay_past_its_soft_time_limit_is_a_failed_attempt(
     """In the prefork pool Celery's soft limit fires inside the call to the tarpit: the attempt is
     recorded as failed and retried per policy (not lost until the sweep's lease runs out)."""
     stack = capped_stack
+    # The call's own deadline (LIAISON_RELAY_TIMEOUT_S) is set past the soft limit, so the soft
+    # limit is what ends this attempt.
     limits = {"LIAISON_TASK_SOFT_TIME_LIMIT_S": "3", "LIAISON_TASK_TIME_LIMIT_S": "20",
-              "LIAISON_RELAY_SCHEDULE_S": "30", "LIAISON_RELAY_MAX_ATTEMPTS": "3"}
+              "LIAISON_RELAY_SCHEDULE_S": "30", "LIAISON_RELAY_MAX_ATTEMPTS": "3",
+              "LIAISON_RELAY_TIMEOUT_S": "15", "LIAISON_OUTBOUND_ALLOW": "127.0.0.1"}
     with _side_app(stack, vendor_secret, tmp_path, **limits) as (app, env):
         api_key, _, _ = stack.new_client()
         cid, _ = stack.unpublished_task(api_key, {"input": "slow endpoint", "callback_url": f"{tarpit.url}/a"})

@@ -30,6 +30,7 @@ def _web_behind_a_proxy(stack: Stack, vendor_secret: str) -> tuple[Flask, TcpPro
                       vendor_secret=vendor_secret, public_url=stack.settings.public_url)
     env["LIAISON_VAR_DIR"] = str(stack.settings.broker_folder.parent)
     env["LIAISON_QUEUE"] = stack.queue
+    env["LIAISON_OUTBOUND_ALLOW"] = stack.callback_server.url.removeprefix("http://")
     return create_app(Settings.from_env(env)), proxy
 
 
