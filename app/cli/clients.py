@@ -20,6 +20,7 @@ from models import credentials
 from models.base import utcnow
 from models.client import ApiKey, Client
 from webhooks.urls import strip_url
+from workers.outbound_guard import Refused, check_offline
 
 T = TypeVar("T")
 
@@ -63,6 +64,12 @@ def _echo_json(value: Any) -> None:
 @json_option
 def clients_create(name: str, callback_url: str | None, origins: tuple[str, ...], as_json: bool) -> None:
     """Create a client and print its API key and callback signing secret (shown only this once)."""
+    if callback_url is not None:
+        try:  # what the outbound guard would refuse at every delivery is refused now
+            check_offline(callback_url, liaison().settings.outbound_allow)
+        except Refused as exc:
+            raise click.ClickException(f"--callback-url refused by the outbound guard: {exc}") from None
+
     def create(session: Session) -> tuple[str, str]:
         _, key, secret = credentials.create_client(session, name, callback_url, origins, utcnow())
         return key.api_key, secret

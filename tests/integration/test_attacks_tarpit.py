@@ -32,7 +32,7 @@ from models.task import ExternalTask
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import Stack, delete_queues, liaison_env
 from tests.support.servers import ServerThread
-from tests.support.tarpit import Tarpit
+from tests.support.listeners import Tarpit
 from workers.celery_app import work_queues
 
 CAP = 1
@@ -52,9 +52,8 @@ def capped_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_se
 
 @pytest.fixture
 def tarpit() -> Iterator[Tarpit]:
-    pit = Tarpit(interval_s=2.0).start()
-    yield pit
-    pit.stop()  # ends the held connections, so the worker can shut down
+    with Tarpit(interval_s=2.0) as pit:
+        yield pit  # closing it lets the held connections go, so the worker can shut down
 
 
 def _wait(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
@@ -86,7 +85,7 @@ def test_a_tarpit_endpoint_does_not_delay_another_tenants_callback(capped_stack:
         body = {"correlation_id": cid, "input": "slow endpoint", "callback_url": f"{tarpit.url}/a"}
         assert stack.submit(key_a, body).status_code == 202
     # A's relays pile up: one is in the tarpit, the others are waiting (accepted and completed each).
-    _wait(lambda: tarpit.accepted >= 1, "a relay reached the tarpit")
+    _wait(lambda: tarpit.count >= 1, "a relay reached the tarpit")
     _wait(lambda: sum(r.done_at is None for r in _relays(stack, a_ids)) >= 2 * len(a_ids), "A's relays piled up")
     waits_before = _slot_waits()
 
@@ -219,7 +218,7 @@ def test_a_relay_past_its_soft_time_limit_is_a_failed_attempt(
         row = _row(stack, relay.id)
         assert row.done_at is None and row.next_attempt_at is not None  # a retry is scheduled
         assert (row.attempts, row.deliveries) == (1, 0)  # a failed attempt, not a poison delivery
-        assert tarpit.accepted == 1
+        assert tarpit.count == 1
         with stack.db.transaction() as session:
             task = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == cid)).one()
             assert "soft time limit (3s)" in (task.last_error or "")

@@ -30,10 +30,12 @@ def fails(stack: Stack, *args: str) -> str:
 
 def test_clients_commands(pair_stack: Stack) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
-    created = json.loads(run(pair_stack, "clients", "create", name, "--callback-url", "http://127.0.0.1:9/cb", "--json").output)
+    created = json.loads(run(pair_stack, "clients", "create", name, "--callback-url", "https://shop.example/cb", "--json").output)
     listed = run(pair_stack, "clients", "list").output
     assert name in listed and "CALLBACK_URL" in listed and created["callback_secret"] not in listed
     assert "exists already" in fails(pair_stack, "clients", "create", name)
+    for internal in ("http://127.0.0.1:9/cb", "http://0x7f.1:9/cb", "http://localhost:9/cb", "http://u:p@shop.example/cb"):
+        assert "refused by the outbound guard" in fails(pair_stack, "clients", "create", name + "-x", "--callback-url", internal)
     assert "no client named" in fails(pair_stack, "clients", "add-secret", "nobody-" + name)
     assert "no such command" in fails(pair_stack, "clients", "rotate-secret", name).lower()
 
@@ -103,9 +105,9 @@ def test_clients_disable_enable_and_origins(pair_stack: Stack) -> None:
     assert "http(s)://host" in fails(pair_stack, "clients", "origins", name, "--add", "https://x.example/path")
     created = f"cli-origins-{uuid.uuid4().hex[:8]}"
     assert "default callback_url" in fails(pair_stack, "clients", "create", created, "--callback-url",
-                                           "http://127.0.0.1:9/cb", "--origin", "http://127.0.0.1:10")
-    run(pair_stack, "clients", "create", created, "--callback-url", "http://127.0.0.1:9/cb", "--origin", "http://127.0.0.1:9")
-    assert "http://127.0.0.1:9" in run(pair_stack, "clients", "origins", created).output
+                                           "https://shop.example/cb", "--origin", "https://other.example")
+    run(pair_stack, "clients", "create", created, "--callback-url", "https://shop.example/cb", "--origin", "https://shop.example")
+    assert "https://shop.example" in run(pair_stack, "clients", "origins", created).output
 
 
 def _status(stack: Stack, api_key: str) -> int:

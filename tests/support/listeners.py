@@ -2,7 +2,8 @@
 
 ``CountingListener`` proves that nothing reached a port (its ``count`` stays 0). ``Tarpit`` plays
 a slow endpoint: it reads the request head, answers a status line, then one header every
-``interval_s``; it records each connection and whether the other side closed it.
+``interval_s``; it records each connection, how many it holds at once, and whether the other side
+closed it.
 """
 
 from __future__ import annotations
@@ -20,14 +21,32 @@ class _Listener:
         self.port: int = self._sock.getsockname()[1]
         self._lock = threading.Lock()
         self._count = 0
+        self._open = 0
+        self._max_open = 0
         self._running = True
         threading.Thread(target=self._accept, daemon=True, name=f"listener-{self.port}").start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def count(self) -> int:
         """Connections accepted so far."""
         with self._lock:
             return self._count
+
+    @property
+    def open(self) -> int:
+        """Connections held right now."""
+        with self._lock:
+            return self._open
+
+    @property
+    def max_open(self) -> int:
+        """The most connections held at once."""
+        with self._lock:
+            return self._max_open
 
     def _accept(self) -> None:
         while self._running:
@@ -37,7 +56,16 @@ class _Listener:
                 return
             with self._lock:
                 self._count += 1
-            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+                self._open += 1
+                self._max_open = max(self._max_open, self._open)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            self.handle(conn)
+        finally:
+            with self._lock:
+                self._open -= 1
 
     def handle(self, conn: socket.socket) -> None:
         conn.close()
@@ -94,6 +122,8 @@ class Tarpit(_Listener):
             try:
                 conn.sendall(b"HTTP/1.1 200 OK\r\n")
                 for i in range(self.headers):
+                    if not self._running:
+                        return  # the listener was closed: let the client go
                     readable, _, _ = select.select([conn], [], [], self.interval_s)
                     if readable and not conn.recv(65536):
                         break  # EOF: the client closed the connection
