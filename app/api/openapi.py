@@ -91,9 +91,13 @@ def _operations() -> dict[str, Schema]:
     seconds = {"type": "integer", "minimum": 0, "maximum": 10**9}
     filters = (query("provider", TEXT_FILTER), query("older_than_s", seconds), query("newer_than_s", seconds))
     row = {name: path(name, ROW_ID) for name in ("letter_id", "incident_id", "orphan_id")}
-    filter_body = obj({"kind": {"enum": list(DEAD_LETTER_KINDS)}, "fault": {"enum": ["caller", "system"]},
-                       "provider": TEXT_FILTER, "older_than_s": seconds, "newer_than_s": seconds,
-                       "limit": {"type": "integer", "minimum": 1, "maximum": 100_000, "default": 1000}})
+    # In the body, null is the same as leaving a filter out.
+    filter_body = obj({"kind": {"enum": [*DEAD_LETTER_KINDS, None]}, "fault": {"enum": ["caller", "system", None]},
+                       "provider": {**TEXT_FILTER, "type": ["string", "null"]},
+                       "older_than_s": {**seconds, "type": ["integer", "null"]},
+                       "newer_than_s": {**seconds, "type": ["integer", "null"]},
+                       "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 100_000, "default": 1000,
+                                 "description": "null: every match"}})
     return {
         "/admin/v1/dead-letters": {"get": op("listDeadLetters", "Dead letters, oldest first", {
             200: ok("One page.", _page(letter)), 422: None}, tag="dead letters", params=(
@@ -117,7 +121,7 @@ def _operations() -> dict[str, Schema]:
             body=obj({"owner": {"type": "string", "minLength": 1, "maxLength": 100}}, ("owner",)))},
         "/admin/v1/incidents/{incident_id}/resolve": {"post": op("resolveIncident", "Resolve an incident", {
             200: ok("The incident.", incident)}, tag="incidents", params=(row["incident_id"],),
-            body=obj({"note": STRING}))},
+            body=obj({"note": nullable("string")}))},
         "/admin/v1/callback-endpoints": {"get": op("listCallbackEndpoints", "Disabled callback endpoints", {
             200: ok("Every disabled endpoint.", obj({"items": {"type": "array", "items": ref("CallbackEndpoint")}},
                                                     ("items",)))}, tag="callback endpoints")},
