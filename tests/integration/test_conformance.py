@@ -119,7 +119,9 @@ def _run(stack: Stack, config: Path, env: dict[str, str], reports: Path, api: st
         "--request-timeout", "20", "--suppress-health-check", "all",
         "--report", "junit", "--report-dir", str(reports),
     ]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    # cwd: schemathesis keeps a cache folder in its working directory; not in the repository.
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False,
+                            cwd=reports.parent)
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "output.txt").write_text(result.stdout + result.stderr)
     return result
