@@ -9,7 +9,7 @@ from app.settings import Settings
 
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
     from app import cli, errors, observability, session
-    from app.api import admin, admin_clients, health, tasks
+    from app.api import admin, admin_clients, health, reference, tasks
     from app.extensions import Liaison
     from models.db import Database
     from webhooks import inbound
@@ -36,6 +36,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     session.init_app(app)
     app.register_blueprint(tasks.bp)
     app.register_blueprint(health.bp)
+    app.register_blueprint(reference.bp)
     app.register_blueprint(inbound.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_clients.bp)

@@ -96,7 +96,10 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
-        return problem(exc.code or 500, exc.name, exc.description)
+        response = problem(exc.code or 500, exc.name, exc.description)
+        # Werkzeug's own headers (a 405's Allow, which RFC 9110 requires), not its Content-Type.
+        response.headers.update({k: v for k, v in exc.get_headers() if k.lower() != "content-type"})
+        return response
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:

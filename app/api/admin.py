@@ -52,11 +52,16 @@ CHOICES = {
 ID = f"int(max={MAX_ID})"
 
 
-def _int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
+def _int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi: int, *,
+             json: bool = False) -> int | None:
+    """A whole number from the query string (text) or, with ``json``, a JSON body (a JSON integer
+    only: not "5", 5.5 or true)."""
     value = source.get(name, default)
     if value is None:
         return None
     try:
+        if json and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(name)
         number = int(value)
     except (TypeError, ValueError, OverflowError):
         number = lo - 1
@@ -89,13 +94,13 @@ def _json_object() -> dict[str, Any]:
     return body
 
 
-def dead_letter_filter(source: dict[str, Any]) -> DeadLetterFilter:
+def dead_letter_filter(source: dict[str, Any], *, json: bool = False) -> DeadLetterFilter:
     state = _choice(source, "state", "open")
     return DeadLetterFilter(
         state=None if state == "all" else state, kind=_choice(source, "kind"), fault=_choice(source, "fault"),
         provider=_text(source, "provider"),
-        older_than_s=_int_arg(source, "older_than_s", None, 0, 10**9),
-        newer_than_s=_int_arg(source, "newer_than_s", None, 0, 10**9),
+        older_than_s=_int_arg(source, "older_than_s", None, 0, 10**9, json=json),
+        newer_than_s=_int_arg(source, "newer_than_s", None, 0, 10**9, json=json),
     )
 
 
@@ -145,8 +150,9 @@ def replay_dead_letters() -> tuple[Response, int]:
     """Replay every open dead letter matching the body's filter (kind, fault, provider, older_than_s,
     newer_than_s), at most ``limit`` (default 1000)."""
     body = _json_object()
-    limit = _int_arg(body, "limit", 1000, 1, 100_000)
-    replayed, skipped = replay_matching(liaison(), dead_letter_filter({**body, "state": "open"}), utcnow(), limit)
+    limit = _int_arg(body, "limit", 1000, 1, 100_000, json=True)
+    flt = dead_letter_filter({**body, "state": "open"}, json=True)
+    replayed, skipped = replay_matching(liaison(), flt, utcnow(), limit)
     return jsonify({"replayed": replayed, "skipped": skipped}), 202
 
 
@@ -172,7 +178,8 @@ def assign_incident(incident_id: int) -> Response:
 @bp.post(f"/incidents/<{ID}:incident_id>/resolve")
 def resolve(incident_id: int) -> Response:
     note = _json_object().get("note")
-    note = note if isinstance(note, str) else None
+    if note is not None and not isinstance(note, str):
+        raise ValidationFailed("bad note", errors=[{"field": "note", "message": "a string"}])
     return jsonify(incident_body(_act(partial(update_incident, resolve=True, note=note), incident_id)))
 
 

@@ -1,0 +1,40 @@
+"""What schemathesis found at the API's edge, pinned in fast tests (no database is reached: each is
+refused before)."""
+
+from __future__ import annotations
+
+import pytest
+from flask import Flask
+
+from app import create_app
+from app.errors import PROBLEM
+from app.settings import Settings
+
+TOKEN = "edge-admin-token-" + "x" * 32
+ENV = {"DATABASE_URL": "sqlite:///:memory:", "CELERY_BROKER_URL": "redis://127.0.0.1:1/0", "LIAISON_ADMIN_TOKEN": TOKEN}
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def app() -> Flask:
+    return create_app(Settings.from_env(ENV))
+
+
+def test_a_405_names_the_allowed_methods(app: Flask) -> None:
+    response = app.test_client().delete("/api/v1/tasks")
+    assert response.status_code == 405 and response.mimetype == PROBLEM
+    assert set(response.headers["Allow"].split(", ")) >= {"GET", "POST"}
+
+
+def test_an_incident_note_must_be_a_string(app: Flask) -> None:
+    response = app.test_client().post("/admin/v1/incidents/1/resolve", json={"note": {}}, headers=ADMIN)
+    assert response.status_code == 422
+    assert response.get_json()["errors"] == [{"field": "note", "message": "a string"}]
+
+
+@pytest.mark.parametrize("value", ["5", 5.5, True])
+def test_replay_filters_in_a_body_are_json_integers(app: Flask, value: object) -> None:
+    for field in ("older_than_s", "newer_than_s", "limit"):
+        response = app.test_client().post("/admin/v1/dead-letters/replay", json={field: value}, headers=ADMIN)
+        assert response.status_code == 422, (field, value)
+        assert response.get_json()["errors"][0]["field"] == field

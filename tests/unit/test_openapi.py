@@ -1,0 +1,109 @@
+"""The OpenAPI document against the code: every route under /api/v1 and /admin/v1 is documented and
+every documented operation is a route; the document is valid OpenAPI 3.1; its page works offline.
+
+Whether the server answers as documented is tests/integration/test_conformance.py (schemathesis)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+import schemathesis
+from flask import Flask
+
+from app import create_app
+from app.api.openapi import document
+from app.api.reference import render
+from app.errors import PROBLEM
+from app.settings import Settings
+
+PREFIXES = ("/api/v1/", "/admin/v1/")
+ENV = {"DATABASE_URL": "sqlite:///:memory:", "CELERY_BROKER_URL": "redis://127.0.0.1:1/0"}
+
+
+@pytest.fixture(scope="module")
+def app() -> Flask:
+    return create_app(Settings.from_env(ENV))
+
+
+def routes(app: Flask) -> set[tuple[str, str]]:
+    """(method, OpenAPI path) of every route the API serves, converters dropped: ``<int:x>`` → ``{x}``."""
+    found = set()
+    for rule in app.url_map.iter_rules():
+        path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
+        if path.startswith(PREFIXES) or path.rstrip("/") in ("/api/v1", "/admin/v1"):
+            found |= {(m.lower(), path) for m in rule.methods - {"HEAD", "OPTIONS"}}
+    return found
+
+
+def documented(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(method, path) for path, item in doc["paths"].items() for method in item}
+
+
+def test_every_route_is_documented_and_every_documented_operation_is_a_route(app: Flask) -> None:
+    served, doc = routes(app), documented(document())
+    assert served - doc == set(), "routes missing from the document"
+    assert doc - served == set(), "documented operations no route serves"
+    assert len(served) > 30
+
+
+def test_the_document_is_valid_openapi_3_1_and_every_reference_resolves() -> None:
+    doc = document()
+    assert doc["openapi"].startswith("3.1")
+    schema = schemathesis.openapi.from_dict(doc)
+    schema.validate()  # the OpenAPI 3.1 meta-schema
+    text = json.dumps(doc)
+    for kind, name in re.findall(r'"#/components/(\w+)/([^"]+)"', text):
+        assert name in doc["components"][kind], f"dangling $ref {kind}/{name}"
+    operations = list(schema.get_all_operations())
+    assert all(result.ok() for result in operations)
+    ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_operation_declares_its_security_and_its_problem_responses() -> None:
+    for path, item in document()["paths"].items():
+        for method, op in item.items():
+            statuses = set(op["responses"])
+            if path.startswith("/admin/v1/"):
+                assert op["security"] == [{"AdminToken": []}] and {"401", "404"} <= statuses, (method, path)
+            elif path.startswith("/api/v1/tasks"):
+                assert op["security"] == [{"ApiKey": []}] and {"401", "403"} <= statuses, (method, path)
+            else:
+                assert op["security"] == [], (method, path)  # the document itself is public
+            if "requestBody" in op:
+                assert {"400", "413", "415", "422"} <= statuses, (method, path)
+            errors = [s for s in statuses if s >= "400"]
+            for status in errors:
+                assert op["responses"][status]["$ref"].startswith("#/components/responses/"), (method, path, status)
+
+
+def test_problem_responses_are_problem_json() -> None:
+    for name, response in document()["components"]["responses"].items():
+        assert list(response["content"]) == [PROBLEM], name
+
+
+def test_the_document_and_its_page_are_served_without_authentication(app: Flask) -> None:
+    client = app.test_client()
+    response = client.get("/api/v1/openapi.json")
+    assert response.status_code == 200 and response.is_json
+    assert response.get_json() == json.loads(json.dumps(document()))
+    page = client.get("/api/v1/docs")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert page.get_data(as_text=True) == render(document())
+
+
+def test_the_page_lists_every_operation_and_fetches_nothing_from_elsewhere() -> None:
+    page = render(document())
+    for method, path in documented(document()):
+        assert f"<code>{path}</code>" in page and f'<span class="m">{method}</span>' in page
+    assert not re.search(r"<(script|link|img|iframe)\b", page), "the page must need no other asset"
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "nothing may be fetched from another host"
+    assert "@import" not in page and "url(" not in page
+    for target in re.findall(r'href="([^"]+)"', page):
+        assert target == "openapi.json" or target.startswith("#"), target
+    anchors = set(re.findall(r'id="([^"]+)"', page))
+    for target in re.findall(r'href="#([^"]+)"', page):
+        assert target in anchors, f"broken link #{target}"
