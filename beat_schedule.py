@@ -1,5 +1,5 @@
 """The beat schedule as data: stable keys, stable task names (checked against the registered tasks
-by a test). Every job is safe to run twice or overlapping (DESIGN §7): each claims its rows."""
+by a test). Every job is safe to run twice or overlapping (docs/design.md §7): each claims its rows."""
 
 from datetime import timedelta
 

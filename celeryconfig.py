@@ -4,7 +4,7 @@ per-transport options come from ``app.settings`` (see ``workers.celery_app``).""
 from app.settings import VISIBILITY_TIMEOUT_S
 from beat_schedule import BEAT_SCHEDULE
 
-# --- Reliability (DESIGN §1) ---
+# --- Reliability (docs/design.md §1) ---
 # Ack only after the task body ran: a worker that dies mid-task leaves the message to be redelivered.
 task_acks_late = True
 # With acks_late alone a killed child is still acked (lost); this puts the message back instead.

@@ -1,6 +1,6 @@
 """The vendor simulator: a small Flask app playing the external system for the demo and tests.
 
-It implements the provider contract of DESIGN §5 (jobs, cancel, lookup by reference, signed
+It implements the provider contract of docs/design.md §5 (jobs, cancel, lookup by reference, signed
 webhooks) and can be told, per job or globally, to fail, flap, answer slowly, drop, duplicate or
 reorder webhooks. All state is in memory, so run it as ONE process (threads are fine)::
 

@@ -1,4 +1,4 @@
-"""The provider contract (DESIGN §5) that Liaison's generic REST provider speaks."""
+"""The provider contract (docs/design.md §5) that Liaison's generic REST provider speaks."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def next_delay(
 ) -> float | None:
     """Seconds to wait before the next attempt, or None to give up.
 
-    ``Retry-After`` is honoured within the cap (DESIGN §6): never undercut, and a server asking for
+    ``Retry-After`` is honoured within the cap (docs/design.md §6): never undercut, and a server asking for
     a longer wait than ``cap_s`` allows is not retried at all (waiting less would ignore it, waiting
     longer would break the cap), so the work is dead-lettered for a person to replay. It counts
     against ``max_total_s`` and the deadline like any other wait. A retry that would start after

@@ -109,7 +109,7 @@ def _relay(self: Task, ctx: Liaison, outbox_id: int) -> str:
                     park(session, row, url, utcnow())
             metrics.relay_delivery("parked")
             return "parked"
-        # Anything else but 2xx is retried (DESIGN §4); a 4xx that outlives the schedule is the caller's.
+        # Anything else but 2xx is retried (docs/design.md §4); a 4xx that outlives the schedule is the caller's.
         # A URL the outbound guard refuses is not: nothing was sent, and asking again sends nothing.
         fault = exc.fault(callers_endpoint=True)
         return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=fault,
