@@ -22,6 +22,7 @@ from models.failures import (
     replay,
 )
 from models.incidents import IncidentKind
+from models.lifecycle import request_cancel
 from models.messages import POISON, DeadLetter, OutboxKind
 from models.operations import Incident
 from models.service import receive_event
@@ -161,8 +162,6 @@ def test_enabling_one_clients_endpoint_releases_none_of_anothers(db: Database) -
 def test_a_dead_letter_of_a_relay_kind_names_the_right_incident(db: Database) -> None:
     with db.transaction() as session:
         task = at_vendor(session, new_client(session), "order-1", "job-1")
-        from models.lifecycle import request_cancel
-
         cancel_row = next(r for r in request_cancel(session, task, "asked", NOW) if r.kind == OutboxKind.CANCEL)
         dead_letter(session, cancel_row, "vendor refused", Fault.SYSTEM, later(1))
         assert len(_incidents(session, IncidentKind.CANCEL_FAILED)) == 1
