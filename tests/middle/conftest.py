@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from kombu.exceptions import OperationalError
@@ -22,6 +22,11 @@ from sqlalchemy import event
 
 from models.db import Database
 from workers.outbox import Publisher
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from app.extensions import Liaison
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +48,7 @@ def db(migrated_template: Path, tmp_path: Path) -> Iterator[Database]:
     database = Database(f"sqlite:///{path}")
 
     @event.listens_for(database.engine, "connect")
-    def _no_fsync(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    def _no_fsync(dbapi_conn: Any, _record: Any) -> None:
         # A throwaway file: durability buys nothing here, and an fsync per commit is most of a test's time.
         dbapi_conn.execute("PRAGMA synchronous=OFF")
 
@@ -87,17 +92,18 @@ class Published:
 @pytest.fixture
 def published(db: Database) -> Published:
     broker = RecordingCelery()
-    return Published(Publisher(broker, db), broker)  # type: ignore[arg-type]
+    return Published(Publisher(cast("Celery", broker), db), broker)
 
 
 @dataclass
 class Ctx:
-    """What ``app.operations`` reads of the app's shared objects (``app.extensions.Liaison``)."""
+    """What ``app.operations`` reads of the app's shared objects: the database and the publisher."""
 
     db: Database
     publisher: Publisher
 
 
 @pytest.fixture
-def ctx(db: Database, published: Published) -> Ctx:
-    return Ctx(db, published.publisher)
+def ctx(db: Database, published: Published) -> Liaison:
+    """Stands in for ``app.extensions.Liaison`` (settings, providers and limiter are not read here)."""
+    return cast("Liaison", Ctx(db, published.publisher))

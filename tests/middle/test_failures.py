@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from models.db import Database
 from models.failures import (
@@ -23,21 +24,22 @@ from models.failures import (
 )
 from models.incidents import IncidentKind
 from models.lifecycle import request_cancel
-from models.messages import POISON, DeadLetter, OutboxKind
+from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
 from models.operations import Incident
 from models.service import receive_event
 from models.states import EventType, State
+from models.task import ExternalTask
 from tests.middle.builders import NOW, at_vendor, later, new_client, submit, timeline
 from webhooks.events import VendorEvent
 
 CALLBACK = "https://shop.example/cb?token=secret"
 
 
-def _incidents(session, kind: str) -> list[Incident]:  # type: ignore[no-untyped-def]
+def _incidents(session: Session, kind: str) -> list[Incident]:
     return list(session.scalars(select(Incident).where(Incident.kind == kind).order_by(Incident.id)))
 
 
-def _relay(session, task_job: str = "job-1"):  # type: ignore[no-untyped-def]
+def _relay(session: Session, task_job: str = "job-1") -> tuple[ExternalTask, OutboxMessage]:
     """A task whose completion must be relayed: (task, its relay row)."""
     task = at_vendor(session, new_client(session), f"order-{task_job}", task_job)
     result = receive_event(session, "sim", f"wh-{task_job}", VendorEvent(EventType.COMPLETED, task_job, "succeeded"), NOW)

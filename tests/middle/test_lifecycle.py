@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from models.db import Database
 from models.failures import NotReplayable
@@ -29,7 +30,7 @@ from tests.middle.builders import NOW, at_vendor, later, new_client, submit, tim
 from webhooks.events import VendorEvent
 
 
-def _incidents(session, kind: str) -> list[Incident]:  # type: ignore[no-untyped-def]
+def _incidents(session: Session, kind: str) -> list[Incident]:
     return list(session.scalars(select(Incident).where(Incident.kind == kind).order_by(Incident.id)))
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
+from models.base import Base
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
 from models.service import IdempotencyConflict, OpenTasksCapReached, submit_task
@@ -13,7 +15,7 @@ from models.task import ExternalTask
 from tests.middle.builders import NOW, new_client, outbox_rows, request, submit, timeline
 
 
-def _count(session, model) -> int:  # type: ignore[no-untyped-def]
+def _count(session: Session, model: type[Base]) -> int:
     return session.scalar(select(func.count()).select_from(model))
 
 
