@@ -20,29 +20,49 @@ NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 PROVIDER = "sim"
 
 
-def new_client(session: Session, name: str | None = None, callback_url: str | None = "https://shop.example/cb") -> Client:
+def new_client(
+    session: Session, name: str | None = None, callback_url: str | None = "https://shop.example/cb"
+) -> Client:
     client, _, _ = create_client(session, name or f"client-{uuid.uuid4().hex[:8]}", callback_url, now=NOW)
     return client
 
 
 def request(
-    correlation_id: str | None = None, *, fingerprint: str = "fp-1", acceptance_deadline: datetime | None = None,
-    execution_deadline: datetime | None = None, on_deadline: str = "escalate", provider: str = PROVIDER,
+    correlation_id: str | None = None,
+    *,
+    fingerprint: str = "fp-1",
+    acceptance_deadline: datetime | None = None,
+    execution_deadline: datetime | None = None,
+    on_deadline: str = "escalate",
+    provider: str = PROVIDER,
 ) -> SubmitRequest:
     return SubmitRequest(
-        input={"sku": "A1"}, correlation_id=correlation_id, provider=provider, callback_url=None,
-        acceptance_deadline=acceptance_deadline, execution_deadline=execution_deadline,
-        on_deadline=on_deadline, fingerprint=fingerprint,
+        input={"sku": "A1"},
+        correlation_id=correlation_id,
+        provider=provider,
+        callback_url=None,
+        acceptance_deadline=acceptance_deadline,
+        execution_deadline=execution_deadline,
+        on_deadline=on_deadline,
+        fingerprint=fingerprint,
     )
 
 
-def submit(session: Session, client: Client, correlation_id: str | None = None, *, key: str | None = None,
-           now: datetime = NOW, **kwargs: Any) -> SubmitResult:
+def submit(
+    session: Session,
+    client: Client,
+    correlation_id: str | None = None,
+    *,
+    key: str | None = None,
+    now: datetime = NOW,
+    **kwargs: Any,
+) -> SubmitResult:
     return submit_task(session, client, request(correlation_id, **kwargs), key, now)
 
 
-def at_vendor(session: Session, client: Client, correlation_id: str, job_id: str | None = None,
-              now: datetime = NOW, **kwargs: Any) -> ExternalTask:
+def at_vendor(
+    session: Session, client: Client, correlation_id: str, job_id: str | None = None, now: datetime = NOW, **kwargs: Any
+) -> ExternalTask:
     """A task the vendor took (state ``submitted``, its submit row done)."""
     result = submit(session, client, correlation_id, now=now, **kwargs)
     record_submission(session, result.outbox[0], job_id or f"job-{correlation_id}", now)
@@ -54,7 +74,9 @@ def later(seconds: float) -> datetime:
 
 
 def outbox_rows(session: Session, task: ExternalTask) -> list[OutboxMessage]:
-    return list(session.scalars(select(OutboxMessage).where(OutboxMessage.task_id == task.id).order_by(OutboxMessage.id)))
+    return list(
+        session.scalars(select(OutboxMessage).where(OutboxMessage.task_id == task.id).order_by(OutboxMessage.id))
+    )
 
 
 def timeline(session: Session, task: ExternalTask) -> list[str]:

@@ -58,6 +58,7 @@ def db(migrated_template: Path, tmp_path: Path) -> Iterator[Database]:
 
 # --- The stub publisher: the one place these tests meet the broker -----------------------------
 
+
 @dataclass
 class RecordingCelery:
     """Stands in for the Celery app behind :class:`workers.outbox.Publisher`: records each message

@@ -116,7 +116,10 @@ def test_origins_are_normalized_and_must_hold_the_default_callback_url(db: Datab
             create_client(session, "shop", "https://shop.example/cb", ("https://elsewhere.example",), now=NOW)
         client, _, _ = create_client(session, "shop", "https://shop.example/cb", ("HTTPS://Shop.Example:443",), now=NOW)
         assert client.callback_origins == ["https://shop.example"]
-        assert change_origins(client, add=("https://backup.example",)) == ["https://shop.example", "https://backup.example"]
+        assert change_origins(client, add=("https://backup.example",)) == [
+            "https://shop.example",
+            "https://backup.example",
+        ]
         with pytest.raises(OriginRefused):
             change_origins(client, remove=("https://shop.example",))
         assert client.callback_origins == ["https://shop.example", "https://backup.example"]

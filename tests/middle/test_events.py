@@ -30,7 +30,9 @@ def test_an_event_that_moves_the_task_forward_is_applied_and_relayed(db: Databas
 
         done = receive_event(session, "sim", "wh-2", SUCCEEDED, later(2))
         assert done.status == "applied" and task.state == State.SUCCEEDED and task.outcome == {"result": 42}
-        assert done.outbox[0].payload["type"] == "task.completed" and done.outbox[0].payload["outcome"] == {"result": 42}
+        assert done.outbox[0].payload["type"] == "task.completed" and done.outbox[0].payload["outcome"] == {
+            "result": 42
+        }
         assert timeline(session, task)[-2:] == ["state.accepted", "state.succeeded"]
 
 

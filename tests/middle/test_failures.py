@@ -42,7 +42,9 @@ def _incidents(session: Session, kind: str) -> list[Incident]:
 def _relay(session: Session, task_job: str = "job-1") -> tuple[ExternalTask, OutboxMessage]:
     """A task whose completion must be relayed: (task, its relay row)."""
     task = at_vendor(session, new_client(session), f"order-{task_job}", task_job)
-    result = receive_event(session, "sim", f"wh-{task_job}", VendorEvent(EventType.COMPLETED, task_job, "succeeded"), NOW)
+    result = receive_event(
+        session, "sim", f"wh-{task_job}", VendorEvent(EventType.COMPLETED, task_job, "succeeded"), NOW
+    )
     return task, result.outbox[0]
 
 
@@ -52,7 +54,12 @@ def test_a_submission_that_fails_for_good_fails_the_task_and_tells_the_domain_ap
         row, task = pending.outbox[0], pending.task
         rows = dead_letter(session, row, "422 rejected", Fault.CALLER, later(1))
         letter = session.scalars(select(DeadLetter)).one()
-        assert (letter.kind, letter.message_id, letter.fault, letter.attempts) == ("submit", row.message_id, "caller", 1)
+        assert (letter.kind, letter.message_id, letter.fault, letter.attempts) == (
+            "submit",
+            row.message_id,
+            "caller",
+            1,
+        )
         assert letter.payload["outbox_kind"] == "submit" and letter.provider == "sim"
         assert row.done_at == later(1)
         assert task.state == State.FAILED and task.outcome["dead_letter_id"] == letter.id
@@ -90,7 +97,7 @@ def test_replay_reopens_the_failed_task_with_the_same_message_id(db: Database) -
 
 def test_discard_closes_the_letter_and_its_incident_without_redoing_anything(db: Database) -> None:
     with db.transaction() as session:
-        task, relay = _relay(session)
+        _, relay = _relay(session)
         dead_letter(session, relay, "gone", Fault.CALLER, later(1))
         letter = session.scalars(select(DeadLetter)).one()
         discard(session, letter, later(2))

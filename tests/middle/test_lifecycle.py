@@ -36,6 +36,7 @@ def _incidents(session: Session, kind: str) -> list[Incident]:
 
 # --- Cancellation ---
 
+
 def test_a_task_the_vendor_never_saw_is_canceled_at_once(db: Database) -> None:
     with db.transaction() as session:
         task = submit(session, new_client(session), "order-1").task
@@ -76,6 +77,7 @@ def test_a_cancel_key_is_bound_to_the_task_it_canceled(db: Database) -> None:
 
 # --- Deadlines ---
 
+
 def test_an_overdue_task_is_escalated_once_and_keeps_running(db: Database) -> None:
     with db.transaction() as session:
         task = at_vendor(session, new_client(session), "order-1", acceptance_deadline=later(60))
@@ -93,8 +95,9 @@ def test_an_overdue_task_is_escalated_once_and_keeps_running(db: Database) -> No
 
 def test_each_deadline_escalates_on_its_own(db: Database) -> None:
     with db.transaction() as session:
-        task = at_vendor(session, new_client(session), "order-1",
-                         acceptance_deadline=later(60), execution_deadline=later(120))
+        task = at_vendor(
+            session, new_client(session), "order-1", acceptance_deadline=later(60), execution_deadline=later(120)
+        )
         escalated, rows = escalate_due(session, later(200), 100)
         assert escalated == 2 and sorted(r.payload["deadline"] for r in rows) == ["acceptance", "execution"]
         assert task.acceptance_escalated_at == task.execution_escalated_at == later(200)
@@ -135,6 +138,7 @@ def test_the_deadline_batch_is_bounded(db: Database) -> None:
 
 # --- Reconciliation's claims ---
 
+
 def test_quiet_tasks_at_the_vendor_are_claimed_oldest_first_and_once(db: Database) -> None:
     with db.transaction() as session:
         client = new_client(session)
@@ -167,6 +171,7 @@ def test_a_scheduled_retry_is_not_stuck(db: Database) -> None:
 
 
 # --- Orphans ---
+
 
 def test_an_orphan_unbound_past_the_window_is_flagged_once(db: Database) -> None:
     with db.transaction() as session:

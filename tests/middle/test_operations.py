@@ -65,12 +65,15 @@ def test_replay_one_commits_then_publishes_the_row_again(db: Database, ctx: Liai
     assert len(published.sent) == 1
 
 
-def test_replay_matching_replays_in_batches_what_the_filter_matches(db: Database, ctx: Liaison, published: Published) -> None:
+def test_replay_matching_replays_in_batches_what_the_filter_matches(
+    db: Database, ctx: Liaison, published: Published
+) -> None:
     system = _dead_submits(db, 3)
     caller = _dead_submits(db, 1, Fault.CALLER)
     progress: list[tuple[int, int]] = []
-    replayed, skipped = replay_matching(ctx, DeadLetterFilter(fault=Fault.SYSTEM), later(1),
-                                        progress=lambda r, s: progress.append((r, s)), batch=2)
+    replayed, skipped = replay_matching(
+        ctx, DeadLetterFilter(fault=Fault.SYSTEM), later(1), progress=lambda r, s: progress.append((r, s)), batch=2
+    )
     assert (replayed, skipped) == (3, 0) and progress == [(2, 0), (3, 0)]
     assert published.ids == [outbox_id for _, outbox_id in system]
     assert replay_matching(ctx, DeadLetterFilter(), later(2), limit=0) == (0, 0)
@@ -135,7 +138,9 @@ def test_an_endpoint_two_clients_disabled_needs_the_client(db: Database, ctx: Li
     assert published.ids == [theirs]
 
 
-def test_an_orphan_attached_by_an_operator_publishes_its_relay(db: Database, ctx: Liaison, published: Published) -> None:
+def test_an_orphan_attached_by_an_operator_publishes_its_relay(
+    db: Database, ctx: Liaison, published: Published
+) -> None:
     with db.transaction() as session:
         receive_event(session, "sim", "wh-1", VendorEvent(EventType.COMPLETED, "job-x", "succeeded"), NOW)
         orphan_id = session.scalars(select(OrphanEvent.id)).one()

@@ -91,7 +91,9 @@ def test_a_held_retry_is_published_when_due_and_its_lease_runs_from_then(db: Dat
     assert held.dispatched_at == later(3600) and held.next_attempt_at is None
 
 
-def test_a_retry_scheduled_in_the_broker_is_not_presumed_lost_before_its_lease(db: Database, published: Published) -> None:
+def test_a_retry_scheduled_in_the_broker_is_not_presumed_lost_before_its_lease(
+    db: Database, published: Published
+) -> None:
     [outbox_id] = _unpublished(db)
     with db.transaction() as session:
         row = session.get(OutboxMessage, outbox_id)
