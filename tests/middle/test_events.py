@@ -7,6 +7,7 @@ from sqlalchemy import select
 
 from models.db import Database
 from models.lifecycle import apply_snapshot
+from models.maintenance import prune_processed_messages
 from models.messages import OutboxKind, ProcessedMessage
 from models.operations import OrphanEvent
 from models.service import mark_done, receive_event, record_attempt_failure, record_submission
@@ -150,3 +151,16 @@ def test_a_snapshot_of_a_job_nobody_knows_is_an_orphan_with_a_bounded_message_id
         assert result is not None and result.status == "orphan"
         orphan = session.scalars(select(OrphanEvent)).one()
         assert len(orphan.message_id) <= 200 and orphan.message_id.startswith("reconcile:")
+
+
+def test_the_inbox_forgets_message_ids_past_its_retention(db: Database) -> None:
+    with db.transaction() as session:
+        at_vendor(session, new_client(session), "order-1", "job-1")
+        receive_event(session, "sim", "wh-old", ACCEPTED, NOW)
+        receive_event(session, "sim", "wh-new", SUCCEEDED, later(3000))
+    assert prune_processed_messages(db, later(3601), 3600, batch=1) == 1
+    with db.transaction() as session:
+        assert set(session.scalars(select(ProcessedMessage.message_id))) == {"wh-new"}
+        # Past the retention an old id is news again; a task past that state simply ignores it.
+        assert receive_event(session, "sim", "wh-old", ACCEPTED, later(3602)).status == "ignored"
+        assert receive_event(session, "sim", "wh-new", SUCCEEDED, later(3602)).status == "duplicate"

@@ -9,10 +9,11 @@ from sqlalchemy.orm import Session
 from models.base import Base
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
-from models.service import IdempotencyConflict, OpenTasksCapReached, submit_task
+from models.service import IdempotencyConflict, OpenTasksCapReached, stored_input, submit_task
 from models.states import State
 from models.task import ExternalTask
 from tests.middle.builders import NOW, new_client, outbox_rows, request, submit, timeline
+from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge
 
 
 def _count(session: Session, model: type[Base]) -> int:
@@ -115,3 +116,16 @@ def test_final_tasks_free_their_place_under_the_cap(db: Database) -> None:
         done.state = State.SUCCEEDED.value
         session.flush()
         assert submit_task(session, client, request("b"), None, NOW, max_open_tasks=1).created
+
+
+def test_the_stored_input_is_read_back_within_the_limits(db: Database) -> None:
+    with db.transaction() as session:
+        task = submit(session, new_client(session), "order-1").task
+        assert stored_input(session, task.id, JsonLimits()) == {"sku": "A1"}
+        # A row stored before the limits existed may be deeper than any decoder can take.
+        task.input = {"a": {"b": {"c": 1}}}
+        session.flush()
+        with pytest.raises(TooDeep):
+            stored_input(session, task.id, JsonLimits(max_depth=2))
+        with pytest.raises(TooLarge):
+            stored_input(session, task.id, JsonLimits(max_bytes=5))
