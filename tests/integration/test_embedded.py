@@ -50,8 +50,10 @@ def embedded(vendor: ServerThread, vendor_secret: str, tmp_path_factory: pytest.
 def beat(embedded: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Celery beat on the stack's app, with the production schedule except a faster outbox sweep."""
     celery = embedded.celery
-    schedule = {**BEAT_SCHEDULE, "sweep-outbox": {**BEAT_SCHEDULE["sweep-outbox"],
-                                                  "schedule": timedelta(seconds=SWEEP_EVERY_S)}}
+    schedule = {
+        **BEAT_SCHEDULE,
+        "sweep-outbox": {**BEAT_SCHEDULE["sweep-outbox"], "schedule": timedelta(seconds=SWEEP_EVERY_S)},
+    }
     celery.conf.beat_schedule = schedule
     schedule_file = tmp_path_factory.mktemp("beat") / "celerybeat-schedule"
     service = EmbeddedService(celery, thread=True, schedule_filename=str(schedule_file))
@@ -80,8 +82,9 @@ def test_submit_to_completion_relays_signed_callbacks(embedded: Stack) -> None:
     kinds = [e["kind"] for e in body["timeline"]]
     assert kinds[:3] == ["requested", "state.submitted", "state.accepted"] and "state.succeeded" in kinds
 
-    hits = embedded.callbacks.wait_for(lambda reqs: sum(1 for r in reqs if r.path == path) >= 2, timeout=30,
-                                       message="two callbacks")
+    hits = embedded.callbacks.wait_for(
+        lambda reqs: sum(1 for r in reqs if r.path == path) >= 2, timeout=30, message="two callbacks"
+    )
     mine = [r for r in hits if r.path == path]
     assert [r.json()["type"] for r in mine] == ["task.accepted", "task.completed"]
     for r in mine:
@@ -102,5 +105,6 @@ def test_beat_sends_the_outbox_sweep_and_the_worker_re_drives_a_lost_submit(embe
         assert row.dispatched_at is not None and row.done_at is not None
     embedded.callbacks.wait_for(
         lambda reqs: any(r.path == path and r.json()["type"] == "task.completed" for r in reqs),
-        timeout=30, message="the completion callback",
+        timeout=30,
+        message="the completion callback",
     )
