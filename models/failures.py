@@ -128,12 +128,14 @@ def discard(session: Session, letter: DeadLetter, now: datetime) -> None:
 
 
 def dead_letter_message(session: Session, message_id: str, payload: dict[str, Any], error: str, now: datetime) -> DeadLetter:
-    """A broker message we cannot even decode or route: kept, never dropped."""
-    letter = DeadLetter(kind=POISON, message_id=message_id[:64], payload=payload, error=error, fault=Fault.SYSTEM,
+    """A broker message we cannot even decode or route: kept, never dropped. The incident names the
+    id as stored (at most 64 characters), the one :func:`discard` resolves it by."""
+    kept = message_id[:64]
+    letter = DeadLetter(kind=POISON, message_id=kept, payload=payload, error=error, fault=Fault.SYSTEM,
                         attempts=0, first_failed_at=now, last_failed_at=now)
     session.add(letter)
     session.flush()
-    open_incident(session, IncidentKind.POISON_MESSAGE, f"message:{message_id}",
+    open_incident(session, IncidentKind.POISON_MESSAGE, f"message:{kept}",
                   f"dead letter {letter.id}: {error}", now)
     return letter
 

@@ -1,0 +1,83 @@
+"""Rows for the middle-layer tests, built through the service itself (never by hand), at a fixed
+clock: the functions under test take ``now``, so their effects are exact."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.client import Client
+from models.credentials import create_client
+from models.messages import OutboxMessage
+from models.service import SubmitRequest, SubmitResult, record_submission, submit_task
+from models.task import ExternalTask, TaskEvent
+
+NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+PROVIDER = "sim"
+
+
+def new_client(
+    session: Session, name: str | None = None, callback_url: str | None = "https://shop.example/cb"
+) -> Client:
+    client, _, _ = create_client(session, name or f"client-{uuid.uuid4().hex[:8]}", callback_url, now=NOW)
+    return client
+
+
+def request(
+    correlation_id: str | None = None,
+    *,
+    fingerprint: str = "fp-1",
+    acceptance_deadline: datetime | None = None,
+    execution_deadline: datetime | None = None,
+    on_deadline: str = "escalate",
+    provider: str = PROVIDER,
+) -> SubmitRequest:
+    return SubmitRequest(
+        input={"sku": "A1"},
+        correlation_id=correlation_id,
+        provider=provider,
+        callback_url=None,
+        acceptance_deadline=acceptance_deadline,
+        execution_deadline=execution_deadline,
+        on_deadline=on_deadline,
+        fingerprint=fingerprint,
+    )
+
+
+def submit(
+    session: Session,
+    client: Client,
+    correlation_id: str | None = None,
+    *,
+    key: str | None = None,
+    now: datetime = NOW,
+    **kwargs: Any,
+) -> SubmitResult:
+    return submit_task(session, client, request(correlation_id, **kwargs), key, now)
+
+
+def at_vendor(
+    session: Session, client: Client, correlation_id: str, job_id: str | None = None, now: datetime = NOW, **kwargs: Any
+) -> ExternalTask:
+    """A task the vendor took (state ``submitted``, its submit row done)."""
+    result = submit(session, client, correlation_id, now=now, **kwargs)
+    record_submission(session, result.outbox[0], job_id or f"job-{correlation_id}", now)
+    return result.task
+
+
+def later(seconds: float) -> datetime:
+    return NOW + timedelta(seconds=seconds)
+
+
+def outbox_rows(session: Session, task: ExternalTask) -> list[OutboxMessage]:
+    return list(
+        session.scalars(select(OutboxMessage).where(OutboxMessage.task_id == task.id).order_by(OutboxMessage.id))
+    )
+
+
+def timeline(session: Session, task: ExternalTask) -> list[str]:
+    return list(session.scalars(select(TaskEvent.kind).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)))

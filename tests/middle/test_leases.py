@@ -1,0 +1,40 @@
+"""``models.leases``: named leases and the slot semaphore built from them."""
+
+from __future__ import annotations
+
+from models.db import Database
+from models.leases import acquire, acquire_slot, lease, release
+from tests.middle.builders import NOW, later
+
+
+def test_a_lease_is_held_by_one_holder_until_released_or_expired(db: Database) -> None:
+    assert acquire(db, "reconcile:sim", "a", NOW, 60)
+    assert not acquire(db, "reconcile:sim", "b", later(59), 60)
+    assert acquire(db, "reconcile:sim", "a", later(30), 60)  # the holder renews
+    assert not acquire(db, "reconcile:sim", "b", later(89), 60)
+    assert acquire(db, "reconcile:sim", "b", later(90), 60)  # expired: a dead holder blocks no one
+    release(db, "reconcile:sim", "a")  # not a's any more: nothing happens
+    assert not acquire(db, "reconcile:sim", "a", later(91), 60)
+    release(db, "reconcile:sim", "b")
+    assert acquire(db, "reconcile:sim", "a", later(91), 60)
+
+
+def test_leases_of_different_names_are_independent(db: Database) -> None:
+    assert acquire(db, "reconcile:sim", "a", NOW, 60)
+    assert acquire(db, "reconcile:other", "b", NOW, 60)
+
+
+def test_slots_count_holders(db: Database) -> None:
+    taken = [acquire_slot(db, "relay:shop", 2, holder, NOW, 60) for holder in ("a", "b", "c")]
+    assert taken == ["relay:shop:0", "relay:shop:1", None]
+    release(db, "relay:shop:0", "a")
+    assert acquire_slot(db, "relay:shop", 2, "c", later(1), 60) == "relay:shop:0"
+
+
+def test_the_context_manager_releases_what_it_took(db: Database) -> None:
+    with lease(db, "job", NOW, 60) as held:
+        assert held
+        with lease(db, "job", NOW, 60) as second:
+            assert not second
+    with lease(db, "job", NOW, 60) as again:
+        assert again

@@ -1,0 +1,228 @@
+"""``models.lifecycle``: cancellation, deadlines (escalate, cancel), reconciliation's claims, and
+orphans flagged, attached or discarded by an operator."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models.db import Database
+from models.failures import NotReplayable
+from models.incidents import IncidentKind
+from models.lifecycle import (
+    AlreadyFinal,
+    CancelKeyReused,
+    attach_orphan,
+    cancel_key_first_time,
+    claim_quiet,
+    claim_unsubmitted,
+    discard_orphan,
+    escalate_due,
+    flag_stale_orphans,
+    request_cancel,
+)
+from models.messages import OutboxKind
+from models.operations import Incident, OrphanEvent
+from models.service import receive_event, record_submission
+from models.states import EventType, State
+from tests.middle.builders import NOW, at_vendor, later, new_client, submit, timeline
+from webhooks.events import VendorEvent
+
+
+def _incidents(session: Session, kind: str) -> list[Incident]:
+    return list(session.scalars(select(Incident).where(Incident.kind == kind).order_by(Incident.id)))
+
+
+# --- Cancellation ---
+
+
+def test_a_task_the_vendor_never_saw_is_canceled_at_once(db: Database) -> None:
+    with db.transaction() as session:
+        task = submit(session, new_client(session), "order-1").task
+        rows = request_cancel(session, task, "no longer needed", NOW)
+        assert task.state == State.CANCELED and task.outcome == {"canceled": "no longer needed"}
+        assert [(r.kind, r.payload["type"]) for r in rows] == [(OutboxKind.RELAY, "task.completed")]
+
+
+def test_a_task_at_the_vendor_is_canceled_there_through_the_outbox(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1")
+        rows = request_cancel(session, task, "no longer needed", NOW)
+        assert task.state == State.CANCEL_REQUESTED
+        assert [r.kind for r in rows] == [OutboxKind.CANCEL]  # cancel_requested is not relayed
+        assert request_cancel(session, task, "again", later(1)) == []  # asked already: nothing more
+
+
+def test_a_final_task_cannot_be_canceled(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1")
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.COMPLETED, "job-1", "succeeded"), NOW)
+        with pytest.raises(AlreadyFinal):
+            request_cancel(session, task, "too late", later(1))
+
+
+def test_a_cancel_key_is_bound_to_the_task_it_canceled(db: Database) -> None:
+    with db.transaction() as session:
+        client = new_client(session)
+        one, two = submit(session, client, "one").task, submit(session, client, "two").task
+        assert cancel_key_first_time(session, client.id, one, "ck-1", NOW)
+        assert not cancel_key_first_time(session, client.id, one, "ck-1", later(1))  # the same request again
+        with pytest.raises(CancelKeyReused):
+            cancel_key_first_time(session, client.id, two, "ck-1", later(1))
+        # Keys are per client: another client may use the same one.
+        other = new_client(session)
+        assert cancel_key_first_time(session, other.id, submit(session, other, "one").task, "ck-1", NOW)
+
+
+# --- Deadlines ---
+
+
+def test_an_overdue_task_is_escalated_once_and_keeps_running(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", acceptance_deadline=later(60))
+        assert escalate_due(session, later(59), 100) == (0, [])
+        escalated, rows = escalate_due(session, later(90), 100)
+        assert escalated == 1 and task.state == State.SUBMITTED and task.acceptance_escalated_at == later(90)
+        [relay] = rows
+        assert relay.payload["type"] == "task.deadline_exceeded" and relay.payload["deadline"] == "acceptance"
+        assert relay.payload["late_by_s"] == 30.0
+        assert timeline(session, task)[-1] == "deadline.exceeded"
+        [incident] = _incidents(session, IncidentKind.DEADLINE_EXCEEDED)
+        assert incident.correlation_id == "order-1" and incident.resolved_at is None
+        assert escalate_due(session, later(900), 100) == (0, [])  # once per deadline
+
+
+def test_each_deadline_escalates_on_its_own(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(
+            session, new_client(session), "order-1", acceptance_deadline=later(60), execution_deadline=later(120)
+        )
+        escalated, rows = escalate_due(session, later(200), 100)
+        assert escalated == 2 and sorted(r.payload["deadline"] for r in rows) == ["acceptance", "execution"]
+        assert task.acceptance_escalated_at == task.execution_escalated_at == later(200)
+
+
+def test_a_final_task_is_never_escalated(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", execution_deadline=later(60))
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.COMPLETED, "job-1", "failed"), NOW)
+        assert escalate_due(session, later(600), 100) == (0, [])
+        assert task.execution_escalated_at is None
+
+
+def test_on_deadline_cancel_cancels_at_the_vendor(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", execution_deadline=later(60), on_deadline="cancel")
+        _, rows = escalate_due(session, later(61), 100)
+        assert [r.kind for r in rows] == [OutboxKind.RELAY, OutboxKind.CANCEL]
+        assert task.state == State.CANCEL_REQUESTED
+
+
+def test_on_deadline_cancel_of_a_task_never_submitted_cancels_it_here(db: Database) -> None:
+    with db.transaction() as session:
+        task = submit(session, new_client(session), "order-1", acceptance_deadline=later(60), on_deadline="cancel").task
+        _, rows = escalate_due(session, later(61), 100)
+        assert [r.payload["type"] for r in rows] == ["task.deadline_exceeded", "task.completed"]
+        assert task.state == State.CANCELED
+
+
+def test_the_deadline_batch_is_bounded(db: Database) -> None:
+    with db.transaction() as session:
+        client = new_client(session)
+        for n in range(3):
+            submit(session, client, f"order-{n}", acceptance_deadline=later(n))
+        assert escalate_due(session, later(60), 2)[0] == 2  # the two oldest deadlines first
+        assert escalate_due(session, later(60), 2)[0] == 1
+
+
+# --- Reconciliation's claims ---
+
+
+def test_quiet_tasks_at_the_vendor_are_claimed_oldest_first_and_once(db: Database) -> None:
+    with db.transaction() as session:
+        client = new_client(session)
+        old = at_vendor(session, client, "old", "job-old", now=NOW)
+        at_vendor(session, client, "new", "job-new", now=later(500))
+        submit(session, client, "not-at-vendor")
+        claimed = claim_quiet(session, "sim", 900, later(1000), 100)
+        assert [(q.correlation_id, q.vendor_job_id) for q in claimed] == [("old", "job-old")]
+        assert old.checked_at == later(1000)
+        assert claim_quiet(session, "sim", 900, later(1000), 100) == []  # claimed: quiet no longer
+        assert claim_quiet(session, "other-vendor", 900, later(5000), 100) == []
+
+
+def test_tasks_stuck_in_requested_hand_back_their_submit_rows(db: Database) -> None:
+    with db.transaction() as session:
+        client = new_client(session)
+        stuck = submit(session, client, "stuck")
+        submit(session, client, "fresh", now=later(500))
+        at_vendor(session, client, "taken")
+        rows = claim_unsubmitted(session, 300, later(600), 100)
+        assert [r.id for r in rows] == [stuck.outbox[0].id]
+        assert claim_unsubmitted(session, 300, later(600), 100) == []
+
+
+def test_a_scheduled_retry_is_not_stuck(db: Database) -> None:
+    with db.transaction() as session:
+        stuck = submit(session, new_client(session), "retrying")
+        stuck.outbox[0].next_attempt_at = later(2000)
+        assert claim_unsubmitted(session, 300, later(600), 100) == []
+
+
+# --- Orphans ---
+
+
+def test_an_orphan_unbound_past_the_window_is_flagged_once(db: Database) -> None:
+    with db.transaction() as session:
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-x"), NOW)
+        assert flag_stale_orphans(session, later(3599), 3600, 100) == 0
+        assert flag_stale_orphans(session, later(3601), 3600, 100) == 1
+        assert flag_stale_orphans(session, later(7200), 3600, 100) == 0
+        [incident] = _incidents(session, IncidentKind.ORPHAN_UNBOUND)
+        assert "job.accepted from sim for unknown job job-x" in incident.detail
+
+
+def test_an_operator_attaches_an_orphan_and_its_incident_is_resolved(db: Database) -> None:
+    with db.transaction() as session:
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.COMPLETED, "job-x", "succeeded", {"ok": 1}), NOW)
+        flag_stale_orphans(session, later(7200), 3600, 100)
+        orphan = session.scalars(select(OrphanEvent)).one()
+        task = submit(session, new_client(session), "order-1").task
+        rows = attach_orphan(session, orphan, task, later(7300))
+        assert task.vendor_job_id == "job-x" and task.state == State.SUCCEEDED and task.outcome == {"ok": 1}
+        assert [r.payload["type"] for r in rows] == ["task.completed"]
+        assert orphan.state == "resolved"
+        assert _incidents(session, IncidentKind.ORPHAN_UNBOUND)[0].resolved_at == later(7300)
+        with pytest.raises(NotReplayable):
+            attach_orphan(session, orphan, task, later(7301))
+
+
+def test_an_orphan_is_not_attached_to_another_vendors_task_or_another_job(db: Database) -> None:
+    with db.transaction() as session:
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-x"), NOW)
+        orphan = session.scalars(select(OrphanEvent)).one()
+        client = new_client(session)
+        elsewhere = submit(session, client, "elsewhere", provider="other-vendor").task
+        with pytest.raises(NotReplayable, match="other-vendor"):
+            attach_orphan(session, orphan, elsewhere, later(1))
+        bound = at_vendor(session, client, "bound", "job-y")
+        with pytest.raises(NotReplayable, match="another vendor job"):
+            attach_orphan(session, orphan, bound, later(1))
+        assert orphan.state == "open"
+
+
+def test_a_discarded_orphan_is_closed_for_good(db: Database) -> None:
+    with db.transaction() as session:
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-x"), NOW)
+        flag_stale_orphans(session, later(7200), 3600, 100)
+        orphan = session.scalars(select(OrphanEvent)).one()
+        discard_orphan(session, orphan, later(7300))
+        assert (orphan.state, orphan.resolved_at) == ("discarded", later(7300))
+        assert _incidents(session, IncidentKind.ORPHAN_UNBOUND)[0].resolved_at == later(7300)
+        with pytest.raises(NotReplayable):
+            discard_orphan(session, orphan, later(7301))
+        # A task that later learns that job id does not pick the discarded event up.
+        pending = submit(session, new_client(session), "order-1")
+        record_submission(session, pending.outbox[0], "job-x", later(7400))
+        assert pending.task.state == State.SUBMITTED

@@ -1,0 +1,162 @@
+"""``app.operations``: operator actions shared by the admin API and the CLI. Each commits and then
+publishes: what it hands the publisher is what the tests read."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from sqlalchemy import select
+
+from app.operations import (
+    Ambiguous,
+    NotFoundError,
+    attach_orphan_to,
+    discard_one,
+    discard_orphan_one,
+    enable_callback_endpoint,
+    replay_matching,
+    replay_one,
+    task_for_operator,
+    update_incident,
+)
+from models.db import Database
+from models.failures import Fault, NotReplayable, dead_letter, disable_endpoint, park
+from models.messages import DeadLetter, OutboxMessage
+from models.operations import Incident, OrphanEvent
+from models.queries import DeadLetterFilter
+from models.service import receive_event
+from models.states import EventType, State
+from models.task import ExternalTask
+from tests.middle.builders import NOW, at_vendor, later, new_client, submit
+from webhooks.events import VendorEvent
+
+if TYPE_CHECKING:
+    from app.extensions import Liaison
+    from tests.middle.conftest import Published
+
+CALLBACK = "https://shop.example/cb"
+
+
+def _dead_submits(db: Database, n: int, fault: str = Fault.SYSTEM) -> list[tuple[int, int]]:
+    """n failed submissions: (dead letter id, outbox id) each."""
+    out = []
+    with db.transaction() as session:
+        client = new_client(session)
+        for i in range(n):
+            row = submit(session, client, f"order-{i}").outbox[0]
+            dead_letter(session, row, "vendor down", fault, NOW)
+            out.append((session.scalars(select(DeadLetter.id).where(DeadLetter.outbox_id == row.id)).one(), row.id))
+    return out
+
+
+def test_replay_one_commits_then_publishes_the_row_again(db: Database, ctx: Liaison, published: Published) -> None:
+    [(letter_id, outbox_id)] = _dead_submits(db, 1)
+    letter = replay_one(ctx, letter_id, later(1))
+    assert letter.state == "replayed"
+    assert published.sent == [("liaison.submit", outbox_id)]
+    with db.transaction() as session:
+        assert session.get(OutboxMessage, outbox_id).dispatched_at is not None  # stamped after the commit
+        assert session.scalars(select(ExternalTask.state)).one() == State.REQUESTED
+    with pytest.raises(NotReplayable):
+        replay_one(ctx, letter_id, later(2))
+    with pytest.raises(NotFoundError):
+        replay_one(ctx, 10_000, later(2))
+    assert len(published.sent) == 1
+
+
+def test_replay_matching_replays_in_batches_what_the_filter_matches(
+    db: Database, ctx: Liaison, published: Published
+) -> None:
+    system = _dead_submits(db, 3)
+    caller = _dead_submits(db, 1, Fault.CALLER)
+    progress: list[tuple[int, int]] = []
+    replayed, skipped = replay_matching(
+        ctx, DeadLetterFilter(fault=Fault.SYSTEM), later(1), progress=lambda r, s: progress.append((r, s)), batch=2
+    )
+    assert (replayed, skipped) == (3, 0) and progress == [(2, 0), (3, 0)]
+    assert published.ids == [outbox_id for _, outbox_id in system]
+    assert replay_matching(ctx, DeadLetterFilter(), later(2), limit=0) == (0, 0)
+    assert replay_matching(ctx, DeadLetterFilter(), later(2)) == (1, 0)
+    assert published.ids[-1] == caller[0][1]
+
+
+def test_discard_one_closes_without_publishing(db: Database, ctx: Liaison, published: Published) -> None:
+    [(letter_id, _)] = _dead_submits(db, 1)
+    assert discard_one(ctx, letter_id, later(1)).state == "discarded"
+    assert published.sent == []
+
+
+def test_update_incident_sets_its_owner_and_resolves_it(db: Database, ctx: Liaison) -> None:
+    _dead_submits(db, 1)
+    with db.transaction() as session:
+        incident_id = session.scalars(select(Incident.id)).one()
+    update_incident(ctx, incident_id, later(1), owner="ops")
+    incident = update_incident(ctx, incident_id, later(2), resolve=True, note="vendor back")
+    assert incident.owner == "ops" and incident.resolved_at == later(2) and "vendor back" in incident.detail
+    with pytest.raises(NotFoundError):
+        update_incident(ctx, 10_000, later(3), resolve=True)
+
+
+def test_a_correlation_id_two_clients_use_needs_the_client(db: Database) -> None:
+    with db.transaction() as session:
+        shop, other = new_client(session, "shop"), new_client(session, "other")
+        mine, theirs = submit(session, shop, "order-1").task, submit(session, other, "order-1").task
+        with pytest.raises(Ambiguous, match="other, shop"):
+            task_for_operator(session, "order-1", None)
+        assert task_for_operator(session, "order-1", "shop").id == mine.id
+        assert task_for_operator(session, "order-1", "other", lock=True).id == theirs.id
+        with pytest.raises(NotFoundError):
+            task_for_operator(session, "order-2", None)
+        with pytest.raises(NotFoundError):
+            task_for_operator(session, "order-1", "nobody")
+
+
+def _parked_relay(db: Database, client_name: str, job_id: str) -> int:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session, client_name, CALLBACK), f"{client_name}-1", job_id)
+        relay = receive_event(session, "sim", f"wh-{job_id}", VendorEvent(EventType.ACCEPTED, job_id), NOW).outbox[0]
+        disable_endpoint(session, task.client_id, CALLBACK, "410 Gone", NOW)
+        park(session, relay, CALLBACK, NOW)
+        return relay.id
+
+
+def test_enabling_an_endpoint_publishes_its_parked_relays(db: Database, ctx: Liaison, published: Published) -> None:
+    relay_id = _parked_relay(db, "shop", "job-1")
+    assert enable_callback_endpoint(ctx, CALLBACK, later(1)) == 1
+    assert published.sent == [("liaison.relay", relay_id)]
+    with pytest.raises(NotReplayable):
+        enable_callback_endpoint(ctx, CALLBACK, later(2))
+
+
+def test_an_endpoint_two_clients_disabled_needs_the_client(db: Database, ctx: Liaison, published: Published) -> None:
+    _parked_relay(db, "shop", "job-1")
+    theirs = _parked_relay(db, "other", "job-2")
+    with pytest.raises(Ambiguous):
+        enable_callback_endpoint(ctx, CALLBACK, later(1))
+    assert enable_callback_endpoint(ctx, CALLBACK, later(1), client_name="other") == 1
+    assert published.ids == [theirs]
+
+
+def test_an_orphan_attached_by_an_operator_publishes_its_relay(
+    db: Database, ctx: Liaison, published: Published
+) -> None:
+    with db.transaction() as session:
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.COMPLETED, "job-x", "succeeded"), NOW)
+        orphan_id = session.scalars(select(OrphanEvent.id)).one()
+        submit(session, new_client(session, "shop"), "order-1")
+    orphan = attach_orphan_to(ctx, orphan_id, "order-1", later(1))
+    assert orphan.state == "resolved"
+    [(task_name, relay_id)] = published.sent
+    with db.transaction() as session:
+        assert task_name == "liaison.relay" and session.get(OutboxMessage, relay_id).payload["type"] == "task.completed"
+    with pytest.raises(NotFoundError):
+        discard_orphan_one(ctx, 10_000, later(2))
+
+
+def test_an_orphan_discarded_by_an_operator_publishes_nothing(db: Database, ctx: Liaison, published: Published) -> None:
+    with db.transaction() as session:
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-x"), NOW)
+        orphan_id = session.scalars(select(OrphanEvent.id)).one()
+    assert discard_orphan_one(ctx, orphan_id, later(1)).state == "discarded"
+    assert published.sent == []
