@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import binascii
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from typing import Protocol
 
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook, WebhookVerificationError
 
@@ -20,6 +21,13 @@ from liaison_client.models import Callback
 SECRET_PREFIX = "whsec_"
 
 
+class Headers(Protocol):
+    """Anything with ``items()`` of (name, value): a dict, Flask's/Werkzeug's ``Headers``,
+    ``requests``' ``CaseInsensitiveDict``, Django's ``HttpHeaders``."""
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+
 def _webhook(secret: str) -> Webhook:
     """The library's verifier for one ``whsec_<base64>`` secret. A malformed secret is the
     caller's configuration error (ValueError), not a bad callback; its text never names the secret."""
@@ -27,17 +35,17 @@ def _webhook(secret: str) -> Webhook:
         raise ValueError("a callback secret must look like whsec_<base64>")
     try:
         return Webhook(secret)
-    except (binascii.Error, ValueError) as exc:  # the library's base64 errors
+    except (binascii.Error, ValueError):  # the library's base64 errors
         raise ValueError("a callback secret is not valid base64 after whsec_") from None
     except EmptyWebhookSecretError:
         raise ValueError("a callback secret is empty") from None
 
 
-def verify_callback(secrets: str | Iterable[str], headers: Mapping[str, str], body: bytes | str) -> Callback:
+def verify_callback(secrets: str | Iterable[str], headers: Headers, body: bytes | str) -> Callback:
     """The verified callback, or :class:`CallbackVerificationError` (answer the request 4xx).
 
-    ``headers`` may be any mapping (a dict, Flask's or requests' headers); names are read
-    case-insensitively. A timestamp more than five minutes from now is refused (replays).
+    ``headers`` may be a dict or a web framework's headers object (see :class:`Headers`); names are
+    read case-insensitively. A timestamp more than five minutes from now is refused (replays).
     Every malformed input -- a missing header, a garbage signature, a body that is not UTF-8 --
     is a :class:`CallbackVerificationError`, never another exception.
     """
@@ -59,5 +67,5 @@ def verify_callback(secrets: str | Iterable[str], headers: Mapping[str, str], bo
     try:
         data = json.loads(body)
         return Callback.from_json(lowered["webhook-id"], int(float(lowered["webhook-timestamp"])), data)
-    except (ValueError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError) as exc:
         raise CallbackVerificationError(f"signed, but not a Liaison callback: {exc}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from urllib.parse import quote
 
 import requests
@@ -56,7 +56,7 @@ class LiaisonClient:
     def close(self) -> None:
         self._session.close()
 
-    def __enter__(self) -> LiaisonClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -118,7 +118,7 @@ class LiaisonClient:
         data = self._request("GET", "/api/v1/tasks", params=params)
         try:
             return Page.from_json(data)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise UnexpectedResponse(f"GET /api/v1/tasks: {exc}") from None
 
     def iter_tasks(self, state: str | None = None, page_size: int = 100) -> Iterator[Task]:
@@ -154,8 +154,12 @@ class LiaisonClient:
         """The answer's JSON, or the typed error for a 4xx/5xx or a failed connection."""
         try:
             response = self._session.request(
-                method, self.base_url + path, json=json, params=params,
-                headers={**self._headers, **(headers or {})}, timeout=self.timeout,
+                method,
+                self.base_url + path,
+                json=json,
+                params=params,
+                headers={**self._headers, **(headers or {})},
+                timeout=self.timeout,
             )
         except requests.RequestException as exc:
             raise TransportError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
@@ -174,7 +178,7 @@ class LiaisonClient:
     def _task(data: Any) -> Task:
         try:
             return Task.from_json(data)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise UnexpectedResponse(f"not a task: {exc}") from None
 
 

@@ -141,9 +141,11 @@ def problem_from(status: int, reason: str, body: Any, retry_after: str | None = 
     title = data.get("title")
     detail = data.get("detail")
     raw_errors = data.get("errors")
-    errors = [
-        {str(k): str(v) for k, v in item.items()} for item in raw_errors if isinstance(item, Mapping)
-    ] if isinstance(raw_errors, list) else None
+    errors = (
+        [{str(k): str(v) for k, v in item.items()} for item in raw_errors if isinstance(item, Mapping)]
+        if isinstance(raw_errors, list)
+        else None
+    )
     problem_type = data.get("type")
     return cls(
         status,

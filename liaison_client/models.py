@@ -18,18 +18,19 @@ FINAL_STATES = frozenset({"succeeded", "failed", "canceled"})
 
 
 def parse_time(value: Any) -> datetime | None:
-    """An ISO 8601 time from the API (``...Z`` or ``+00:00``); None for null."""
+    """An ISO 8601 time from the API (``...Z`` or ``+00:00``); None for null. A malformed answer
+    raises TypeError or ValueError, which the client turns into ``UnexpectedResponse``."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValueError(f"not a time: {value!r}")
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        raise TypeError(f"not a time: {value!r}")
+    return datetime.fromisoformat(value)
 
 
 def _str(data: Mapping[str, Any], name: str) -> str:
     value = data.get(name)
     if not isinstance(value, str):
-        raise ValueError(f"{name} is missing or not a string")
+        raise TypeError(f"{name} is missing or not a string")
     return value
 
 
@@ -82,7 +83,7 @@ class Task:
     @classmethod
     def from_json(cls, data: Any) -> Task:
         if not isinstance(data, Mapping):
-            raise ValueError("a task must be a JSON object")
+            raise TypeError("a task must be a JSON object")
         attempts = data.get("attempts")
         timeline = data.get("timeline")
         return cls(
@@ -102,7 +103,8 @@ class Task:
             created_at=parse_time(data.get("created_at")),
             updated_at=parse_time(data.get("updated_at")),
             timeline=tuple(TimelineEntry.from_json(e) for e in timeline if isinstance(e, Mapping))
-            if isinstance(timeline, list) else (),
+            if isinstance(timeline, list)
+            else (),
             raw=dict(data),
         )
 
@@ -117,7 +119,7 @@ class Page:
     @classmethod
     def from_json(cls, data: Any) -> Page:
         if not isinstance(data, Mapping) or not isinstance(data.get("tasks"), list):
-            raise ValueError("a page must be a JSON object with a tasks list")
+            raise TypeError("a page must be a JSON object with a tasks list")
         return cls(tuple(Task.from_json(t) for t in data["tasks"]), _opt_str(data, "next_cursor"))
 
 
@@ -142,7 +144,7 @@ class Callback:
     @classmethod
     def from_json(cls, message_id: str, timestamp: int, data: Any) -> Callback:
         if not isinstance(data, Mapping):
-            raise ValueError("a callback body must be a JSON object")
+            raise TypeError("a callback body must be a JSON object")
         return cls(
             message_id=message_id,
             type=_str(data, "type"),

@@ -38,6 +38,7 @@ def tenant(pair_stack: Stack) -> Iterator[tuple[LiaisonClient, str, str]]:
 
 def _wait(stack: Stack, client: LiaisonClient, correlation_id: str, state: str) -> Task:
     """Poll through the client until the task is in ``state`` (generous timeout, no timing asserted)."""
+
     def reached(body: dict[str, object]) -> bool:
         return body["state"] == state
 
@@ -56,8 +57,10 @@ def test_submit_get_list_and_a_verified_callback(pair_stack: Stack, tenant: tupl
     assert isinstance(task, Task) and task.correlation_id == cid and task.state == "requested"
     assert task.execution_deadline is not None and task.execution_deadline.tzinfo is not None
     # The same key and body again: the same task, not a second one.
-    assert client.submit({"report": "q3"}, correlation_id=cid, idempotency_key=cid,
-                         execution_timeout_s=3600).created_at == task.created_at
+    assert (
+        client.submit({"report": "q3"}, correlation_id=cid, idempotency_key=cid, execution_timeout_s=3600).created_at
+        == task.created_at
+    )
 
     done = _wait(pair_stack, client, cid, "succeeded")
     assert done.is_final and done.outcome is not None
@@ -69,8 +72,10 @@ def test_submit_get_list_and_a_verified_callback(pair_stack: Stack, tenant: tupl
 
     # The callback the relay delivered to this client's domain app, checked with the library.
     posts = pair_stack.callbacks.wait_for(
-        lambda reqs: any(r.path == path and r.json()["type"] == "task.completed" for r in reqs), timeout=30,
-        message="task.completed callback")
+        lambda reqs: any(r.path == path and r.json()["type"] == "task.completed" for r in reqs),
+        timeout=30,
+        message="task.completed callback",
+    )
     completed = next(r for r in posts if r.path == path and r.json()["type"] == "task.completed")
     callback = verify_callback([secret], completed.headers, completed.body)
     assert isinstance(callback, Callback)
@@ -125,8 +130,11 @@ def test_typed_errors_from_real_answers(pair_stack: Stack, tenant: tuple[Liaison
 def test_a_rate_limited_submit_says_when_to_retry(pair_stack: Stack, tenant: tuple[LiaisonClient, str, str]) -> None:
     client, _, _ = tenant
     with pair_stack.db.transaction() as session:
-        session.execute(update(Client).where(Client.name == pair_stack.client_name(_key(client)))
-                        .values(submit_rate_per_s=0.01, submit_burst=1))
+        session.execute(
+            update(Client)
+            .where(Client.name == pair_stack.client_name(_key(client)))
+            .values(submit_rate_per_s=0.01, submit_burst=1)
+        )
     client.submit({"n": 1})
     with pytest.raises(TooManyRequests) as exc:
         client.submit({"n": 2})

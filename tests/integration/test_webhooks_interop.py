@@ -23,19 +23,24 @@ WEBHOOK, SVIX = HEADER_SETS
 def _library_headers(secret: str, names: tuple[str, str, str], msg_id: str, body: bytes) -> dict[str, str]:
     now = datetime.now(UTC)
     id_name, ts_name, sig_name = names
-    return {id_name: msg_id, ts_name: str(int(now.timestamp())),
-            sig_name: Webhook(secret).sign(msg_id, now, body.decode())}
+    return {
+        id_name: msg_id,
+        ts_name: str(int(now.timestamp())),
+        sig_name: Webhook(secret).sign(msg_id, now, body.decode()),
+    }
 
 
 def _post(stack: Stack, body: bytes, headers: dict[str, str]) -> requests.Response:
-    return requests.post(f"{stack.web.url}/webhooks/sim", data=body,
-                         headers={**headers, "Content-Type": "application/json"}, timeout=10)
+    return requests.post(
+        f"{stack.web.url}/webhooks/sim", data=body, headers={**headers, "Content-Type": "application/json"}, timeout=10
+    )
 
 
 def _stored(stack: Stack, message_id: str) -> int:
     with stack.db.transaction() as session:
-        return session.scalar(select(func.count()).select_from(ProcessedMessage)
-                              .where(ProcessedMessage.message_id == message_id))
+        return session.scalar(
+            select(func.count()).select_from(ProcessedMessage).where(ProcessedMessage.message_id == message_id)
+        )
 
 
 @pytest.mark.parametrize("names", [WEBHOOK, SVIX], ids=["webhook", "svix"])

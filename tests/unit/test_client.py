@@ -43,11 +43,21 @@ ROOT = Path(__file__).resolve().parents[2]
 SECRET = SECRET_PREFIX + base64.b64encode(bytes(range(32))).decode()
 OLD_SECRET = SECRET_PREFIX + base64.b64encode(bytes(range(64, 96))).decode()
 TASK = {
-    "correlation_id": "order-42", "state": "requested", "provider": "sim", "input": {"sku": "A1"},
-    "outcome": None, "callback_url": "https://shop.example/cb", "acceptance_deadline": None,
-    "execution_deadline": "2030-01-01T12:00:00Z", "on_deadline": "escalate", "attempts": 0,
-    "retrying": False, "last_error": None, "next_attempt_at": None,
-    "created_at": "2029-12-31T12:00:00.123456Z", "updated_at": "2029-12-31T12:00:00.123456Z",
+    "correlation_id": "order-42",
+    "state": "requested",
+    "provider": "sim",
+    "input": {"sku": "A1"},
+    "outcome": None,
+    "callback_url": "https://shop.example/cb",
+    "acceptance_deadline": None,
+    "execution_deadline": "2030-01-01T12:00:00Z",
+    "on_deadline": "escalate",
+    "attempts": 0,
+    "retrying": False,
+    "last_error": None,
+    "next_attempt_at": None,
+    "created_at": "2029-12-31T12:00:00.123456Z",
+    "updated_at": "2029-12-31T12:00:00.123456Z",
 }
 
 Answer = tuple[int, Any, dict[str, str]]
@@ -84,24 +94,35 @@ def client_with(answer: Callable[[requests.PreparedRequest], Answer]) -> tuple[L
     return LiaisonClient("http://liaison.test/", "lk_secret_key", session=session), adapter
 
 
-def problem(status: int, title: str, headers: dict[str, str] | None = None,
-            **extra: Any) -> Callable[[requests.PreparedRequest], Answer]:
+def problem(
+    status: int, title: str, headers: dict[str, str] | None = None, **extra: Any
+) -> Callable[[requests.PreparedRequest], Answer]:
     def answer(_: requests.PreparedRequest) -> Answer:
         body = {"type": "about:blank", "title": title, "status": status, **extra}
         return status, body, {"Content-Type": "application/problem+json", **(headers or {})}
+
     return answer
 
 
 def test_submit_sends_only_the_given_fields_and_parses_the_task() -> None:
     client, adapter = client_with(lambda r: (202, TASK, {"Location": "/api/v1/tasks/order-42"}))
-    task = client.submit({"sku": "A1"}, correlation_id="order-42", idempotency_key="k-1",
-                         execution_deadline=datetime(2030, 1, 1, 12, tzinfo=UTC), on_deadline="cancel")
+    task = client.submit(
+        {"sku": "A1"},
+        correlation_id="order-42",
+        idempotency_key="k-1",
+        execution_deadline=datetime(2030, 1, 1, 12, tzinfo=UTC),
+        on_deadline="cancel",
+    )
     sent = adapter.sent[0]
     assert (sent.method, sent.url) == ("POST", "http://liaison.test/api/v1/tasks")
     assert sent.headers["Authorization"] == "Bearer lk_secret_key"
     assert sent.headers["Idempotency-Key"] == "k-1"
-    assert json.loads(sent.body or b"") == {"input": {"sku": "A1"}, "correlation_id": "order-42",
-                                            "execution_deadline": "2030-01-01T12:00:00+00:00", "on_deadline": "cancel"}
+    assert json.loads(sent.body or b"") == {
+        "input": {"sku": "A1"},
+        "correlation_id": "order-42",
+        "execution_deadline": "2030-01-01T12:00:00+00:00",
+        "on_deadline": "cancel",
+    }
     assert task.correlation_id == "order-42" and task.state == "requested" and not task.is_final
     assert task.execution_deadline == datetime(2030, 1, 1, 12, tzinfo=UTC)
     assert task.created_at is not None and task.created_at.tzinfo is not None
@@ -109,8 +130,11 @@ def test_submit_sends_only_the_given_fields_and_parses_the_task() -> None:
 
 
 def test_get_quotes_the_id_and_reads_the_timeline() -> None:
-    body = {**TASK, "state": "succeeded", "timeline": [{"at": "2030-01-01T00:00:00Z", "kind": "state.succeeded",
-                                                        "detail": {"previous": "accepted"}}]}
+    body = {
+        **TASK,
+        "state": "succeeded",
+        "timeline": [{"at": "2030-01-01T00:00:00Z", "kind": "state.succeeded", "detail": {"previous": "accepted"}}],
+    }
     client, adapter = client_with(lambda r: (200, body, {}))
     task = client.get("a/b c")
     assert adapter.sent[0].url == "http://liaison.test/api/v1/tasks/a%2Fb%20c"
@@ -135,8 +159,11 @@ def test_list_and_iter_tasks_follow_the_cursor() -> None:
         query = dict(p.split("=") for p in (request.url or "").split("?")[1].split("&"))
         cursor = query.get("cursor")
         ids = pages[cursor]
-        return 200, {"tasks": [{**TASK, "correlation_id": i} for i in ids],
-                     "next_cursor": "c1" if cursor is None else None}, {}
+        return (
+            200,
+            {"tasks": [{**TASK, "correlation_id": i} for i in ids], "next_cursor": "c1" if cursor is None else None},
+            {},
+        )
 
     client, adapter = client_with(answer)
     page = client.list(state="succeeded", limit=2)
@@ -146,8 +173,18 @@ def test_list_and_iter_tasks_follow_the_cursor() -> None:
     assert len(adapter.sent) == 3
 
 
-@pytest.mark.parametrize("status, cls", [(401, Unauthorized), (403, Forbidden), (404, NotFound), (409, Conflict),
-                                         (422, ValidationFailed), (429, TooManyRequests), (500, ProblemError)])
+@pytest.mark.parametrize(
+    "status, cls",
+    [
+        (401, Unauthorized),
+        (403, Forbidden),
+        (404, NotFound),
+        (409, Conflict),
+        (422, ValidationFailed),
+        (429, TooManyRequests),
+        (500, ProblemError),
+    ],
+)
 def test_each_status_has_its_class(status: int, cls: type[ProblemError]) -> None:
     client, _ = client_with(problem(status, "Some Title", detail="what went wrong"))
     with pytest.raises(cls) as exc:
@@ -214,8 +251,14 @@ def test_retry_after_reads_seconds_and_dates() -> None:
 
 # -- callbacks ---------------------------------------------------------------------------------
 
-CALLBACK = {"message_id": "msg_1", "type": "task.completed", "correlation_id": "order-42", "state": "succeeded",
-            "outcome": {"pdf": "r.pdf"}, "occurred_at": "2030-01-01T12:00:00+00:00"}
+CALLBACK = {
+    "message_id": "msg_1",
+    "type": "task.completed",
+    "correlation_id": "order-42",
+    "state": "succeeded",
+    "outcome": {"pdf": "r.pdf"},
+    "occurred_at": "2030-01-01T12:00:00+00:00",
+}
 CALLBACK_BODY = json.dumps(CALLBACK, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -237,13 +280,28 @@ def test_a_relayed_callback_verifies_with_any_rotating_secret() -> None:
 
 def test_a_library_signed_callback_verifies() -> None:
     now = datetime.now(UTC)
-    headers = {"Webhook-Id": "msg_1", "Webhook-Timestamp": str(int(now.timestamp())),
-               "Webhook-Signature": Webhook(SECRET).sign("msg_1", now, CALLBACK_BODY.decode())}
+    headers = {
+        "Webhook-Id": "msg_1",
+        "Webhook-Timestamp": str(int(now.timestamp())),
+        "Webhook-Signature": Webhook(SECRET).sign("msg_1", now, CALLBACK_BODY.decode()),
+    }
     assert verify_callback([SECRET], headers, CALLBACK_BODY.decode()).correlation_id == "order-42"
 
 
-@pytest.mark.parametrize("case", ["wrong_secret", "tampered", "stale", "missing", "no_comma", "bad_base64",
-                                  "not_utf8", "not_json", "not_a_callback"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "wrong_secret",
+        "tampered",
+        "stale",
+        "missing",
+        "no_comma",
+        "bad_base64",
+        "not_utf8",
+        "not_json",
+        "not_a_callback",
+    ],
+)
 def test_every_bad_callback_is_a_verification_error(case: str) -> None:
     body, headers, secrets = CALLBACK_BODY, relay_headers([SECRET]), [SECRET]
     if case == "wrong_secret":
@@ -271,9 +329,12 @@ def test_every_bad_callback_is_a_verification_error(case: str) -> None:
         verify_callback(secrets, headers, body)
 
 
-@given(headers=st.dictionaries(st.sampled_from(["webhook-id", "webhook-timestamp", "webhook-signature", "x"]),
-                               st.text(max_size=40)),
-       body=st.binary(max_size=64))
+@given(
+    headers=st.dictionaries(
+        st.sampled_from(["webhook-id", "webhook-timestamp", "webhook-signature", "x"]), st.text(max_size=40)
+    ),
+    body=st.binary(max_size=64),
+)
 def test_callback_verification_is_total(headers: dict[str, str], body: bytes) -> None:
     """Whatever arrives, the answer is a Callback or a CallbackVerificationError."""
     try:
@@ -293,9 +354,11 @@ def test_a_malformed_secret_is_a_configuration_error_that_does_not_echo_it(secre
 
 def test_the_client_imports_nothing_of_the_server() -> None:
     """Installable on its own: importing it loads none of Liaison's packages (nor Flask, SQLAlchemy)."""
-    code = ("import sys, liaison_client; "
-            "print(sorted({m.split('.')[0] for m in sys.modules}))")
-    loaded = json.loads(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                                       check=True).stdout.replace("'", '"'))
+    code = "import sys, liaison_client; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    loaded = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.replace("'", '"')
+    )
     assert "liaison_client" in loaded and "standardwebhooks" in loaded
     assert not {"app", "models", "workers", "webhooks", "simulator", "flask", "sqlalchemy", "celery"} & set(loaded)

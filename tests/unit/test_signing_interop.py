@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
-from webhooks.signing import SECRET_PREFIX, HEADER_SETS, SignatureError, StaleTimestamp, header_set, sign, verify
+from webhooks.signing import HEADER_SETS, SECRET_PREFIX, SignatureError, StaleTimestamp, header_set, sign, verify
 
 SECRET = SECRET_PREFIX + base64.b64encode(bytes(range(32))).decode()
 OTHER = SECRET_PREFIX + base64.b64encode(bytes(range(50, 82))).decode()
@@ -25,8 +25,9 @@ BODY = b'{"type":"job.accepted","job_id":"j-1"}'
 WEBHOOK, SVIX = HEADER_SETS
 
 
-def library_headers(names: tuple[str, str, str], msg_id: str = "msg_lib", secret: str = SECRET, ts: int = TS,
-                    body: bytes = BODY) -> dict[str, str]:
+def library_headers(
+    names: tuple[str, str, str], msg_id: str = "msg_lib", secret: str = SECRET, ts: int = TS, body: bytes = BODY
+) -> dict[str, str]:
     """Headers as a sender using the ``standardwebhooks`` library makes them, under ``names``."""
     signature = Webhook(secret).sign(msg_id, datetime.fromtimestamp(ts, UTC), body.decode())
     id_name, ts_name, sig_name = names
@@ -71,8 +72,11 @@ def test_when_both_sets_are_present_webhook_names_win() -> None:
 
 def test_the_two_sets_are_never_mixed() -> None:
     svix = library_headers(SVIX)
-    half = {"webhook-id": svix["svix-id"], "svix-timestamp": svix["svix-timestamp"],
-            "svix-signature": svix["svix-signature"]}
+    half = {
+        "webhook-id": svix["svix-id"],
+        "svix-timestamp": svix["svix-timestamp"],
+        "svix-signature": svix["svix-signature"],
+    }
     assert header_set(half) == WEBHOOK
     with pytest.raises(SignatureError) as exc:
         verify([SECRET], half, BODY, NOW)
