@@ -111,7 +111,7 @@ def header_set(headers: Mapping[str, str]) -> tuple[str, str, str]:
     """The (id, timestamp, signature) header names to read ``headers`` with: the first set of
     :data:`HEADER_SETS` any of whose names is present, else the first (which then reports
     ``missing_header``)."""
-    present = {key.lower() for key in headers}
+    present = {key.lower() for key, _ in headers.items()}  # werkzeug Headers iterate as pairs
     for names in HEADER_SETS:
         if present.intersection(names):
             return names

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
+from werkzeug.datastructures import Headers
 
 from webhooks.signing import HEADER_SETS, SECRET_PREFIX, SignatureError, StaleTimestamp, header_set, sign, verify
 
@@ -49,6 +50,13 @@ def test_either_set_of_names_gets_the_same_checks(names: tuple[str, str, str]) -
     with pytest.raises(SignatureError) as tampered:
         verify([SECRET], library_headers(names), BODY + b" ", NOW)
     assert tampered.value.reason == "bad_signature"
+
+
+@pytest.mark.parametrize("names", [WEBHOOK, SVIX], ids=["webhook", "svix"])
+def test_werkzeug_headers_are_read_too(names: tuple[str, str, str]) -> None:
+    """What the inbound view passes: werkzeug's Headers, which iterate as (name, value) pairs."""
+    headers = Headers(list(library_headers(names).items()) + [("Content-Type", "application/json")])
+    assert verify([SECRET], headers, BODY, NOW) == "msg_lib"  # type: ignore[arg-type]
 
 
 def test_svix_names_are_read_case_insensitively() -> None:
