@@ -4,6 +4,7 @@ from real problem+json answers, and a callback the relay really delivered, verif
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -30,10 +31,25 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def tenant(pair_stack: Stack) -> Iterator[tuple[LiaisonClient, str, str]]:
-    """(client, callback secret, callback path) of a fresh Liaison client."""
+    """(client, callback secret, callback path) of a fresh Liaison client. Afterwards, waits for the
+    test's tasks to end and their callbacks to arrive: no relay is left running when the stack stops."""
     api_key, secret, path = pair_stack.new_client()
     with LiaisonClient(pair_stack.web.url, api_key, timeout=10) as client:
         yield client, secret, path
+        _settle(pair_stack, client, path)
+
+
+def _settle(stack: Stack, client: LiaisonClient, path: str) -> None:
+    deadline = time.monotonic() + 60
+    while not all(t.is_final for t in client.iter_tasks()):
+        assert time.monotonic() < deadline, "tasks did not end"
+        time.sleep(0.2)
+    ended = len(list(client.iter_tasks()))
+    stack.callbacks.wait_for(
+        lambda reqs: sum(r.path == path and r.json()["type"] == "task.completed" for r in reqs) >= ended,
+        timeout=60,
+        message="every task.completed callback",
+    )
 
 
 def _wait(stack: Stack, client: LiaisonClient, correlation_id: str, state: str) -> Task:
