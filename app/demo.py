@@ -1,14 +1,14 @@
 """The visible demo: a pretend domain app that submits tasks to a running Liaison and follows them.
 
 It plays the domain app end to end: creates a client, listens for signed callbacks on a local
-port, submits tasks through the public API (some told to fail), prints every state change as it
-happens, and checks each callback's signature.
+port, submits tasks through the public API with ``liaison_client`` (what a real domain app would
+install; some tasks told to fail), prints every state change as it happens, and checks each
+callback's signature with the client's ``verify_callback``.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import secrets
 import threading
@@ -24,9 +24,9 @@ from flask import Flask
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+from liaison_client import FINAL_STATES, CallbackVerificationError, LiaisonClient, LiaisonError, verify_callback
 from models.credentials import create_client
-from models.states import TERMINAL
-from webhooks.signing import SignatureError, generate_secret, verify
+from webhooks.signing import generate_secret
 
 SCENARIOS: list[tuple[str, dict[str, Any], str]] = [
     ("quick-report", {"complete_delay_s": 1.5}, "succeeded"),
@@ -88,14 +88,13 @@ class Callbacks:
         request = Request(environ)
         body = request.get_data()
         try:
-            verify([self.secret], request.headers, body, time.time())
-        except SignatureError:
+            callback = verify_callback([self.secret], request.headers, body)
+        except CallbackVerificationError:
             with self.lock:
                 self.bad_signatures += 1
             return Response(status=401)(environ, start_response)
-        event = json.loads(body)
         with self.lock:
-            self.received.setdefault(event["correlation_id"], []).append(event["type"])
+            self.received.setdefault(callback.correlation_id, []).append(callback.type)
         return Response(status=204)(environ, start_response)
 
 
@@ -126,43 +125,43 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
     callbacks = Callbacks(secret)
     server.app = callbacks
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    auth = {"Authorization": f"Bearer {api_key}"}
+    client = LiaisonClient(web_url, api_key, timeout=10)
     run = uuid.uuid4().hex[:6]
 
     click.secho(f"Submitting {len(SCENARIOS)} tasks to {web_url} (vendor: {vendor_url})", bold=True)
     expected: dict[str, str] = {}
     for name, simulate, final in SCENARIOS:
         correlation_id = f"demo-{run}-{name}"
-        response = requests.post(
-            f"{web_url}/api/v1/tasks", headers={**auth, "Idempotency-Key": correlation_id},
-            json={"correlation_id": correlation_id, "input": {"report": name, "simulate": simulate}}, timeout=10,
-        )
-        if response.status_code != 202:
-            click.secho(f"  submit {name}: HTTP {response.status_code} {response.text}", fg="red")
+        try:
+            task = client.submit({"report": name, "simulate": simulate}, correlation_id=correlation_id,
+                                 idempotency_key=correlation_id)
+        except LiaisonError as exc:
+            click.secho(f"  submit {name}: {exc}", fg="red")
             return False
         expected[correlation_id] = final
-        click.echo(f"  {correlation_id:<40} 202 accepted, expect {final}")
+        click.echo(f"  {correlation_id:<40} {task.state}, expect {final}")
 
     start, states = time.monotonic(), {cid: "requested" for cid in expected}
     attempts = {cid: 0 for cid in expected}
     click.secho("Following each task until it reaches its final state and its callback arrives:", bold=True)
     while True:
         for cid in expected:
-            body = requests.get(f"{web_url}/api/v1/tasks/{cid}", headers=auth, timeout=10).json()
+            task = client.get(cid)
             stamp = f"  [{time.monotonic() - start:5.1f}s] {cid:<40}"
-            if body["state"] == "requested" and body["next_attempt_at"] and body["attempts"] != attempts[cid]:
-                click.echo(f"{stamp}   retrying: attempt {body['attempts']} failed ({body['last_error']}),"
-                           f" next at {body['next_attempt_at']}")
-            attempts[cid] = body["attempts"]
-            if body["state"] != states[cid]:
-                click.echo(f"{stamp} {states[cid]:>10} -> {body['state']}")
-                states[cid] = body["state"]
+            if task.state == "requested" and task.next_attempt_at and task.attempts != attempts[cid]:
+                click.echo(f"{stamp}   retrying: attempt {task.attempts} failed ({task.last_error}),"
+                           f" next at {task.next_attempt_at.isoformat()}")
+            attempts[cid] = task.attempts
+            if task.state != states[cid]:
+                click.echo(f"{stamp} {states[cid]:>10} -> {task.state}")
+                states[cid] = task.state
         with callbacks.lock:
-            done = all(states[c] in TERMINAL and "task.completed" in callbacks.received.get(c, []) for c in expected)
+            done = all(states[c] in FINAL_STATES and "task.completed" in callbacks.received.get(c, []) for c in expected)
         if done or time.monotonic() - start > timeout_s:
             break
         time.sleep(0.5)
     server.shutdown()
+    client.close()
 
     click.secho("\nFinal states and callbacks received by the domain app:", bold=True)
     all_ok = True
@@ -175,7 +174,7 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
     total = sum(len(v) for v in callbacks.received.values())
     verdict = "demo finished" if all_ok and not callbacks.bad_signatures else "demo FAILED"
     click.secho(
-        f"{verdict}: {sum(s in TERMINAL for s in states.values())}/{len(expected)} tasks final, "
+        f"{verdict}: {sum(s in FINAL_STATES for s in states.values())}/{len(expected)} tasks final, "
         f"{total} signed callbacks received, {callbacks.bad_signatures} with a bad signature, "
         f"{time.monotonic() - start:.1f}s", bold=True, fg="green" if all_ok else "red",
     )

@@ -20,6 +20,15 @@ SECRET_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300
 _MAX_HEADER_LEN = 4096
 
+#: The header names a request may carry, in order of preference: Standard Webhooks' own, then the
+#: ones vendors sending through Svix use for the very same scheme. A request is read with one set
+#: only: if any ``webhook-*`` name is present, that set is used (and must be complete) and every
+#: ``svix-*`` header is ignored; the two are never mixed, so a half of each proves nothing.
+HEADER_SETS: tuple[tuple[str, str, str], ...] = (
+    ("webhook-id", "webhook-timestamp", "webhook-signature"),
+    ("svix-id", "svix-timestamp", "svix-signature"),
+)
+
 
 class SignatureError(Exception):
     """The request is not proven to come from the party holding the secret (→ 401)."""
@@ -98,6 +107,17 @@ def _header(headers: Mapping[str, str], name: str) -> str:
     return value.strip()
 
 
+def header_set(headers: Mapping[str, str]) -> tuple[str, str, str]:
+    """The (id, timestamp, signature) header names to read ``headers`` with: the first set of
+    :data:`HEADER_SETS` any of whose names is present, else the first (which then reports
+    ``missing_header``)."""
+    present = {key.lower() for key, _ in headers.items()}  # werkzeug Headers iterate as pairs
+    for names in HEADER_SETS:
+        if present.intersection(names):
+            return names
+    return HEADER_SETS[0]
+
+
 def verify(
     secrets_: Iterable[str],
     headers: Mapping[str, str],
@@ -107,16 +127,19 @@ def verify(
 ) -> str:
     """Check ``body`` against any of ``secrets_``; return the ``webhook-id`` (the MessageId).
 
-    The timestamp is checked first (both directions: too old is a replay, too new is a clock or
-    forgery problem), then every ``v1`` signature in the header against every secret.
+    The headers may be named ``webhook-*`` or ``svix-*`` (see :data:`HEADER_SETS`; ``webhook-*``
+    wins when both are present). The timestamp is checked first (both directions: too old is a
+    replay, too new is a clock or forgery problem), then every ``v1`` signature in the header
+    against every secret.
     """
-    msg_id = _header(headers, "webhook-id")
+    id_name, ts_name, sig_name = header_set(headers)
+    msg_id = _header(headers, id_name)
     try:
         msg_id.encode("utf-8")
     except UnicodeEncodeError:
         raise SignatureError("malformed_header") from None
-    ts_text = _header(headers, "webhook-timestamp")
-    sig_text = _header(headers, "webhook-signature")
+    ts_text = _header(headers, ts_name)
+    sig_text = _header(headers, sig_name)
     if not ts_text.isascii() or not ts_text.isdigit() or len(ts_text) > 12:
         raise SignatureError("malformed_header")
     timestamp = int(ts_text)

@@ -27,7 +27,7 @@ def test_every_metric_named_in_the_docs_exists() -> None:
     code = "".join(p.read_text() for p in (ROOT / "app" / "observability").glob("*.py"))
     defined = set(re.findall(r'"(liaison_[a-z_]+)"', code))
     for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
-        named = set(re.findall(r"\b(liaison_[a-z_]+)", doc.read_text()))
+        named = set(re.findall(r"\b(liaison_[a-z_]+)", doc.read_text())) - {"liaison_client"}  # the package
         # histograms and counters are exposed with suffixes the client library adds
         missing = sorted(n for n in named if re.sub(r"_(bucket|count|sum)$", "", n) not in defined)
         assert not missing, f"{doc.name} names metrics the code does not define: {missing}"

@@ -1,0 +1,157 @@
+"""What the API answers, as frozen dataclasses. Times are timezone-aware ``datetime``s.
+
+Each ``from_json`` reads the documented fields and keeps the whole body in ``raw``: a field a newer
+Liaison adds is then still reachable, and never breaks an older client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: The states a task can be in; the last three are final.
+STATES = ("requested", "submitted", "accepted", "cancel_requested", "succeeded", "failed", "canceled")
+#: A task in one of these will not change again.
+FINAL_STATES = frozenset({"succeeded", "failed", "canceled"})
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An ISO 8601 time from the API (``...Z`` or ``+00:00``); None for null. A malformed answer
+    raises TypeError or ValueError, which the client turns into ``UnexpectedResponse``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"not a time: {value!r}")
+    return datetime.fromisoformat(value)
+
+
+def _str(data: Mapping[str, Any], name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} is missing or not a string")
+    return value
+
+
+def _opt_str(data: Mapping[str, Any], name: str) -> str | None:
+    value = data.get(name)
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One thing that happened to a task (``kind`` such as ``state.accepted``), as ``GET`` shows it."""
+
+    at: datetime | None
+    kind: str
+    detail: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TimelineEntry:
+        detail = data.get("detail")
+        return cls(parse_time(data.get("at")), _str(data, "kind"), dict(detail) if isinstance(detail, Mapping) else {})
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task as its domain app sees it. ``timeline`` is filled by :meth:`LiaisonClient.get` only
+    (lists and submits leave it empty)."""
+
+    correlation_id: str
+    state: str
+    provider: str | None
+    input: Any
+    outcome: Any
+    callback_url: str | None
+    acceptance_deadline: datetime | None
+    execution_deadline: datetime | None
+    on_deadline: str | None
+    attempts: int
+    retrying: bool
+    last_error: str | None
+    next_attempt_at: datetime | None
+    created_at: datetime | None
+    updated_at: datetime | None
+    timeline: tuple[TimelineEntry, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @classmethod
+    def from_json(cls, data: Any) -> Task:
+        if not isinstance(data, Mapping):
+            raise TypeError("a task must be a JSON object")
+        attempts = data.get("attempts")
+        timeline = data.get("timeline")
+        return cls(
+            correlation_id=_str(data, "correlation_id"),
+            state=_str(data, "state"),
+            provider=_opt_str(data, "provider"),
+            input=data.get("input"),
+            outcome=data.get("outcome"),
+            callback_url=_opt_str(data, "callback_url"),
+            acceptance_deadline=parse_time(data.get("acceptance_deadline")),
+            execution_deadline=parse_time(data.get("execution_deadline")),
+            on_deadline=_opt_str(data, "on_deadline"),
+            attempts=attempts if isinstance(attempts, int) else 0,
+            retrying=bool(data.get("retrying")),
+            last_error=_opt_str(data, "last_error"),
+            next_attempt_at=parse_time(data.get("next_attempt_at")),
+            created_at=parse_time(data.get("created_at")),
+            updated_at=parse_time(data.get("updated_at")),
+            timeline=tuple(TimelineEntry.from_json(e) for e in timeline if isinstance(e, Mapping))
+            if isinstance(timeline, list)
+            else (),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of ``GET /api/v1/tasks``, newest first. ``next_cursor`` is None on the last page."""
+
+    tasks: tuple[Task, ...]
+    next_cursor: str | None
+
+    @classmethod
+    def from_json(cls, data: Any) -> Page:
+        if not isinstance(data, Mapping) or not isinstance(data.get("tasks"), list):
+            raise TypeError("a page must be a JSON object with a tasks list")
+        return cls(tuple(Task.from_json(t) for t in data["tasks"]), _opt_str(data, "next_cursor"))
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A verified callback from Liaison.
+
+    ``message_id`` (the ``webhook-id`` header) is stable across redeliveries: store it and skip a
+    message already handled. ``type`` is ``task.accepted``, ``task.completed`` (the task is final;
+    ``state`` says how) or ``task.deadline_exceeded``.
+    """
+
+    message_id: str
+    type: str
+    correlation_id: str
+    state: str | None
+    outcome: Any
+    occurred_at: datetime | None
+    timestamp: int
+    data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, message_id: str, timestamp: int, data: Any) -> Callback:
+        if not isinstance(data, Mapping):
+            raise TypeError("a callback body must be a JSON object")
+        return cls(
+            message_id=message_id,
+            type=_str(data, "type"),
+            correlation_id=_str(data, "correlation_id"),
+            state=_opt_str(data, "state"),
+            outcome=data.get("outcome"),
+            occurred_at=parse_time(data.get("occurred_at")),
+            timestamp=timestamp,
+            data=dict(data),
+        )
