@@ -7,6 +7,25 @@ from flask import Flask
 from app.settings import Settings
 
 
+def _settings_from_env() -> tuple[Settings, str | None]:
+    """The environment's settings. A bad one ends the process with one line (app.startup), except
+    under the ``flask`` command: there the app is built on ``DATABASE_URL`` alone and the error kept,
+    so ``liaison db upgrade`` still runs and every other command reports it (app/cli)."""
+    from app import startup
+    from app.settings import ConfigError, database_url_from_env
+
+    try:
+        return Settings.from_env(), None
+    except ConfigError as exc:
+        if not startup.running_flask_cli():
+            startup.config_failure(exc)
+        try:
+            database_only = {"DATABASE_URL": database_url_from_env()}
+        except ConfigError:
+            startup.config_failure(exc)
+        return Settings.from_env(database_only), str(exc)
+
+
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
     from app import cli, errors, observability, session
     from app.api import admin, admin_clients, health, tasks
@@ -18,8 +37,11 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     from workers.outbox import Publisher
     from workers.providers import build_providers
 
-    settings = settings or Settings.from_env()
+    config_error = None
+    if settings is None:
+        settings, config_error = _settings_from_env()
     app = Flask("liaison")
+    app.extensions["liaison_config_error"] = config_error
     app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes, CELERY=celery_config or {})
     observability.configure_logging(settings.log_format, settings.log_level)
 
