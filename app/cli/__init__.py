@@ -12,7 +12,7 @@ from typing import Any
 import click
 import kombu.exceptions
 from flask import current_app
-from flask.cli import AppGroup
+from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import startup
@@ -37,6 +37,7 @@ class LiaisonGroup(AppGroup):
 @click.group("liaison", cls=LiaisonGroup,
              help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo.")
 @click.pass_context
+@with_appcontext
 def group(ctx: click.Context) -> None:
     error = current_app.extensions.get("liaison_config_error")
     if error and ctx.invoked_subcommand not in DATABASE_ONLY:
