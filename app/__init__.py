@@ -27,7 +27,7 @@ def _settings_from_env() -> tuple[Settings, str | None]:
 
 
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
-    from app import cli, errors, observability, session
+    from app import cli, errors, observability, session, startup
     from app.api import admin, admin_clients, health, tasks
     from app.extensions import Liaison
     from models.db import Database
@@ -45,7 +45,10 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes, CELERY=celery_config or {})
     observability.configure_logging(settings.log_format, settings.log_level)
 
-    db = Database(settings.database_url)
+    try:
+        db = Database(settings.database_url)  # SQLite: creates its folder and file (0600) now
+    except OSError as exc:
+        startup.fail(startup.database_failure(settings.database_url, exc), startup.EXIT_UNAVAILABLE)
     celery = celery_init_app(app, settings)
     limiter = build_limiter(settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url,
                             namespace=settings.queue)

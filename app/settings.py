@@ -229,6 +229,7 @@ SECTIONS: tuple[Section, ...] = (
         Option("LIAISON_RELAY_TIMEOUT_S", "relay_timeout_s", decimal(0.01), "15",
                "one callback call, connect to last byte, ends by this"),
         Option("LIAISON_RELAY_MAX_ATTEMPTS", "relay_max_attempts", integer(1), "8", "callback attempts in all"),
+        # After the first try: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (±20 %).
         Option("LIAISON_RELAY_SCHEDULE_S", "relay_schedule_s", DELAYS, "5,300,1800,7200,18000,36000,36000",
                "waits between relay attempts (+-20 %), Standard-Webhooks-like"),
         Option("LIAISON_RELAY_MAX_TOTAL_S", "relay_max_total_s", decimal(1.0), "172800",
@@ -247,18 +248,23 @@ SECTIONS: tuple[Section, ...] = (
         "Workers and beat",
         Option("LIAISON_QUEUE", "queue", TEXT, "liaison",
                "the Celery work queue (RabbitMQ: also <queue>.dlx / <queue>.dead)"),
+        # Longest wait handed to Celery as a countdown; longer waits are held in the database and
+        # re-published by the outbox sweep, so no countdown comes near the Redis visibility_timeout.
         Option("LIAISON_MAX_COUNTDOWN_S", "max_countdown_s", integer(1), "900",
                "longer retry waits are held in the database, not at the broker"),
         Option("LIAISON_MAX_DELIVERIES", "max_deliveries", integer(1), "5",
                "a message started this often without finishing is poison"),
         Option("LIAISON_ORPHAN_WINDOW_S", "orphan_window_s", integer(1), "3600",
                "an unbound orphan event opens an incident after this"),
+        # A reconcile run ends before beat's next one is due; what is left is the next run's oldest work.
         Option("LIAISON_RECONCILE_MAX_RUN_S", "reconcile_max_run_s", integer(1), "240",
                "a reconcile run stops claiming work after this (beat runs it every 300 s)"),
         Option("LIAISON_BEAT_BATCH", "beat_batch", integer(1), "500", "rows a beat job handles per transaction"),
     ),
     _section(
         "Isolation: bounded tasks, the relay queue, per-client relay concurrency (issue 8)",
+        # Above the longest outbound call (a submit may make two: submit, then find). The soft limit
+        # ends the attempt as a failed one; the hard one kills the pool process.
         Option("LIAISON_TASK_SOFT_TIME_LIMIT_S", "task_soft_time_limit_s", integer(1), "120",
                "submit/relay/cancel: past it the attempt is a failed one (retried)"),
         Option("LIAISON_TASK_TIME_LIMIT_S", "task_time_limit_s", integer(1), "150",
@@ -301,6 +307,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     _section(
         "Start-up (issue 9)",
+        # A service restarting alongside us gets this long; a wrong host fails after it, not never.
         Option("LIAISON_STARTUP_WAIT_S", "startup_wait_s", decimal(0.0), "10",
                "web, worker and beat wait up to this for the database and broker, then exit with one line"),
     ),

@@ -51,13 +51,25 @@ def test_a_bad_setting_is_one_line_naming_it(entry: str, tmp_path: Path) -> None
     assert line == "liaison: configuration error: LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'"
 
 
-@pytest.mark.parametrize("entry", ENTRY_POINTS)
-def test_an_unreachable_database_is_one_line_naming_its_host(entry: str, tmp_path: Path) -> None:
+MIGRATE = ["flask", "--app", "app", "liaison", "db", "upgrade"]
+
+
+@pytest.mark.parametrize("args", [*ENTRY_POINTS.values(), MIGRATE], ids=[*ENTRY_POINTS, "migrate"])
+def test_an_unreachable_database_is_one_line_naming_its_host(args: list[str], tmp_path: Path) -> None:
     url = f"postgresql+psycopg://liaison:{PASSWORD}@127.0.0.1:{CLOSED}/x"
-    result = run(ENTRY_POINTS[entry], tmp_path, DATABASE_URL=url)
+    result = run(args, tmp_path, DATABASE_URL=url)
     assert result.returncode == EXIT_UNAVAILABLE, result.stdout + result.stderr
     line = one_line(result, f"127.0.0.1:{CLOSED}")
     assert line.startswith(f"liaison: cannot use the database at 127.0.0.1:{CLOSED} (DATABASE_URL): ")
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_a_sqlite_file_that_cannot_be_made_is_one_line_naming_it(entry: str, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    path = tmp_path / "a-file" / "liaison.db"
+    result = run(ENTRY_POINTS[entry], tmp_path, DATABASE_URL=f"sqlite:///{path}")
+    assert result.returncode == EXIT_UNAVAILABLE, result.stdout + result.stderr
+    assert one_line(result, str(path)).startswith(f"liaison: cannot use the database at {path} (DATABASE_URL): ")
 
 
 @pytest.mark.parametrize("entry", ["web", "worker", "beat"])  # the CLI only publishes, and a publish may fail
