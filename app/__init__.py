@@ -1,6 +1,9 @@
-"""The Flask application factory. No I/O here: engines connect lazily, the broker on first publish."""
+"""The Flask application factory. No network I/O here: engines connect lazily, the broker on first
+publish. A bad setting, or a SQLite file that cannot be made, ends the process with one line (app/startup.py)."""
 
 from __future__ import annotations
+
+import os
 
 from flask import Flask
 
@@ -20,7 +23,8 @@ def _settings_from_env() -> tuple[Settings, str | None]:
         if not startup.running_flask_cli():
             startup.config_failure(exc)
         try:
-            database_only = {"DATABASE_URL": database_url_from_env()}
+            database_only = {"DATABASE_URL": database_url_from_env(),
+                             "LIAISON_VAR_DIR": os.environ.get("LIAISON_VAR_DIR", "")}
         except ConfigError:
             startup.config_failure(exc)
         return Settings.from_env(database_only), str(exc)

@@ -142,9 +142,12 @@ def token(minimum: int, hint: str = "") -> Parser:
     return Parser(convert, f"secret, ≥ {minimum} characters or empty")
 
 
-TEXT, HTTP_URL, DELAYS = Parser(_text, "text"), Parser(_http_url, "http(s) URL"), Parser(_delays, "seconds, comma-separated")
+TEXT = Parser(_text, "text")
+HTTP_URL = Parser(_http_url, "http(s) URL")
+DELAYS = Parser(_delays, "seconds, comma-separated")
 WEBHOOK_SECRETS = Parser(_webhook_secrets, "whsec_… secrets, comma-separated")
-ALLOW_LIST, NAMES = Parser(_allow_list, "host, host:port or CIDR, comma-separated"), Parser(_names, "names, comma-separated")
+ALLOW_LIST = Parser(_allow_list, "host, host:port or CIDR, comma-separated")
+NAMES = Parser(_names, "names, comma-separated")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ def test_generated_settings_files_name_every_setting_with_its_default() -> None:
         name = option.env.replace("<NAME>", settings_docs.EXAMPLE_PROVIDER)
         shown = option.example if option.example is not None else ("" if option.derive else option.default)
         assert f"# {name}={shown} " in env_example
-        assert f"| `{option.env}` |" in markdown and (not option.default or option.default in markdown.replace("&lt;", "<").replace("&gt;", ">"))
+        assert f"| `{option.env}` |" in markdown
+        assert not option.default or option.default in markdown.replace("&lt;", "<").replace("&gt;", ">")
 
 
 def test_settings_page_is_linked_from_the_readme_and_architecture() -> None:

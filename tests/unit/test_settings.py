@@ -462,7 +462,8 @@ def test_migrations_need_only_the_database_url(env):
 
     with pytest.raises(ConfigError):
         Settings.from_env(env)
-    assert database_url_from_env({**env, "DATABASE_URL": "postgresql+psycopg://u@db/x"}) == "postgresql+psycopg://u@db/x"
+    url = "postgresql+psycopg://u@db/x"
+    assert database_url_from_env({**env, "DATABASE_URL": url}) == url
 
 
 def test_a_required_provider_variable_is_named_as_required():

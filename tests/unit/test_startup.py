@@ -43,10 +43,12 @@ def test_create_app_outside_the_cli_exits_with_one_line_naming_the_setting(monke
 
 def test_under_the_flask_command_a_bad_setting_stops_every_liaison_command_but_db(tmp_path):
     """The app still loads (so `db upgrade` can run); `clients list` says what is wrong, in one line."""
-    env = {"LIAISON_PROVIDERS": "foo", "DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}", "LIAISON_VAR_DIR": str(tmp_path)}
+    env = {"LIAISON_PROVIDERS": "foo", "DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
+           "LIAISON_VAR_DIR": str(tmp_path)}
     result = CliRunner().invoke(flask_cli, ["--app", "app", "liaison", "clients", "list"], env=env)
     assert result.exit_code == startup.EXIT_CONFIG
-    assert result.output.strip() == "liaison: configuration error: LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'"
+    assert result.output.strip() == (
+        "liaison: configuration error: LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'")
     assert "Traceback" not in result.output
     help_text = CliRunner().invoke(flask_cli, ["--app", "app", "liaison", "db", "--help"], env=env)
     assert help_text.exit_code == 0 and "upgrade" in help_text.output
