@@ -5,12 +5,15 @@ must be code: structured logging for gunicorn's own lines, and the prometheus-cl
 hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md).
 """
 
+from app import startup
 from app.observability import metrics
 from app.observability.gunicorn import StructuredLogger
 from app.observability.logging import configure_logging
-from app.settings import Settings
 
-_settings = Settings.from_env()  # a bad setting stops the master here, naming the variable
+# A bad setting, or a database or broker that does not answer, stops the master here with one line
+# naming the variable or the host (app/startup.py), before any worker boots.
+_settings = startup.load_settings()
+startup.check_services(_settings)
 configure_logging(_settings.log_format, _settings.log_level)
 logger_class = StructuredLogger
 

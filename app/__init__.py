@@ -1,14 +1,37 @@
-"""The Flask application factory. No I/O here: engines connect lazily, the broker on first publish."""
+"""The Flask application factory. No network I/O here: engines connect lazily, the broker on first
+publish. A bad setting, or a SQLite file that cannot be made, ends the process with one line (app/startup.py)."""
 
 from __future__ import annotations
+
+import os
 
 from flask import Flask
 
 from app.settings import Settings
 
 
+def _settings_from_env() -> tuple[Settings, str | None]:
+    """The environment's settings. A bad one ends the process with one line (app.startup), except
+    under the ``flask`` command: there the app is built on ``DATABASE_URL`` alone and the error kept,
+    so ``liaison db upgrade`` still runs and every other command reports it (app/cli)."""
+    from app import startup
+    from app.settings import ConfigError, database_url_from_env
+
+    try:
+        return Settings.from_env(), None
+    except ConfigError as exc:
+        if not startup.running_flask_cli():
+            startup.config_failure(exc)
+        try:
+            database_only = {"DATABASE_URL": database_url_from_env(),
+                             "LIAISON_VAR_DIR": os.environ.get("LIAISON_VAR_DIR", "")}
+        except ConfigError:
+            startup.config_failure(exc)
+        return Settings.from_env(database_only), str(exc)
+
+
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
-    from app import cli, errors, observability, session
+    from app import cli, errors, observability, session, startup
     from app.api import admin, admin_clients, health, reference, tasks
     from app.extensions import Liaison
     from models.db import Database
@@ -18,12 +41,18 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     from workers.outbox import Publisher
     from workers.providers import build_providers
 
-    settings = settings or Settings.from_env()
+    config_error = None
+    if settings is None:
+        settings, config_error = _settings_from_env()
     app = Flask("liaison")
+    app.extensions["liaison_config_error"] = config_error
     app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes, CELERY=celery_config or {})
     observability.configure_logging(settings.log_format, settings.log_level)
 
-    db = Database(settings.database_url)
+    try:
+        db = Database(settings.database_url)  # SQLite: creates its folder and file (0600) now
+    except OSError as exc:
+        startup.fail(startup.database_failure(settings.database_url, exc), startup.EXIT_UNAVAILABLE)
     celery = celery_init_app(app, settings)
     limiter = build_limiter(settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url,
                             namespace=settings.queue)

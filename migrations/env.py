@@ -5,7 +5,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import create_engine
 
-from app.settings import Settings
+from app.settings import database_url_from_env
 from models import Base
 from models.db import ensure_private_sqlite_file
 
@@ -13,7 +13,8 @@ config = context.config
 if config.config_file_name is not None and not config.attributes.get("skip_logging"):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-url = config.attributes.get("database_url") or Settings.from_env().database_url
+# Only the database URL: a migration must run even while a provider's secrets are still missing.
+url = config.attributes.get("database_url") or database_url_from_env()
 if url.startswith("sqlite"):
     ensure_private_sqlite_file(url)  # 0600, before create_engine below can create it world-readable
 

@@ -1,14 +1,49 @@
 """The operators' Flask CLI: ``flask --app app liaison <group> <verb>``. Every command has --help;
-listings print a table by default and JSON with --json."""
+listings print a table by default and JSON with --json.
+
+A start-up problem is one line, never a traceback: a bad setting names its variable (only ``db``
+runs without the full configuration: migrations need just ``DATABASE_URL``), and a database or
+broker that does not answer names its host (app/startup.py)."""
 
 from __future__ import annotations
 
-from flask.cli import AppGroup
+from typing import Any
 
+import click
+import kombu.exceptions
+from flask import current_app
+from flask.cli import AppGroup, with_appcontext
+from sqlalchemy.exc import SQLAlchemyError
+
+from app import startup
 from app.cli import clients, failures, lifecycle, maintenance
 from app.cli.maintenance import alembic_config
+from app.extensions import liaison
 
-group = AppGroup("liaison", help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo.")
+#: Commands that need only the database URL, so they run while other settings are still wrong.
+DATABASE_ONLY = ("db",)
+
+
+class LiaisonGroup(AppGroup):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SQLAlchemyError as exc:
+            startup.fail(startup.database_failure(liaison().settings.database_url, exc), startup.EXIT_UNAVAILABLE)
+        except kombu.exceptions.OperationalError as exc:
+            startup.fail(startup.broker_failure(liaison().settings.broker_url, exc), startup.EXIT_UNAVAILABLE)
+
+
+@click.group("liaison", cls=LiaisonGroup,
+             help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo.")
+@click.pass_context
+@with_appcontext
+def group(ctx: click.Context) -> None:
+    error = current_app.extensions.get("liaison_config_error")
+    if error and ctx.invoked_subcommand not in DATABASE_ONLY:
+        startup.fail(f"configuration error: {error}", startup.EXIT_CONFIG)
+
+
 for module in (clients, failures, lifecycle, maintenance):
     module.register(group)
 

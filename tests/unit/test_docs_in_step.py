@@ -6,21 +6,42 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import app.errors
+import app.settings as settings
+from app import settings_docs
 import workers.errors
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_setting_read_from_the_environment_is_in_env_example() -> None:
-    source = (ROOT / "app" / "settings.py").read_text()
-    documented = (ROOT / ".env.example").read_text()
-    names = set(re.findall(r'"((?:LIAISON|DATABASE|CELERY)_[A-Z_]+)"', source))
-    names |= {f"LIAISON_PROVIDER_SIMULATOR_{n}" for n in re.findall(r'prefix \+ "([A-Z_]+)"', source)}
-    missing = sorted(n for n in names if n not in documented)
-    assert not missing, f"add to .env.example: {missing}"
+@pytest.mark.parametrize(("path", "render", "flag"), [
+    (".env.example", settings_docs.render_env_example, "--env-example"),
+    ("docs/settings.md", settings_docs.render_markdown, "--markdown"),
+])
+def test_settings_files_are_what_the_table_generates(path: str, render: Callable[[], str], flag: str) -> None:
+    """Names, defaults and docs of every setting come from app/settings.py's table, nowhere else."""
+    assert (ROOT / path).read_text() == render(), f"regenerate: python -m app.settings_docs {flag} > {path}"
+
+
+def test_generated_settings_files_name_every_setting_with_its_default() -> None:
+    """The generator itself leaves nothing out: each variable appears with its default (or demo) value."""
+    env_example, markdown = settings_docs.render_env_example(), settings_docs.render_markdown()
+    for option in (*settings.OPTIONS, *settings.PROVIDER_OPTIONS):
+        name = option.env.replace("<NAME>", settings_docs.EXAMPLE_PROVIDER)
+        shown = option.example if option.example is not None else ("" if option.derive else option.default)
+        assert f"# {name}={shown} " in env_example
+        assert f"| `{option.env}` |" in markdown
+        assert not option.default or option.default in markdown.replace("&lt;", "<").replace("&gt;", ">")
+
+
+def test_settings_page_is_linked_from_the_readme_and_architecture() -> None:
+    for doc in ("README.md", "docs/architecture.md"):
+        assert "settings.md" in (ROOT / doc).read_text(), doc
 
 
 def test_every_metric_named_in_the_docs_exists() -> None:

@@ -401,3 +401,70 @@ def test_time_limit_and_relay_defaults():
 ])
 def test_time_limit_and_relay_settings_are_checked(env, named):
     assert named in config_error(env)
+
+
+# --- declared once: the table (issue 9) ---------------------------------------------------------
+
+
+def test_every_settings_field_has_exactly_one_option():
+    """Settings' fields and the table's attributes are the same set, each once (var_dir and the
+    provider names are read only to build other fields)."""
+    from app.settings import OPTIONS, PROVIDER_OPTIONS
+
+    attrs = [o.attr for o in OPTIONS]
+    assert len(attrs) == len(set(attrs))
+    assert set(attrs) - {"var_dir", "provider_names"} | {"providers"} == {f.name for f in dataclasses.fields(Settings)}
+    provider_attrs = [o.attr for o in PROVIDER_OPTIONS]
+    assert len(provider_attrs) == len(set(provider_attrs))
+    assert set(provider_attrs) | {"name"} == {f.name for f in dataclasses.fields(ProviderSettings)}
+    assert len({o.env for o in (*OPTIONS, *PROVIDER_OPTIONS)}) == len(OPTIONS) + len(PROVIDER_OPTIONS)
+
+
+def test_defaults_are_the_tables_and_read_by_their_own_parser():
+    """What a blank environment gives is each row's default text, parsed: the one place it is written."""
+    from app.settings import OPTIONS, PROVIDER_OPTIONS
+
+    settings = Settings.from_env({})
+    derived = {"rate_limit_storage", "rate_limit_redis_url"}  # "auto" is resolved against the broker
+    for option in OPTIONS:
+        if option.derive is None and option.attr not in derived | {"provider_names", "var_dir"}:
+            assert getattr(settings, option.attr) == option.parser.convert(option.env, option.default), option.env
+    provider = ProviderSettings.from_env(sim_env(), "sim")
+    bare = ProviderSettings(name="sim", kind="rest", base_url="http://x", webhook_secrets=(SECRET_1,))
+    for option in PROVIDER_OPTIONS:
+        if not option.required:
+            value = option.parser.convert(option.env, option.default)
+            assert getattr(provider, option.attr) == getattr(bare, option.attr) == value, option.env
+
+
+def test_derived_defaults_follow_what_they_derive_from(tmp_path):
+    settings = Settings.from_env({"LIAISON_VAR_DIR": str(tmp_path), "LIAISON_QUEUE": "q7"})
+    assert settings.database_url == f"sqlite:///{tmp_path / 'liaison.db'}"
+    assert settings.broker_folder == tmp_path / "broker"
+    assert settings.relay_queue == "q7.relay"
+
+
+def test_repr_leaves_out_every_secret_option():
+    from app.settings import OPTIONS, PROVIDER_OPTIONS
+
+    shown = repr(Settings.from_env(sim_env(LIAISON_PROVIDER_SIM_API_KEY=API_KEY)))
+    for option in (*OPTIONS, *PROVIDER_OPTIONS):
+        assert (f"{option.attr}=" in shown) is not option.secret or option.attr in {"var_dir", "provider_names"}
+
+
+@pytest.mark.parametrize("env", [
+    {"LIAISON_PROVIDERS": "foo"},  # no base URL, no secrets
+    {"LIAISON_PROVIDERS": "foo", "LIAISON_PROVIDER_FOO_BASE_URL": "http://127.0.0.1:1"},  # no secrets
+    {"LIAISON_MAX_BODY_BYTES": "lots", "LIAISON_ADMIN_TOKEN": "short"},
+])
+def test_migrations_need_only_the_database_url(env):
+    from app.settings import database_url_from_env
+
+    with pytest.raises(ConfigError):
+        Settings.from_env(env)
+    url = "postgresql+psycopg://u@db/x"
+    assert database_url_from_env({**env, "DATABASE_URL": url}) == url
+
+
+def test_a_required_provider_variable_is_named_as_required():
+    assert "LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'" in config_error({"LIAISON_PROVIDERS": "foo"})

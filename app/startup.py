@@ -1,0 +1,135 @@
+"""Start-up failures as one line, not a traceback: for the web, worker, beat and CLI processes.
+
+A process that cannot start says why in one line -- the setting at fault, or the host it could not
+reach (never a password) -- and exits non-zero: 78 for a configuration error, 69 for a database or
+broker it cannot reach (sysexits' EX_CONFIG and EX_UNAVAILABLE: a supervisor should not restart the
+first in a loop). Each entry point calls here once: gunicorn.conf.py (the web master),
+workers/make_celery.py (worker and beat), ``create_app`` and the ``liaison`` CLI group (app/cli).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+import click
+import kombu
+import kombu.exceptions
+from flask.cli import FlaskGroup
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from app.settings import ConfigError, Settings, mask_url_password
+from models.db import ensure_private_sqlite_file
+
+EXIT_CONFIG = 78
+EXIT_UNAVAILABLE = 69
+#: ``password=secret`` in a libpq-style DSN echoed by a driver.
+_DSN_PASSWORD = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
+#: What a broker that cannot be reached raises (kombu wraps the socket errors of its transports).
+BROKER_ERRORS = (kombu.exceptions.OperationalError, ConnectionError, OSError)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    click.echo(f"liaison: {message}", err=True)
+    raise SystemExit(code)
+
+
+def config_failure(exc: ConfigError) -> NoReturn:
+    fail(f"configuration error: {exc}", EXIT_CONFIG)
+
+
+def load_settings() -> Settings:
+    """The environment's settings, or one line naming the bad variable and exit 78."""
+    try:
+        return Settings.from_env()
+    except ConfigError as exc:
+        config_failure(exc)
+
+
+def running_flask_cli() -> bool:
+    """True while the ``flask`` command loads the app to find its commands."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and isinstance(ctx.find_root().command, FlaskGroup)
+
+
+def where(url: str) -> str:
+    """``host:port`` of a database or broker URL, or a SQLite file's path: never a user or password."""
+    if url.startswith("sqlite"):
+        return make_url(url).database or ":memory:"
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or "localhost"
+    return f"{host}:{port}" if port else host
+
+
+def reason(exc: BaseException) -> str:
+    """The first line of the driver's own message, passwords masked, at most 200 characters."""
+    cause = getattr(exc, "orig", None) or exc
+    lines = str(cause).strip().splitlines()
+    text = lines[0] if lines else type(cause).__name__
+    return _DSN_PASSWORD.sub(r"\1***", mask_url_password(text))[:200]
+
+
+def database_failure(url: str, exc: BaseException) -> str:
+    return f"cannot use the database at {where(url)} (DATABASE_URL): {reason(exc)}"
+
+
+def broker_failure(url: str, exc: BaseException) -> str:
+    return f"cannot reach the broker at {where(url)} (CELERY_BROKER_URL): {reason(exc)}"
+
+
+def _until(deadline: float, attempt: Callable[[], None], errors: tuple[type[BaseException], ...]) -> None:
+    """Call ``attempt`` until it succeeds or ``deadline`` (monotonic) has passed; then raise its error."""
+    while True:
+        try:
+            attempt()
+            return
+        except errors:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def check_database(url: str, wait_s: float) -> None:
+    """Connect once (retrying for up to ``wait_s``), or exit 69 with one line naming the host."""
+    try:
+        ensure_private_sqlite_file(url)
+        connect_args = {"connect_timeout": 5} if make_url(url).get_backend_name() == "postgresql" else {}
+        engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    except (SQLAlchemyError, OSError, ValueError) as exc:
+        fail(database_failure(url, exc), EXIT_UNAVAILABLE)
+    try:
+        _until(time.monotonic() + wait_s, lambda: engine.connect().close(), (SQLAlchemyError,))
+    except SQLAlchemyError as exc:
+        fail(database_failure(url, exc), EXIT_UNAVAILABLE)
+    finally:
+        engine.dispose()
+
+
+def check_broker(url: str, wait_s: float) -> None:
+    """Connect once (retrying for up to ``wait_s``), or exit 69 with one line naming the host. The
+    embedded filesystem:// broker is a folder that ``celery_init_app`` has created: nothing to reach."""
+    if url.startswith("filesystem://"):
+        return
+    with kombu.Connection(url, connect_timeout=5) as connection:
+        try:
+            _until(time.monotonic() + wait_s, lambda: connection.ensure_connection(max_retries=1, interval_start=0),
+                   BROKER_ERRORS)
+        except BROKER_ERRORS as exc:
+            fail(broker_failure(url, exc), EXIT_UNAVAILABLE)
+
+
+def check_services(settings: Settings) -> None:
+    """The database and the broker answer, or the process ends here with one line."""
+    check_database(settings.database_url, settings.startup_wait_s)
+    check_broker(settings.broker_url, settings.startup_wait_s)
