@@ -10,7 +10,6 @@ workers/make_celery.py (worker and beat), ``create_app`` and the ``liaison`` CLI
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Callable
 from typing import NoReturn
