@@ -1,7 +1,7 @@
 """Celery settings that are policy, each with the reason it is set. The broker URL and its
-per-transport options come from ``app.settings`` (see ``workers.celery_app``)."""
+per-transport options come from ``foundation.settings`` (see ``app.celery_app``)."""
 
-from app.settings import VISIBILITY_TIMEOUT_S
+from foundation.settings import VISIBILITY_TIMEOUT_S
 from beat_schedule import BEAT_SCHEDULE
 
 # --- Reliability (DESIGN §1) ---
@@ -27,12 +27,12 @@ result_serializer = "json"
 accept_content = ["json"]
 # All state lives in our database; no result backend to run or to fill.
 task_ignore_result = True
-# The work queue's name comes from settings (LIAISON_QUEUE); workers.celery_app declares it, with a
+# The work queue's name comes from settings (LIAISON_QUEUE); app.celery_app declares it, with a
 # dead-letter exchange on RabbitMQ. Unknown and undecodable messages are dead-lettered by our consumer.
 worker_consumer = "workers.consumer:DeadLetteringConsumer"
 # Relays run on their own queue (LIAISON_RELAY_QUEUE, default "<queue>.relay": task_routes), and
 # every task has soft and hard time limits (task_annotations): both come from settings and are set
-# by workers.celery_app. The soft limit raises SoftTimeLimitExceeded in the task, which records a
+# by app.celery_app. The soft limit raises SoftTimeLimitExceeded in the task, which records a
 # failed attempt (retried per policy); the hard one kills the pool process (prefork only: the
 # threads and solo pools cannot enforce either).
 timezone = "UTC"

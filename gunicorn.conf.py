@@ -5,10 +5,10 @@ must be code: structured logging for gunicorn's own lines, and the prometheus-cl
 hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md).
 """
 
-from app.observability import metrics
+from foundation import metrics
 from app.observability.gunicorn import StructuredLogger
-from app.observability.logging import configure_logging
-from app.settings import Settings
+from foundation.logging import configure_logging
+from foundation.settings import Settings
 
 _settings = Settings.from_env()  # a bad setting stops the master here, naming the variable
 configure_logging(_settings.log_format, _settings.log_level)

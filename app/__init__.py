@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app.settings import Settings
+from app import cli, errors, observability, session
+from app.api import admin, admin_clients, health, inbound, tasks
+from app.celery_app import celery_init_app
+from foundation.settings import Settings
+from models.db import Database
+from workers.limiter import build_limiter
+from workers.outbox import Publisher
+from workers.providers import build_providers
+from workers.runtime import Liaison
 
 
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
-    from app import cli, errors, observability, session
-    from app.api import admin, admin_clients, health, tasks
-    from app.extensions import Liaison
-    from models.db import Database
-    from webhooks import inbound
-    from workers.celery_app import celery_init_app
-    from workers.limiter import build_limiter
-    from workers.outbox import Publisher
-    from workers.providers import build_providers
-
     settings = settings or Settings.from_env()
     app = Flask("liaison")
     app.config.update(MAX_CONTENT_LENGTH=settings.max_body_bytes, CELERY=celery_config or {})

@@ -8,7 +8,7 @@ import hmac
 from flask import g, request
 
 from app.errors import Forbidden, NotFound, Unauthorized
-from app.extensions import liaison
+from workers.runtime import liaison
 from app.session import db_session
 from models.client import Client
 from models.credentials import authenticate

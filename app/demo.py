@@ -25,7 +25,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from models.credentials import create_client
-from models.states import TERMINAL
+from core.states import TERMINAL
 from webhooks.signing import SignatureError, generate_secret, verify
 
 SCENARIOS: list[tuple[str, dict[str, Any], str]] = [

@@ -9,7 +9,7 @@ from typing import TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.extensions import Liaison
+from workers.runtime import Liaison
 from models.client import Client
 from models.failures import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident

@@ -28,7 +28,7 @@ from sqlalchemy import Executable, insert, text  # noqa: E402
 
 import simulator  # noqa: E402
 from app import create_app  # noqa: E402
-from app.settings import Settings  # noqa: E402
+from foundation.settings import Settings  # noqa: E402
 from models import ExternalTask, ProcessedMessage  # noqa: E402
 from models.base import utcnow  # noqa: E402
 from models.db import Database  # noqa: E402

@@ -10,12 +10,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.classify import Fault
 from models.client import Client
 from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
 from models.operations import CallbackEndpoint
 from models.service import ServiceError, add_event, lock_task, move, settle_retry
-from models.states import TERMINAL, State, reopen
+from core.states import TERMINAL, State, reopen
 from models.task import ExternalTask
 from webhooks.urls import strip_url
 
@@ -29,13 +30,6 @@ PARKED_ENDPOINT_GONE = "endpoint_gone"
 
 class NotReplayable(ServiceError):
     """The dead letter is closed already, or what it would redo no longer exists (→ 409)."""
-
-
-class Fault:
-    """Whose fault a dead letter is: the caller's (bad input, rejected, endpoint gone) or ours."""
-
-    CALLER = "caller"
-    SYSTEM = "system"
 
 
 def dead_letter(

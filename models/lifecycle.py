@@ -33,7 +33,7 @@ from models.service import (
     move,
     receive_event,
 )
-from models.states import TERMINAL, EventType, State
+from core.states import TERMINAL, EventType, State
 from models.task import AT_VENDOR, AWAITING_ACCEPTANCE, AWAITING_COMPLETION, NOT_SUBMITTED, ExternalTask
 from webhooks.events import VendorEvent
 

@@ -2,7 +2,7 @@
 
 Each function runs inside the caller's transaction and returns the outbox rows it wrote, so the
 caller commits once and publishes after the commit. ``now`` is always passed in. Every state change
-goes through :func:`models.states.transition` / :func:`models.states.decide`.
+goes through :func:`core.states.transition` / :func:`core.states.decide`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from models.client import Client
 from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
-from models.states import RELAYED, TERMINAL, State, decide, transition
+from core.states import RELAYED, TERMINAL, State, decide, transition
 from models.task import OPEN, ExternalTask, TaskEvent, new_reference
 from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
 from webhooks.events import VendorEvent, parse_event

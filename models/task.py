@@ -11,7 +11,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
 from models.client import Client
-from models.states import State
+from core.states import State
 
 #: Partial-index predicates: the beat jobs' queries repeat them word for word so the planner uses
 #: the index, which then holds only the rows that can still become due, not every finished task.

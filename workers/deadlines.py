@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from app.extensions import Liaison
+from workers.runtime import Liaison
 from models.lifecycle import escalate_due
 
 

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from app.extensions import Liaison
+from workers.runtime import Liaison
 from models.isolation import ROW_ERRORS, record_row_failure
 from models.leases import lease
 from models.lifecycle import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
-from workers.classify import Failure
-from workers.errors import CallError, PermanentError
+from core.classify import Failure
+from core.errors import CallError, PermanentError
 from workers.limiter import RateLimited
 from workers.providers.base import JobSnapshot, Provider
 

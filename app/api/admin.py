@@ -20,7 +20,7 @@ from app.api.tasks import json_body
 from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.extensions import liaison
+from workers.runtime import liaison
 from app.operations import (
     Ambiguous,
     NotFoundError,

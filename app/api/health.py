@@ -10,8 +10,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.auth import require_metrics_token
 from app.errors import problem
-from app.extensions import liaison
-from app.observability import metrics
+from workers.runtime import liaison
+from foundation import metrics
 from app.observability.migrations import migration_status
 from app.observability.web import business_collector
 

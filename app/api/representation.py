@@ -10,7 +10,7 @@ from typing import Any
 from app.errors import BadRequest
 from models.messages import DeadLetter
 from models.operations import CallbackEndpoint, Incident, OrphanEvent
-from models.states import TERMINAL
+from core.states import TERMINAL
 from models.task import ExternalTask, TaskEvent
 
 

@@ -13,15 +13,15 @@ from app.api.representation import decode_cursor, encode_cursor, task_body
 from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
 from app.auth import current_client
 from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, UnsupportedMediaType, ValidationFailed
-from app.extensions import liaison
+from workers.runtime import liaison
 from app.limits import check_submit_rate, max_open_tasks
-from app.observability import bind
+from foundation.logging import bind
 from app.session import db_session
 from models import service
 from models.base import utcnow
 from models.client import Client
 from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
-from models.states import State
+from core.states import State
 from models.task import ExternalTask, TaskEvent
 from webhooks.bounded_json import InvalidJson, TooDeep, strict_loads
 

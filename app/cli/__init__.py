@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask.cli import AppGroup
 
 from app.cli import clients, failures, lifecycle, maintenance
-from app.cli.maintenance import alembic_config
+from app.observability.migrations import alembic_config
 
 group = AppGroup("liaison", help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo.")
 for module in (clients, failures, lifecycle, maintenance):

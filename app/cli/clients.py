@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.cli.output import emit, emit_one, json_option
-from app.extensions import liaison
+from workers.runtime import liaison
 from models import credentials
 from models.base import utcnow
 from models.client import ApiKey, Client

@@ -9,7 +9,7 @@ from sqlalchemy.orm import joinedload
 
 from app.api.representation import dead_letter_body, endpoint_body, incident_body, operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
-from app.extensions import liaison
+from workers.runtime import liaison
 from app.operations import (
     Ambiguous,
     NotFoundError,
@@ -26,7 +26,7 @@ from models.base import utcnow
 from models.client import Client
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.queries import DeadLetterFilter
-from models.states import State
+from core.states import State
 from models.task import ExternalTask, TaskEvent
 from webhooks.urls import strip_url
 

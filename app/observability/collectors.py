@@ -33,13 +33,13 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.observability import metrics
+from foundation import metrics
 from models.base import utcnow
 from models.db import Database
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
 from models.operations import Incident, OrphanEvent
-from models.states import State
+from core.states import State
 from models.task import ExternalTask
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import os
 
 from celery import shared_task
 
-from app.extensions import liaison
+from workers.runtime import liaison
 from workers.tasks.outcomes import start_delivery
 
 

@@ -17,10 +17,10 @@ from flask import Flask
 
 from app import create_app
 from app.cli import alembic_config
-from app.settings import Settings
+from foundation.settings import Settings
 from models.client import ApiKey, hash_api_key
 from models.credentials import authenticate, create_client
-from models.states import TERMINAL
+from core.states import TERMINAL
 from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
 
@@ -222,7 +222,7 @@ def build_stack(
 def delete_queues(celery: Any, settings: Settings) -> None:
     """Delete the work queue, the relay queue and the dead-letter queue. Each is declared first, as
     the worker declares it: kombu's Redis transport deletes only the bindings its channel knows of."""
-    from workers.celery_app import dead_letter_queue, work_queues
+    from app.celery_app import dead_letter_queue, work_queues
 
     with celery.connection_for_write() as conn:
         channel = conn.default_channel

@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from app import create_app
-from app.settings import Settings
+from foundation.settings import Settings
 from models import OutboxMessage
 from models.base import utcnow
 from models.messages import OutboxKind
@@ -33,7 +33,7 @@ from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import Stack, delete_queues, liaison_env
 from tests.support.servers import ServerThread
 from tests.support.tarpit import Tarpit
-from workers.celery_app import work_queues
+from app.celery_app import work_queues
 
 CAP = 1
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def _worker(env: dict[str, str], queue: str, pool: str = "threads") -> Iterator[
     """A worker process consuming one queue only (an in-process test worker cannot run beside the
     stack's: stopping one stops every worker of the process)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.make_celery", "worker", "--pool", pool, "--concurrency", "1",
+        [sys.executable, "-m", "celery", "-A", "app.make_celery", "worker", "--pool", pool, "--concurrency", "1",
          "-Q", queue, "--loglevel", "WARNING", "--without-mingle", "--without-gossip",
          "-n", f"iso-{uuid.uuid4().hex[:6]}@%h"],
         cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,

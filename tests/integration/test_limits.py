@@ -28,7 +28,7 @@ from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import METRICS_AUTH, Stack, migrate
 from tests.support.servers import ServerThread
 from workers.limiter import RateLimited
-from workers.rate_limit import Decision, Limit
+from core.rate_limit import Decision, Limit
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.settings import Settings
+from foundation.settings import Settings
 from models import DeadLetter, OutboxMessage
 from models.base import utcnow
 from models.service import new_message_id
 from tests.integration.stack import Stack, delete_queues, liaison_env
-from workers.celery_app import dead_letter_queue, work_queues
+from app.celery_app import dead_letter_queue, work_queues
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(pair_s
         "LIAISON_QUEUE": queue, "LIAISON_MAX_DELIVERIES": "2", "PYTHONPATH": str(ROOT),
     }
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.make_celery", "worker", "--pool", "prefork",
+        [sys.executable, "-m", "celery", "-A", "app.make_celery", "worker", "--pool", "prefork",
          "--concurrency", "1", "--include", "tests.integration.poison_tasks", "--loglevel", "WARNING",
          "--without-mingle", "--without-gossip", "-n", f"poison-{uuid.uuid4().hex[:6]}@%h"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 
 import app.errors
-import workers.errors
+import core.errors
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_setting_read_from_the_environment_is_in_env_example() -> None:
-    source = (ROOT / "app" / "settings.py").read_text()
+    source = (ROOT / "foundation" / "settings.py").read_text()
     documented = (ROOT / ".env.example").read_text()
     names = set(re.findall(r'"((?:LIAISON|DATABASE|CELERY)_[A-Z_]+)"', source))
     names |= {f"LIAISON_PROVIDER_SIMULATOR_{n}" for n in re.findall(r'prefix \+ "([A-Z_]+)"', source)}
@@ -24,7 +24,7 @@ def test_every_setting_read_from_the_environment_is_in_env_example() -> None:
 
 
 def test_every_metric_named_in_the_docs_exists() -> None:
-    code = "".join(p.read_text() for p in (ROOT / "app" / "observability").glob("*.py"))
+    code = "".join(p.read_text() for p in [*(ROOT / "app" / "observability").glob("*.py"), ROOT / "foundation" / "metrics.py"])
     defined = set(re.findall(r'"(liaison_[a-z_]+)"', code))
     for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
         named = set(re.findall(r"\b(liaison_[a-z_]+)", doc.read_text()))
@@ -38,7 +38,7 @@ def _tree_names(module: object, root: type) -> set[str]:
 
 
 def test_error_trees_in_docstrings_name_every_class() -> None:
-    for module, root in ((app.errors, app.errors.ApiError), (workers.errors, workers.errors.CallError)):
+    for module, root in ((app.errors, app.errors.ApiError), (core.errors, core.errors.CallError)):
         doc = module.__doc__ or ""
         missing = sorted(n for n in _tree_names(module, root) if n != root.__name__ and n not in doc)
         assert not missing, f"{module.__name__} docstring misses {missing}"

@@ -1,4 +1,4 @@
-"""Settings (app.settings.Settings.from_env): defaults, providers, and errors that name, never leak."""
+"""Settings (foundation.settings.Settings.from_env): defaults, providers, and errors that name, never leak."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from app.settings import ConfigError, ProviderSettings, Settings
+from foundation.settings import ConfigError, ProviderSettings, Settings
 from webhooks.signing import SECRET_PREFIX, generate_secret
 
 SECRET_1 = SECRET_PREFIX + base64.b64encode(b"first-secret-key-bytes-32-long!!").decode()
@@ -282,7 +282,7 @@ def test_repr_masks_passwords_in_database_and_broker_urls():
 
 @pytest.mark.parametrize("url", ["sqlite:////tmp/x.db", "filesystem://localhost//", "amqp://guest@h//", "redis://h:1/0"])
 def test_urls_without_password_are_shown_as_they_are(url):
-    from app.settings import mask_url_password
+    from foundation.settings import mask_url_password
 
     assert mask_url_password(url) == url
 

@@ -1,4 +1,4 @@
-"""The task state machine (models.states): allowed moves, absorbing terminals, forward-only events."""
+"""The task state machine (core.states): allowed moves, absorbing terminals, forward-only events."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.states import (
+from core.states import (
     ACTIVE,
     COMPLETION_STATES,
     RANK,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from workers.limiter import Limiter, RateLimited
 from workers.providers.base import JobSnapshot, Provider, SubmitJob
-from workers.rate_limit import Limit
+from core.rate_limit import Limit
 
 
 def provider_key(name: str) -> str:

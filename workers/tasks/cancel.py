@@ -6,13 +6,14 @@ from __future__ import annotations
 from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import Liaison, liaison
+from workers.runtime import Liaison, liaison
 from models import service
 from models.base import utcnow
-from models.failures import Fault
-from workers.errors import PermanentError, TransientError
+from core.classify import Fault
+from core.errors import PermanentError, TransientError
 from workers.limiter import RateLimited
-from workers.retry_policy import RetryPolicy, provider_policy
+from core.retry_policy import RetryPolicy
+from workers.policies import provider_policy
 from workers.tasks.outcomes import provider_of, retry_or_dead_letter, start_delivery, time_limit_reached, wait_for_slot
 
 CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive

@@ -11,7 +11,7 @@ from typing import TypeVar
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import liaison
+from workers.runtime import liaison
 from models.base import utcnow
 from models.lifecycle import flag_stale_orphans
 from models.maintenance import prune_processed_messages as prune

@@ -1,6 +1,6 @@
 """The one adapter from our error tree onto Celery: retry with a countdown, hold, or dead-letter.
 
-Tasks catch ``workers.errors``; this module asks the pure retry policy what comes next. Attempts
+Tasks catch ``core.errors``; this module asks the pure retry policy what comes next. Attempts
 are counted in the outbox row (not ``request.retries``), so the count survives a sweep, a replay or
 a lost message. A wait up to ``max_countdown_s`` is Celery's ``retry(countdown=…)``; a longer one is
 held in the database and re-published by the outbox sweep when due.
@@ -14,17 +14,17 @@ from random import Random
 
 from celery import Task
 
-from app.extensions import Liaison
-from app.observability import metrics
+from workers.runtime import Liaison
+from foundation import metrics
 from models import service
 from models.base import utcnow
 from models.failures import begin_delivery, dead_letter
 from models.messages import OutboxMessage
 from models.task import ExternalTask
-from workers.classify import Failure
-from workers.errors import CallError, PermanentError, TransientError
+from core.classify import Failure
+from core.errors import CallError, PermanentError, TransientError
 from workers.limiter import RateLimited
-from workers.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
+from core.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
 
 log = logging.getLogger(__name__)
 _rng = Random()

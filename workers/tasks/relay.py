@@ -9,8 +9,8 @@ import uuid
 from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import Liaison, liaison
-from app.observability import metrics
+from workers.runtime import Liaison, liaison
+from foundation import metrics
 from models import service
 from models.base import utcnow
 from models.client import Client
@@ -18,10 +18,10 @@ from models.failures import disable_endpoint, endpoint_disabled, park
 from models.leases import acquire_slot, release
 from models.messages import OutboxMessage
 from models.task import ExternalTask
-from webhooks.delivery import deliver
+from workers.delivery import deliver
 from webhooks.urls import strip_url
-from workers.errors import CallError, OutboundRefused
-from workers.retry_policy import relay_policy
+from core.errors import CallError, OutboundRefused
+from workers.policies import relay_policy
 from workers.tasks.outcomes import retry_or_dead_letter, start_delivery, time_limit_reached
 
 GONE = 410

@@ -5,18 +5,19 @@ from __future__ import annotations
 from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import Liaison, liaison
-from app.observability import metrics
+from workers.runtime import Liaison, liaison
+from foundation import metrics
 from models import service
 from models.base import utcnow
-from models.failures import Fault
-from models.states import State
+from core.classify import Fault
+from core.states import State
 from webhooks.bounded_json import InvalidJson
-from workers.classify import Failure
-from workers.errors import PermanentError, TransientError, UncertainError
+from core.classify import Failure
+from core.errors import PermanentError, TransientError, UncertainError
 from workers.limiter import RateLimited
 from workers.providers import SubmitJob
-from workers.retry_policy import RetryPolicy, provider_policy
+from core.retry_policy import RetryPolicy
+from workers.policies import provider_policy
 from workers.tasks.outcomes import provider_of, retry_or_dead_letter, start_delivery, time_limit_reached, wait_for_slot
 
 

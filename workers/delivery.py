@@ -7,7 +7,7 @@ from typing import Any
 
 from webhooks.signing import sign
 from workers.http import call
-from workers.outbound_guard import AllowList
+from core.outbound_guard import AllowList
 
 
 def encode(payload: dict[str, Any]) -> bytes:

@@ -13,8 +13,9 @@ from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.errors import ApiError, BadRequest, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
-from app.extensions import liaison
-from app.observability import bind, metrics
+from workers.runtime import liaison
+from foundation import metrics
+from foundation.logging import bind
 from app.session import db_session
 from models import service
 from models.base import utcnow

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from webhooks.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, JsonLimits
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
-from workers.outbound_guard import AllowList
+from core.outbound_guard import AllowList
 
 # --- credentials (issue 8) ---
 #: The admin token is a bearer credential for every operator action: no shorter than this.

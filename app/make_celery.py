@@ -1,4 +1,4 @@
-"""Entry point for the ``celery`` command: ``celery -A workers.make_celery worker``."""
+"""Entry point for the ``celery`` command: ``celery -A app.make_celery worker``."""
 
 from app import create_app
 
