@@ -8,6 +8,7 @@ from app import cli, errors, observability, session
 from app.api import admin, admin_clients, health, inbound, tasks
 from app.celery_app import celery_init_app
 from foundation.settings import Settings
+from models import publishing
 from models.db import Database
 from workers.limiter import build_limiter
 from workers.outbox import Publisher
@@ -25,8 +26,10 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     celery = celery_init_app(app, settings)
     limiter = build_limiter(settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url,
                             namespace=settings.queue)
+    publisher = Publisher(celery, db)
+    publishing.install(db.sessionmaker, publisher.publish)  # the one publish path: after every commit
     app.extensions["liaison"] = Liaison(
-        settings=settings, db=db, providers=build_providers(settings, limiter), publisher=Publisher(celery, db),
+        settings=settings, db=db, providers=build_providers(settings, limiter), publisher=publisher,
         limiter=limiter,
     )
 

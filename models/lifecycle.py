@@ -23,6 +23,7 @@ from models.incidents import IncidentKind, open_incident, resolve_open
 from models.isolation import in_savepoint
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage, ProcessedMessage
 from models.operations import OrphanEvent
+from models.publishing import publish_after_commit
 from models.service import (
     EventResult,
     ServiceError,
@@ -192,7 +193,7 @@ def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, ba
 
 
 def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:
-    """Tasks stuck in ``requested``: their submit rows, to publish again (consumers are idempotent)."""
+    """Tasks stuck in ``requested``: their submit rows, published again after commit (consumers are idempotent)."""
     tasks = session.scalars(
         select(ExternalTask).options(load_only(ExternalTask.id, ExternalTask.checked_at))
         .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
@@ -202,13 +203,15 @@ def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int)
         task.checked_at = now
     if not tasks:
         return []
-    return list(session.scalars(
+    rows = list(session.scalars(
         select(OutboxMessage).options(load_only(*PUBLISH_COLUMNS)).where(
             OutboxMessage.task_id.in_([t.id for t in tasks]), OutboxMessage.kind == OutboxKind.SUBMIT,
             OutboxMessage.done_at.is_(None), OutboxMessage.parked_reason.is_(None),
             OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
         )
     ))
+    publish_after_commit(session, rows)  # again: consumers are idempotent
+    return rows
 
 
 _SNAPSHOT_EVENTS = {"running": EventType.ACCEPTED, "succeeded": EventType.COMPLETED,

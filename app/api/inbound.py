@@ -64,5 +64,4 @@ def receive(provider: str) -> tuple[Response, int]:
     session.commit()
     if result.status == "duplicate":
         metrics.webhook_rejected(provider, "duplicate")
-    ctx.publisher.publish(result.outbox)
     return jsonify({"status": result.status, "message_id": message_id}), 200

@@ -87,7 +87,6 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
             session.rollback()
             raise TooManyRequests(str(exc), limit="max_open_tasks", max_open_tasks=exc.cap) from None
     bind(correlation_id=result.task.correlation_id)
-    ctx.publisher.publish(result.outbox)
     body = task_body(result.task)
     if not result.created:
         return jsonify(body), 200
@@ -99,7 +98,6 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
 def cancel(correlation_id: str) -> tuple[Response, int]:
     """Ask for cancellation (202). The task ends ``canceled`` once the vendor confirms; a task the
     vendor never saw is canceled at once; a final task answers 409 with its state."""
-    ctx = liaison()
     client = current_client()
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     body = json_body() if request.get_data(cache=True) else {}
@@ -115,12 +113,11 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
         session.rollback()
         raise ValidationFailed(str(exc), errors=[{"field": "Idempotency-Key", "message": str(exc)}]) from None
     try:
-        rows = request_cancel(session, task, reason, utcnow())
+        request_cancel(session, task, reason, utcnow())
     except AlreadyFinal as exc:
         session.rollback()
         raise Conflict(str(exc), state=exc.state) from None
-    session.commit()
-    ctx.publisher.publish(rows)
+    session.commit()  # the outbox hook publishes what it wrote
     return jsonify(task_body(task)), 202
 
 

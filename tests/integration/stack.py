@@ -14,6 +14,7 @@ from typing import Any
 import requests
 from celery.contrib.testing.worker import start_worker
 from flask import Flask
+from sqlalchemy.orm import Session
 
 from app import create_app
 from app.cli import alembic_config
@@ -115,7 +116,9 @@ class Stack:
         from models.base import utcnow
 
         now = utcnow()
-        with self.db.transaction() as session:
+        # A plain session on the engine, not one of the app's sessionmaker: the outbox hook
+        # (models.publishing) would publish the row at commit, and this row must stay unpublished.
+        with Session(self.db.engine, expire_on_commit=False) as session, session.begin():
             client = authenticate(session, api_key)
             req = parse_submit(body, providers=self.settings.providers, default_provider="sim",
                                client_callback_url=client.callback_url, now=now,

@@ -33,8 +33,7 @@ def _at(value: str) -> datetime:
 
 def _escalate(stack: Stack, now: datetime) -> int:
     with stack.db.transaction() as session:
-        escalated, rows = escalate_due(session, now, 500)
-    stack.ctx.publisher.publish(rows)
+        escalated, _ = escalate_due(session, now, 500)  # its relays are published at commit
     return escalated
 
 

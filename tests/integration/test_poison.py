@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from foundation.settings import Settings
 from models import DeadLetter, OutboxMessage
@@ -54,7 +55,9 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(pair_s
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        with pair_stack.db.transaction() as session:
+        # A plain session: the app's sessions publish new outbox rows at commit (models.publishing),
+        # and this one must reach only the killing task below.
+        with Session(pair_stack.db.engine, expire_on_commit=False) as session, session.begin():
             row = OutboxMessage(message_id=new_message_id(), kind="relay", payload={}, created_at=utcnow())
             session.add(row)
             session.flush()
