@@ -66,11 +66,11 @@ def orphans_discard(orphan_id: int) -> None:
 
 
 @click.command("reconcile")
-@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now, here (what beat runs every 5 minutes).")
 @json_option
 @with_appcontext
-def reconcile(run_now: bool, as_json: bool) -> None:
-    """Ask each provider about tasks quiet too long and apply what it says; re-drive stuck submits."""
+def reconcile(as_json: bool) -> None:
+    """Ask each provider about tasks quiet too long and apply what it says; re-drive stuck submits
+    (what beat runs every 5 minutes, here and now)."""
     report = run_reconcile(liaison(), utcnow())
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(report)))
@@ -85,11 +85,11 @@ def reconcile(run_now: bool, as_json: bool) -> None:
 
 
 @click.command("check-deadlines")
-@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now, here (what beat runs every minute).")
 @json_option
 @with_appcontext
-def check_deadlines(run_now: bool, as_json: bool) -> None:
-    """Escalate tasks past their acceptance or execution deadline (once per deadline)."""
+def check_deadlines(as_json: bool) -> None:
+    """Escalate tasks past their acceptance or execution deadline, once per deadline (what beat runs
+    every minute, here and now)."""
     total = run_check_deadlines(liaison(), utcnow(), max_batches=10_000,
                 progress=lambda n: click.echo(f"  escalated {n} so far", err=True))
     click.echo(json.dumps({"escalated": total}) if as_json else f"escalated {total} overdue tasks")

@@ -48,10 +48,10 @@ def sweep_outbox(as_json: bool) -> None:
 
 @click.command("prune")
 @with_appcontext
-@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now (what beat runs hourly).")
 @json_option
-def prune(run_now: bool, as_json: bool) -> None:
-    """Delete processed-message records older than the retention, in batches, showing progress."""
+def prune(as_json: bool) -> None:
+    """Delete processed-message records older than the retention, in batches, showing progress
+    (what beat runs hourly)."""
     ctx = liaison()
     removed = prune_processed_messages(
         ctx.db, utcnow(), ctx.settings.processed_retention_s,
