@@ -43,5 +43,5 @@ worker_send_task_events = True
 task_send_sent_event = True
 
 # --- What the worker and beat load ---
-imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.cancel", "workers.tasks.maintenance")
+imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.cancel", "workers.tasks.beat")
 beat_schedule = BEAT_SCHEDULE

@@ -27,7 +27,8 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     limiter = build_limiter(settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url,
                             namespace=settings.queue)
     publisher = Publisher(celery, db)
-    publishing.install(db.sessionmaker, publisher.publish)  # the one publish path: after every commit
+    # The one publish path: after every commit (looked up per call, so a benchmark can stub it).
+    publishing.install(db.sessionmaker, lambda rows: publisher.publish(rows))
     app.extensions["liaison"] = Liaison(
         settings=settings, db=db, providers=build_providers(settings, limiter), publisher=publisher,
         limiter=limiter,

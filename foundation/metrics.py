@@ -40,6 +40,10 @@ from prometheus_client.registry import Collector
 
 from core.errors import PermanentError, TransientError, UncertainError
 
+#: The header ``app.observability.celery_signals`` stamps on every published task message (epoch
+#: seconds), so a queue that can be peeked (Redis) can tell how long its oldest message has waited.
+PUBLISHED_AT_HEADER = "liaison_published_at"
+
 __all__ = ["CONTENT_TYPE_LATEST", "render"]
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

@@ -4,7 +4,7 @@ from models.base import Base
 from models.client import ApiKey, Client
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
-from models.operations import CallbackEndpoint, Incident, OrphanEvent
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.rate_limits import RateLimitState
 from models.task import ExternalTask, TaskEvent
 

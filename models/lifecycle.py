@@ -18,22 +18,14 @@ from typing import Any
 from sqlalchemy import Select, select, text, update
 from sqlalchemy.orm import Session, load_only
 
-from models.failures import NotReplayable
+from models.dead_letters import NotReplayable
 from models.incidents import IncidentKind, open_incident, resolve_open
 from models.isolation import in_savepoint
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage, ProcessedMessage
-from models.operations import OrphanEvent
+from models.attention import OrphanEvent
 from models.publishing import publish_after_commit
-from models.service import (
-    EventResult,
-    ServiceError,
-    add_event,
-    add_outbox,
-    bind_orphans,
-    first_time,
-    move,
-    receive_event,
-)
+from models.service import ServiceError, add_event, add_outbox, move
+from models.vendor_events import EventResult, bind_orphans, first_time, receive_event
 from core.states import TERMINAL, EventType, State
 from models.task import AT_VENDOR, AWAITING_ACCEPTANCE, AWAITING_COMPLETION, NOT_SUBMITTED, ExternalTask
 from webhooks.events import VendorEvent
@@ -83,7 +75,7 @@ def request_cancel(session: Session, task: ExternalTask, reason: str, now: datet
         return []
     if task.vendor_job_id is None:
         # Not at the vendor (yet): cancel here. If a submit is in flight, its answer finds the task
-        # canceled and cancels the new job at the vendor (service.record_submission).
+        # canceled and cancels the new job at the vendor (vendor_events.record_submission).
         task.outcome = {"canceled": reason}
         return move(session, task, State.CANCELED, now, reason=reason)
     rows = move(session, task, State.CANCEL_REQUESTED, now, reason=reason)

@@ -21,7 +21,7 @@ from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from workers.runtime import liaison
-from app.operations import (
+from app.operator_actions import (
     Ambiguous,
     NotFoundError,
     NotReplayable,

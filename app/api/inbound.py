@@ -17,7 +17,7 @@ from workers.runtime import liaison
 from foundation import metrics
 from foundation.logging import bind
 from app.session import db_session
-from models import service
+from models import vendor_events
 from models.base import utcnow
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 from webhooks.signing import SignatureError, verify
@@ -60,7 +60,7 @@ def receive(provider: str) -> tuple[Response, int]:
         raise _reject(provider, "malformed", BadRequest(str(exc))) from None
 
     session = db_session()
-    result = service.receive_event(session, provider, message_id, event, utcnow())
+    result = vendor_events.receive_event(session, provider, message_id, event, utcnow())
     session.commit()
     if result.status == "duplicate":
         metrics.webhook_rejected(provider, "duplicate")

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.errors import BadRequest
 from models.messages import DeadLetter
-from models.operations import CallbackEndpoint, Incident, OrphanEvent
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from core.states import TERMINAL
 from models.task import ExternalTask, TaskEvent
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from flask.cli import AppGroup
 
-from app.cli import clients, failures, lifecycle, maintenance
+from app.cli import clients, lifecycle, maintenance, repair
 from app.observability.migrations import alembic_config
 
 group = AppGroup("liaison", help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo.")
-for module in (clients, failures, lifecycle, maintenance):
+for module in (clients, repair, lifecycle, maintenance):
     module.register(group)
 
 __all__ = ["alembic_config", "group"]

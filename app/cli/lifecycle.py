@@ -11,7 +11,7 @@ from flask.cli import AppGroup, with_appcontext
 from app.api.representation import orphan_body
 from app.cli.output import emit, json_option
 from workers.runtime import liaison
-from app.operations import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
+from app.operator_actions import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from models import queries
 from models.base import utcnow
 from workers.deadlines import check_deadlines as run_check_deadlines

@@ -14,7 +14,7 @@ from app.demo import run_demo
 from app.observability.migrations import alembic_config
 from workers.runtime import liaison
 from models.base import utcnow
-from models.maintenance import prune_processed_messages
+from models.retention import prune_processed_messages
 
 
 def register(group: AppGroup) -> None:

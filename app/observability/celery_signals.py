@@ -26,8 +26,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from foundation import metrics
-from app.observability.collectors import PUBLISHED_AT_HEADER
 from foundation.logging import bind, clear
+from foundation.metrics import PUBLISHED_AT_HEADER
 from models.messages import OutboxMessage
 
 log = logging.getLogger(__name__)

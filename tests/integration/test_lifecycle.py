@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from models import ExternalTask, OrphanEvent, OutboxMessage, service
+from models import ExternalTask, OrphanEvent, OutboxMessage, service, vendor_events
 from models.base import utcnow
 from models.lifecycle import escalate_due, flag_stale_orphans
 from tests.integration import due_work
@@ -208,7 +208,7 @@ def test_reconcile_redrives_a_task_never_submitted_and_flags_a_job_the_vendor_do
     stuck, _ = pair_stack.unpublished_task(api_key, {"input": "never reached the broker"})
     ghost, ghost_outbox = pair_stack.unpublished_task(api_key, {"input": "x"})
     with pair_stack.db.transaction() as session:  # the vendor answered, then forgot the job
-        service.record_submission(session, session.get(OutboxMessage, ghost_outbox), f"job_gone_{uuid.uuid4().hex}", utcnow())
+        vendor_events.record_submission(session, session.get(OutboxMessage, ghost_outbox), f"job_gone_{uuid.uuid4().hex}", utcnow())
 
     report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)
     assert report.redriven >= 1 and report.unknown >= 1
@@ -301,15 +301,15 @@ def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair
     api_key, _, _ = pair_stack.new_client()
     cid, outbox_id = pair_stack.unpublished_task(api_key, {"input": "x"})
     job_id = f"job_{uuid.uuid4().hex}"
-    results: list[service.EventResult] = []
+    results: list[vendor_events.EventResult] = []
 
     def webhook() -> None:
         with pair_stack.db.transaction() as session:
-            results.append(service.receive_event(
+            results.append(vendor_events.receive_event(
                 session, "sim", f"msg_{uuid.uuid4().hex}", VendorEvent(EventType.ACCEPTED, job_id), utcnow()))
 
     with pair_stack.db.transaction() as session:
-        service.record_submission(session, service.claim_outbox(session, outbox_id), job_id, utcnow())
+        vendor_events.record_submission(session, service.claim_outbox(session, outbox_id), job_id, utcnow())
         racer = threading.Thread(target=webhook)
         racer.start()
         racer.join(timeout=1.0)

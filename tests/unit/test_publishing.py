@@ -13,7 +13,7 @@ from models import Base, publishing
 from models.base import utcnow
 from models.credentials import create_client
 from models.db import Database
-from models.failures import dead_letter, replay
+from models.dead_letters import dead_letter, replay
 from models.messages import DeadLetter, OutboxKind, OutboxMessage
 from models.service import SubmitRequest, submit_task
 

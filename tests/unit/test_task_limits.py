@@ -10,7 +10,7 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 import workers.tasks.cancel
-import workers.tasks.maintenance
+import workers.tasks.beat
 import workers.tasks.relay
 import workers.tasks.submission  # noqa: F401  (registers the tasks)
 from app import create_app
@@ -22,7 +22,7 @@ from app.celery_app import CALL_TASKS
 from core.classify import Kind
 from core.retry_policy import next_delay
 from workers.policies import relay_policy
-from workers.tasks.maintenance import stops_at_soft_limit
+from workers.tasks.beat import stops_at_soft_limit
 from workers.tasks.outcomes import time_limit_error
 
 ENV = {

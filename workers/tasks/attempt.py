@@ -31,7 +31,7 @@ from core.errors import CallError
 from core.retry_policy import RetryPolicy
 from models import service
 from models.base import utcnow
-from models.failures import count_delivery
+from models.dead_letters import count_delivery
 from models.messages import OutboxMessage
 from workers.limiter import RateLimited
 from workers.runtime import Liaison

@@ -18,7 +18,7 @@ from workers.runtime import Liaison
 from foundation import metrics
 from models import service
 from models.base import utcnow
-from models.failures import dead_letter
+from models.dead_letters import dead_letter
 from models.messages import OutboxMessage
 from models.task import ExternalTask
 from core.classify import Failure

@@ -15,7 +15,7 @@ from foundation import metrics
 from models import service
 from models.base import utcnow
 from models.client import Client
-from models.failures import disable_endpoint, endpoint_disabled, park
+from models.dead_letters import disable_endpoint, endpoint_disabled, park
 from models.leases import release, take_slot
 from models.messages import OutboxMessage
 from models.task import ExternalTask

@@ -10,7 +10,7 @@ from core.errors import PermanentError, TransientError, UncertainError
 from core.retry_policy import RetryPolicy
 from core.states import State
 from foundation import metrics
-from models import service
+from models import service, vendor_events
 from models.base import utcnow
 from models.messages import OutboxMessage
 from webhooks.bounded_json import InvalidJson
@@ -66,7 +66,7 @@ class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
 
     def record(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, SubmitJob]],
                result: str) -> str:
-        service.record_submission(session, row, result, utcnow())
+        vendor_events.record_submission(session, row, result, utcnow())
         metrics.submission(attempt.provider or "", "submitted")
         return "submitted"
 

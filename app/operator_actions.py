@@ -12,11 +12,11 @@ from sqlalchemy.orm import Session
 
 from workers.runtime import Liaison
 from models.client import Client
-from models.failures import NotReplayable, discard, enable_endpoint, replay
+from models.dead_letters import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
 from models.lifecycle import attach_orphan, discard_orphan
 from models.messages import DeadLetter
-from models.operations import CallbackEndpoint, Incident, OrphanEvent
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.queries import DeadLetterFilter
 from models.service import lock_task
 from models.task import ExternalTask

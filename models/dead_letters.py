@@ -14,7 +14,7 @@ from core.classify import Fault
 from models.client import Client
 from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
-from models.operations import CallbackEndpoint
+from models.attention import CallbackEndpoint
 from models.publishing import publish_after_commit
 from models.service import ServiceError, add_event, lock_task, move, settle_retry
 from core.states import TERMINAL, State, reopen

@@ -14,7 +14,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from workers.runtime import liaison
 from models.base import utcnow
 from models.lifecycle import flag_stale_orphans
-from models.maintenance import prune_processed_messages as prune
+from models.retention import prune_processed_messages as prune
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
 

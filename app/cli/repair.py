@@ -10,7 +10,7 @@ from sqlalchemy.orm import joinedload
 from app.api.representation import dead_letter_body, endpoint_body, incident_body, operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
 from workers.runtime import liaison
-from app.operations import (
+from app.operator_actions import (
     Ambiguous,
     NotFoundError,
     NotReplayable,
