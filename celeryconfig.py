@@ -1,8 +1,8 @@
 """Celery settings that are policy, each with the reason it is set. The broker URL and its
-per-transport options come from ``app.settings`` (see ``workers.celery_app``)."""
+per-transport options come from ``foundation.settings`` (see ``app.celery_app``)."""
 
-from app.settings import VISIBILITY_TIMEOUT_S
 from beat_schedule import BEAT_SCHEDULE
+from foundation.settings import VISIBILITY_TIMEOUT_S
 
 # --- Reliability (docs/design.md §1) ---
 # Ack only after the task body ran: a worker that dies mid-task leaves the message to be redelivered.
@@ -27,12 +27,12 @@ result_serializer = "json"
 accept_content = ["json"]
 # All state lives in our database; no result backend to run or to fill.
 task_ignore_result = True
-# The work queue's name comes from settings (LIAISON_QUEUE); workers.celery_app declares it, with a
+# The work queue's name comes from settings (LIAISON_QUEUE); app.celery_app declares it, with a
 # dead-letter exchange on RabbitMQ. Unknown and undecodable messages are dead-lettered by our consumer.
 worker_consumer = "workers.consumer:DeadLetteringConsumer"
 # Relays run on their own queue (LIAISON_RELAY_QUEUE, default "<queue>.relay": task_routes), and
 # every task has soft and hard time limits (task_annotations): both come from settings and are set
-# by workers.celery_app. The soft limit raises SoftTimeLimitExceeded in the task, which records a
+# by app.celery_app. The soft limit raises SoftTimeLimitExceeded in the task, which records a
 # failed attempt (retried per policy); the hard one kills the pool process (prefork only: the
 # threads and solo pools cannot enforce either).
 timezone = "UTC"
@@ -43,5 +43,5 @@ worker_send_task_events = True
 task_send_sent_event = True
 
 # --- What the worker and beat load ---
-imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.cancel", "workers.tasks.maintenance")
+imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.cancel", "workers.tasks.beat")
 beat_schedule = BEAT_SCHEDULE

@@ -6,9 +6,9 @@ hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md).
 """
 
 from app import startup
-from app.observability import metrics
 from app.observability.gunicorn import StructuredLogger
-from app.observability.logging import configure_logging
+from foundation import metrics
+from foundation.logging import configure_logging
 
 # A bad setting, or a database or broker that does not answer, stops the master here with one line
 # naming the variable or the host (app/startup.py), before any worker boots.

@@ -7,16 +7,22 @@ import os
 
 from flask import Flask
 
-from app.settings import Settings
+from app import cli, errors, observability, session, startup
+from app.api import admin, admin_clients, health, inbound, reference, tasks
+from app.celery_app import celery_init_app
+from foundation.settings import ConfigError, Settings, database_url_from_env
+from models import publishing
+from models.db import Database
+from workers.limiter import build_limiter
+from workers.outbox import Publisher
+from workers.providers import build_providers
+from workers.runtime import Liaison
 
 
 def _settings_from_env() -> tuple[Settings, str | None]:
     """The environment's settings. A bad one ends the process with one line (app.startup), except
     under the ``flask`` command: there the app is built on ``DATABASE_URL`` alone and the error kept,
     so ``liaison db upgrade`` still runs and every other command reports it (app/cli)."""
-    from app import startup
-    from app.settings import ConfigError, database_url_from_env
-
     try:
         return Settings.from_env(), None
     except ConfigError as exc:
@@ -31,16 +37,6 @@ def _settings_from_env() -> tuple[Settings, str | None]:
 
 
 def create_app(settings: Settings | None = None, celery_config: dict | None = None) -> Flask:
-    from app import cli, errors, observability, session, startup
-    from app.api import admin, admin_clients, health, reference, tasks
-    from app.extensions import Liaison
-    from models.db import Database
-    from webhooks import inbound
-    from workers.celery_app import celery_init_app
-    from workers.limiter import build_limiter
-    from workers.outbox import Publisher
-    from workers.providers import build_providers
-
     config_error = None
     if settings is None:
         settings, config_error = _settings_from_env()
@@ -56,8 +52,11 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     celery = celery_init_app(app, settings)
     limiter = build_limiter(settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url,
                             namespace=settings.queue)
+    publisher = Publisher(celery, db)
+    # The one publish path: after every commit (looked up per call, so a benchmark can stub it).
+    publishing.install(db.sessionmaker, lambda rows: publisher.publish(rows))
     app.extensions["liaison"] = Liaison(
-        settings=settings, db=db, providers=build_providers(settings, limiter), publisher=Publisher(celery, db),
+        settings=settings, db=db, providers=build_providers(settings, limiter), publisher=publisher,
         limiter=limiter,
     )
 

@@ -8,10 +8,10 @@ import hmac
 from flask import g, request
 
 from app.errors import Forbidden, NotFound, Unauthorized
-from app.extensions import liaison
 from app.session import db_session
 from models.client import Client
 from models.credentials import authenticate
+from workers.runtime import liaison
 
 
 def _bearer() -> str:

@@ -5,11 +5,11 @@ tasks. The deployment's defaults (``LIAISON_CLIENT_*``) apply unless the client 
 from __future__ import annotations
 
 from app.errors import TooManyRequests
-from app.observability import metrics
-from app.settings import Settings
+from core.rate_limit import Limit, retry_after_header
+from foundation import metrics
+from foundation.settings import Settings
 from models.client import Client
 from workers.limiter import Limiter
-from workers.rate_limit import Limit, retry_after_header
 
 
 def submit_limit(settings: Settings, client: Client) -> Limit:

@@ -1,4 +1,4 @@
-"""``.env.example`` and ``docs/settings.md``, written from the settings table (``app.settings``).
+"""``.env.example`` and ``docs/settings.md``, written from the settings table (``foundation.settings``).
 
     python -m app.settings_docs --env-example > .env.example
     python -m app.settings_docs --markdown > docs/settings.md
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.settings import PROVIDER_SECTION, SECTIONS, TEXT, Option, Section
+from foundation.settings import PROVIDER_SECTION, SECTIONS, TEXT, Option, Section
 
 #: The demo's provider name, used for the provider block of .env.example.
 EXAMPLE_PROVIDER = "SIMULATOR"
@@ -62,7 +62,7 @@ def _env_line(option: Option) -> str:
 
 def render_env_example() -> str:
     lines = [
-        "# Every setting Liaison reads, with its default. Generated from app/settings.py by",
+        "# Every setting Liaison reads, with its default. Generated from foundation/settings.py by",
         "# `python -m app.settings_docs --env-example > .env.example`: edit the table there, not this file.",
         "# Nothing set = embedded mode: a SQLite file under var/ and kombu's filesystem:// broker, no server needed.",
         "# A blank value means the default; <NAME> stands for another setting's value.",
@@ -87,12 +87,12 @@ def render_markdown() -> str:
     lines = [
         "# Settings",
         "",
-        "Liaison is configured by its environment only, read once at start-up by `app/settings.py` (web,",
+        "Liaison is configured by its environment only, read once at start-up by `foundation/settings.py` (web,",
         "worker, beat and the CLI read the same variables). A blank value means the default. A bad value",
         "stops the process at start-up with one line naming the variable (see docs/runbook.md, \"Start-up",
         "errors\"). Migrations (`flask --app app liaison db upgrade`) read only `DATABASE_URL`.",
         "",
-        "This page and [.env.example](../.env.example) are generated from the table in `app/settings.py`",
+        "This page and [.env.example](../.env.example) are generated from the table in `foundation/settings.py`",
         "(`python -m app.settings_docs --markdown > docs/settings.md`); a unit test keeps them in step.",
     ]
     for section in (*SECTIONS, PROVIDER_SECTION, *OTHER_SECTIONS):

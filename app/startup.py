@@ -4,7 +4,7 @@ A process that cannot start says why in one line -- the setting at fault, or the
 reach (never a password) -- and exits non-zero: 78 for a configuration error, 69 for a database or
 broker it cannot reach (sysexits' EX_CONFIG and EX_UNAVAILABLE: a supervisor should not restart the
 first in a loop). Each entry point calls here once: gunicorn.conf.py (the web master),
-workers/make_celery.py (worker and beat), ``create_app`` and the ``liaison`` CLI group (app/cli).
+app/make_celery.py (worker and beat), ``create_app`` and the ``liaison`` CLI group (app/cli).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from app.settings import ConfigError, Settings, mask_url_password
+from foundation.settings import ConfigError, Settings, mask_url_password
 from models.db import ensure_private_sqlite_file
 
 EXIT_CONFIG = 78

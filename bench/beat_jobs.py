@@ -28,12 +28,12 @@ from sqlalchemy import Executable, insert, text  # noqa: E402
 
 import simulator  # noqa: E402
 from app import create_app  # noqa: E402
-from app.settings import Settings  # noqa: E402
+from foundation.settings import Settings  # noqa: E402
 from models import ExternalTask, ProcessedMessage  # noqa: E402
 from models.base import utcnow  # noqa: E402
 from models.db import Database  # noqa: E402
 from models.lifecycle import DEADLINES, claim_quiet, due_query, escalate_due, quiet_query  # noqa: E402
-from models.maintenance import prune_processed_messages  # noqa: E402
+from models.retention import prune_processed_messages  # noqa: E402
 from tests.integration.stack import migrate  # noqa: E402
 from tests.support.servers import ServerThread  # noqa: E402
 from webhooks.signing import generate_secret  # noqa: E402

@@ -1,11 +1,11 @@
-"""Alembic environment: URL from app.settings (or the caller's config), batch mode for SQLite."""
+"""Alembic environment: URL from foundation.settings (or the caller's config), batch mode for SQLite."""
 
 from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import create_engine
 
-from app.settings import database_url_from_env
+from foundation.settings import database_url_from_env
 from models import Base
 from models.db import ensure_private_sqlite_file
 

@@ -1,10 +1,10 @@
 """Liaison's tables and the one place that changes them (``models.service``)."""
 
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import Base
 from models.client import ApiKey, Client
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
-from models.operations import CallbackEndpoint, Incident, OrphanEvent
 from models.rate_limits import RateLimitState
 from models.task import ExternalTask, TaskEvent
 

@@ -38,7 +38,7 @@ class Client(Base):
     # Newest first; every one signs each callback so the domain app can rotate without downtime.
     callback_secrets: Mapped[list[str]] = mapped_column(Json)
     callback_url: Mapped[str | None] = mapped_column(String(2000))
-    # Canonical ``scheme://host[:port]`` (models/origins.py); empty = callbacks may go anywhere.
+    # Canonical ``scheme://host[:port]`` (core/origins.py); empty = callbacks may go anywhere.
     callback_origins: Mapped[list[str]] = mapped_column(Json, default=list, server_default=text("'[]'"))
     # A disabled client's API requests are refused (403); its tasks in flight still finish and relay.
     disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

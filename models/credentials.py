@@ -11,9 +11,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.origins import MAX_ORIGINS, BadOrigin, normalize_origin, within
 from models.base import utcnow
 from models.client import ApiKey, Client, display_prefix, generate_api_key, hash_api_key
-from models.origins import MAX_ORIGINS, BadOrigin, normalize_origin, within
 from webhooks.signing import generate_secret
 
 #: Every secret signs every callback; a bound keeps a forgotten rotation from growing headers.

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from models.operations import Incident
+from models.attention import Incident
 
 
 class IncidentKind:

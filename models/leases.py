@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import String, delete, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from models.base import Base, UtcDateTime
 from models.db import Database
@@ -30,22 +30,28 @@ class Lease(Base):
 
 
 def acquire(db: Database, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
-    """Take the lease unless someone else holds it unexpired. Two takers of a missing row meet at
-    its primary key; the loser's savepoint rolls back and it does not get the lease."""
-    expires_at = now + timedelta(seconds=ttl_s)
+    """Take the lease in a transaction of its own (see :func:`take`)."""
     with db.transaction() as session:
-        lease = session.scalar(select(Lease).where(Lease.name == name).with_for_update())
-        if lease is None:
-            try:
-                with session.begin_nested():
-                    session.add(Lease(name=name, holder=holder, expires_at=expires_at))
-            except IntegrityError:
-                return False
-            return True
-        if lease.holder != holder and lease.expires_at > now:
+        return take(session, name, holder, now, ttl_s)
+
+
+def take(session: Session, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
+    """Take the lease, in the caller's transaction, unless someone else holds it unexpired. Two
+    takers of a missing row meet at its primary key; the loser's savepoint rolls back and it does
+    not get the lease."""
+    expires_at = now + timedelta(seconds=ttl_s)
+    lease = session.scalar(select(Lease).where(Lease.name == name).with_for_update())
+    if lease is None:
+        try:
+            with session.begin_nested():
+                session.add(Lease(name=name, holder=holder, expires_at=expires_at))
+        except IntegrityError:
             return False
-        lease.holder, lease.expires_at = holder, expires_at
         return True
+    if lease.holder != holder and lease.expires_at > now:
+        return False
+    lease.holder, lease.expires_at = holder, expires_at
+    return True
 
 
 def slot_names(group: str, slots: int) -> list[str]:
@@ -53,11 +59,12 @@ def slot_names(group: str, slots: int) -> list[str]:
     return [f"{group}:{i}" for i in range(slots)]
 
 
-def acquire_slot(db: Database, group: str, slots: int, holder: str, now: datetime, ttl_s: float) -> str | None:
+def take_slot(session: Session, group: str, slots: int, holder: str, now: datetime, ttl_s: float) -> str | None:
     """Take one of ``slots`` leases of ``group`` (a semaphore shared by every process that reaches
-    the database); the name taken, or None when all are held. Give it back with :func:`release`."""
+    the database), in the caller's transaction: the name taken, or None when all are held. Give it
+    back with :func:`release` (the relay takes it in its start transaction: ``workers.tasks.relay``)."""
     for name in slot_names(group, slots):
-        if acquire(db, name, holder, now, ttl_s):
+        if take(session, name, holder, now, ttl_s):
             return name
     return None
 

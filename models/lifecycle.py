@@ -18,23 +18,16 @@ from typing import Any
 from sqlalchemy import Select, select, text, update
 from sqlalchemy.orm import Session, load_only
 
-from models.failures import NotReplayable
+from core.states import TERMINAL, EventType, State
+from models.attention import OrphanEvent
+from models.dead_letters import NotReplayable
 from models.incidents import IncidentKind, open_incident, resolve_open
 from models.isolation import in_savepoint
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage, ProcessedMessage
-from models.operations import OrphanEvent
-from models.service import (
-    EventResult,
-    ServiceError,
-    add_event,
-    add_outbox,
-    bind_orphans,
-    first_time,
-    move,
-    receive_event,
-)
-from models.states import TERMINAL, EventType, State
+from models.publishing import publish_after_commit
+from models.service import ServiceError, add_event, add_outbox, move
 from models.task import AT_VENDOR, AWAITING_ACCEPTANCE, AWAITING_COMPLETION, NOT_SUBMITTED, ExternalTask
+from models.vendor_events import EventResult, bind_orphans, first_time, receive_event
 from webhooks.events import VendorEvent
 
 
@@ -82,7 +75,7 @@ def request_cancel(session: Session, task: ExternalTask, reason: str, now: datet
         return []
     if task.vendor_job_id is None:
         # Not at the vendor (yet): cancel here. If a submit is in flight, its answer finds the task
-        # canceled and cancels the new job at the vendor (service.record_submission).
+        # canceled and cancels the new job at the vendor (vendor_events.record_submission).
         task.outcome = {"canceled": reason}
         return move(session, task, State.CANCELED, now, reason=reason)
     rows = move(session, task, State.CANCEL_REQUESTED, now, reason=reason)
@@ -192,7 +185,7 @@ def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, ba
 
 
 def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:
-    """Tasks stuck in ``requested``: their submit rows, to publish again (consumers are idempotent)."""
+    """Tasks stuck in ``requested``: their submit rows, published again after commit (consumers are idempotent)."""
     tasks = session.scalars(
         select(ExternalTask).options(load_only(ExternalTask.id, ExternalTask.checked_at))
         .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
@@ -202,13 +195,15 @@ def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int)
         task.checked_at = now
     if not tasks:
         return []
-    return list(session.scalars(
+    rows = list(session.scalars(
         select(OutboxMessage).options(load_only(*PUBLISH_COLUMNS)).where(
             OutboxMessage.task_id.in_([t.id for t in tasks]), OutboxMessage.kind == OutboxKind.SUBMIT,
             OutboxMessage.done_at.is_(None), OutboxMessage.parked_reason.is_(None),
             OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
         )
     ))
+    publish_after_commit(session, rows)  # again: consumers are idempotent
+    return rows
 
 
 _SNAPSHOT_EVENTS = {"running": EventType.ACCEPTED, "succeeded": EventType.COMPLETED,

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session, joinedload
 
+from core.states import TERMINAL
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.messages import DeadLetter
-from models.operations import CallbackEndpoint, Incident, OrphanEvent
-from models.states import TERMINAL
 from models.task import ExternalTask
 
 
@@ -77,7 +77,7 @@ def retrying_tasks(session: Session, limit: int, after_id: int | None = None) ->
 
 
 def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
-    """Disabled endpoints with their client (each is one client's: see ``models.failures``)."""
+    """Disabled endpoints with their client (each is one client's: see ``models.dead_letters``)."""
     return list(session.scalars(
         select(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None))
         .options(joinedload(CallbackEndpoint.client)).order_by(CallbackEndpoint.id)

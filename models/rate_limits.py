@@ -1,5 +1,5 @@
 """Rate-limit state in the database, for deployments whose broker is not Redis: one row per key
-holding GCRA's single number (``workers.rate_limit``), updated under the row's lock."""
+holding GCRA's single number (``core.rate_limit``), updated under the row's lock."""
 
 from __future__ import annotations
 

@@ -1,30 +1,25 @@
-"""The operations that change state: the one place that writes.
+"""The writes that change a task's state: the one place that writes them.
 
 Each function runs inside the caller's transaction and returns the outbox rows it wrote, so the
 caller commits once and publishes after the commit. ``now`` is always passed in. Every state change
-goes through :func:`models.states.transition` / :func:`models.states.decide`.
+goes through :func:`core.states.transition` / :func:`core.states.decide`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, inspect, select, text
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, defer
 
+from core.states import RELAYED, TERMINAL, State, transition
 from models.client import Client
-from models.incidents import IncidentKind, resolve_open
-from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.operations import OrphanEvent
-from models.states import RELAYED, TERMINAL, State, decide, transition
+from models.messages import OutboxKind, OutboxMessage
 from models.task import OPEN, ExternalTask, TaskEvent, new_reference
 from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
-from webhooks.events import VendorEvent, parse_event
 
 
 class ServiceError(Exception):
@@ -236,125 +231,6 @@ def _relayed_outcome(task: ExternalTask, target: State) -> Any:
     if target is State.ACCEPTED and "outcome" in inspect(task).unloaded:
         return None
     return task.outcome
-
-
-def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now: datetime) -> list[OutboxMessage]:
-    """The vendor gave us a job id: remember it, move to ``submitted``, apply any early events."""
-    task = lock_task(session, outbox.task_id)
-    outbox.done_at = now
-    out: list[OutboxMessage] = []
-    if task.vendor_job_id is None:
-        task.vendor_job_id = job_id
-        lock_job(session, task.provider, job_id)  # an early webhook for it commits before we look
-    task.attempts += 1
-    task.last_error = None
-    task.next_attempt_at = None
-    if task.state == State.REQUESTED:
-        out += move(session, task, State.SUBMITTED, now, attempt=task.attempts)
-    else:
-        add_event(session, task, "submission.late", now, state=task.state)
-        if task.state in (State.CANCELED, State.CANCEL_REQUESTED):
-            # Canceled while the submit was in flight: the vendor has the job now, so cancel it there.
-            out.append(add_outbox(session, OutboxKind.CANCEL, task, now, reason="canceled before the vendor answered"))
-    out += bind_orphans(session, task, now)
-    return out
-
-
-def lock_job(session: Session, source: str, job_id: str) -> None:
-    """Serialise "is there a task for this vendor job?" against "this task now has that job id".
-
-    Without it, on PostgreSQL a webhook that overtakes its submit response can look for the task
-    before the submission commits while the submission looks for orphans before the webhook
-    commits: neither sees the other and the event stays an orphan. Both take this transaction-level
-    advisory lock first (the submission only when it sets the job id, after its task lock; the
-    webhook before it looks the task up, when the row it could wait on does not match yet — so the
-    two never wait on each other crosswise). SQLite's ``BEGIN IMMEDIATE`` serialises writers already.
-    """
-    if session.get_bind().dialect.name != "postgresql":
-        return
-    digest = hashlib.blake2b(f"{source}\0{job_id}".encode(), digest_size=8).digest()
-    session.execute(select(func.pg_advisory_xact_lock(int.from_bytes(digest, "big", signed=True))))
-
-
-def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
-    """Events that overtook the submit response are applied now, in the order they arrived."""
-    orphans = session.scalars(
-        select(OrphanEvent)
-        .where(
-            OrphanEvent.source == task.provider,
-            OrphanEvent.vendor_job_id == task.vendor_job_id,
-            OrphanEvent.state == "open",
-        )
-        .order_by(OrphanEvent.received_at, OrphanEvent.id)
-    ).all()
-    out: list[OutboxMessage] = []
-    for orphan in orphans:
-        orphan.state = "resolved"
-        orphan.resolved_at = now
-        if orphan.flagged_at is not None:
-            resolve_open(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, f"bound to {task.correlation_id}")
-        out += _apply(session, task, parse_event(orphan.payload), orphan.message_id, now, bound=True)[1]
-    return out
-
-
-def _apply(
-    session: Session, task: ExternalTask, event: VendorEvent, message_id: str, now: datetime, **detail: Any
-) -> tuple[bool, list[OutboxMessage]]:
-    """Apply an event forward-only; a stale one is recorded on the timeline and changes nothing."""
-    decision = decide(task.state, event.target)
-    if decision.new_state is None:
-        add_event(
-            session, task, "event.ignored", now,
-            event=event.type.value, message_id=message_id, reason=decision.reason,
-        )
-        return False, []
-    if event.outcome is not None:
-        task.outcome = event.outcome
-    rows = move(session, task, decision.new_state, now, event=event.type.value, message_id=message_id, **detail)
-    return True, rows
-
-
-@dataclass(frozen=True)
-class EventResult:
-    status: str  # applied | ignored | duplicate | orphan
-    outbox: list[OutboxMessage] = field(default_factory=list)
-
-
-def first_time(session: Session, source: str, message_id: str, message_type: str, now: datetime) -> bool:
-    """Record (source, message_id) in the inbox; False when it was there already.
-
-    The insert runs in a savepoint: a concurrent duplicate waits on the unique index until the
-    first transaction commits, then fails here. The record commits with the caller's effect.
-    """
-    try:
-        with session.begin_nested():
-            session.add(ProcessedMessage(source=source, message_id=message_id, message_type=message_type, processed_at=now))
-    except IntegrityError:
-        return False
-    return True
-
-
-def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
-    """Store and apply one verified vendor event, at most once per (source, message_id)."""
-    if not first_time(session, source, message_id, event.type.value, now):
-        return EventResult("duplicate")
-    lock_job(session, source, event.job_id)
-    # The outcome loads only if the event brings none and a relay must carry the task's own.
-    task = session.scalar(
-        select(ExternalTask).options(*WITHOUT_PAYLOAD)
-        .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
-        .with_for_update(key_share=True)
-    )
-    if task is None:
-        session.add(
-            OrphanEvent(
-                source=source, message_id=message_id, vendor_job_id=event.job_id,
-                payload=event.as_payload(), received_at=now,
-            )
-        )
-        return EventResult("orphan")
-    applied, rows = _apply(session, task, event, message_id, now)
-    return EventResult("applied" if applied else "ignored", rows)
 
 
 def record_attempt_failure(

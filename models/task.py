@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from core.states import State
 from models.base import Base, Id, Json, UtcDateTime, utcnow
 from models.client import Client
-from models.states import State
 
 #: Partial-index predicates: the beat jobs' queries repeat them word for word so the planner uses
 #: the index, which then holds only the rows that can still become due, not every finished task.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from models.states import COMPLETION_STATES, EventType, State, target_of
+from core.states import COMPLETION_STATES, EventType, State, target_of
 from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, TooLarge, check_bounds, strict_loads
 
 __all__ = ["EventTooLarge", "InvalidJson", "MalformedEvent", "VendorEvent", "parse_event", "strict_loads"]

@@ -1,1 +1,2 @@
-"""Celery workers: submission, relay and maintenance tasks, and the policy they follow."""
+"""The worker edge: Celery tasks (submit, relay, cancel, beat jobs), providers, the outbox publisher,
+outbound HTTP, and the runtime context they share."""

@@ -1,12 +1,12 @@
-"""``check_deadlines``: what beat runs every minute and ``liaison check-deadlines --now`` runs by hand."""
+"""``check_deadlines``: what beat runs every minute and ``liaison check-deadlines`` runs by hand."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
 
-from app.extensions import Liaison
 from models.lifecycle import escalate_due
+from workers.runtime import Liaison
 
 
 def check_deadlines(
@@ -14,12 +14,11 @@ def check_deadlines(
 ) -> int:
     """Escalate overdue tasks a batch per transaction until none is due (or ``max_batches``, so a
     backlog cannot hold one run for long: the next run a minute later goes on). Each batch's
-    relays and cancels are published after its commit."""
+    relays and cancels are published after its commit (the outbox hook)."""
     total = 0
     for _ in range(max_batches):
         with ctx.db.transaction() as session:
-            escalated, rows = escalate_due(session, now, ctx.settings.beat_batch)
-        ctx.publisher.publish(rows)
+            escalated, _ = escalate_due(session, now, ctx.settings.beat_batch)
         if not escalated:
             break
         total += escalated

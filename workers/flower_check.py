@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from app.settings import ConfigError
+from foundation.settings import ConfigError
 
 MIN_PASSWORD_LEN = 16
 ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env.example"

@@ -14,10 +14,10 @@ import requests
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 
+from core.classify import Failure, Kind, classify_failure, classify_status, parse_retry_after
+from core.errors import CallError, OutboundRefused, PermanentError, TransientError, UncertainError
+from core.outbound_guard import AllowList, Refused
 from workers import transport
-from workers.classify import Failure, Kind, classify_failure, classify_status, parse_retry_after
-from workers.errors import CallError, OutboundRefused, PermanentError, TransientError, UncertainError
-from workers.outbound_guard import AllowList, Refused
 
 _ERRORS: dict[Kind, type[CallError]] = {
     Kind.TRANSIENT: TransientError,

@@ -1,7 +1,7 @@
 """Shared rate limits: one small interface, two storages, chosen by ``LIAISON_RATE_LIMIT_STORAGE``.
 
 Every web, worker and beat process on every host asks the same storage, so a limit holds for the
-deployment, not per process. Both storages apply the same GCRA step (``workers.rate_limit.gcra``)
+deployment, not per process. Both storages apply the same GCRA step (``core.rate_limit.gcra``)
 atomically to one number per key:
 
 - ``RedisLimiter``: a Lua script (Redis runs it atomically), the key expiring once the bucket is full
@@ -29,9 +29,9 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from core.rate_limit import EPSILON_S, Decision, Limit, gcra
 from models.db import Database
 from models.rate_limits import RateLimitState
-from workers.rate_limit import EPSILON_S, Decision, Limit, gcra
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class RateLimited(Exception):
 
 class Limiter(Protocol):
     def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
-        """Take one slot of ``key`` at ``now`` (default: wall clock); see ``workers.rate_limit.gcra``."""
+        """Take one slot of ``key`` at ``now`` (default: wall clock); see ``core.rate_limit.gcra``."""
 
 
 class DatabaseLimiter:

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from app.extensions import Liaison
+from core.classify import Failure
+from core.errors import CallError, PermanentError
 from models.isolation import ROW_ERRORS, record_row_failure
 from models.leases import lease
 from models.lifecycle import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
-from workers.classify import Failure
-from workers.errors import CallError, PermanentError
 from workers.limiter import RateLimited
 from workers.providers.base import JobSnapshot, Provider
+from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 NOT_FOUND = 404
@@ -60,8 +60,7 @@ def reconcile(
             _reconcile_provider(ctx, name, now, report, sleep=sleep, clock=clock, until=clock() + max_run_s)
     quiet_s = min((ps.reconcile_after_s for ps in ctx.settings.providers.values()), default=900)
     with ctx.db.transaction() as session:
-        rows = claim_unsubmitted(session, quiet_s, now, ctx.settings.beat_batch)
-    report.redriven = ctx.publisher.publish(rows)
+        report.redriven = len(claim_unsubmitted(session, quiet_s, now, ctx.settings.beat_batch))
     return report
 
 
@@ -105,7 +104,6 @@ def _reconcile_provider(
                 continue
             if result is not None:
                 report.applied += result.status == "applied"
-                ctx.publisher.publish(result.outbox)
         if len(quiet) < batch:
             return
 

@@ -7,7 +7,7 @@ client-supplied URL) a connection pinned to the address the outbound guard check
   classifier that the deadline, not the other side, ended it.
 - **Body cap.** The response is streamed and read up to ``max_body_bytes``; a larger body is never
   buffered (``BodyTooLarge``).
-- **Pinning.** ``workers.outbound_guard`` resolves the name once and checks every address; the
+- **Pinning.** ``core.outbound_guard`` resolves the name once and checks every address; the
   connection goes to those checked addresses (never a second lookup, so DNS rebinding cannot
   switch it), while the Host header, TLS SNI and certificate check keep the URL's host name.
   Guarded calls follow no redirect and ignore proxy and netrc settings from the environment.
@@ -31,7 +31,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util import connection as urllib3_connection
 
-from workers.outbound_guard import AllowList, IPAddress, Resolver, Target, parse_target, resolve
+from core.outbound_guard import AllowList, IPAddress, Resolver, Target, parse_target, resolve
 
 #: ``(address, timeout, source_address, socket_options) -> socket``; a stub in unit tests.
 Connector = Callable[..., socket.socket]

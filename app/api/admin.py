@@ -20,8 +20,7 @@ from app.api.tasks import json_body
 from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.extensions import liaison
-from app.operations import (
+from app.operator_actions import (
     Ambiguous,
     NotFoundError,
     NotReplayable,
@@ -39,6 +38,7 @@ from models.base import utcnow
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.queries import DeadLetterFilter
 from webhooks.urls import strip_url
+from workers.runtime import liaison
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
 bp.before_request(require_admin)

@@ -10,10 +10,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app.auth import require_metrics_token
 from app.errors import problem
-from app.extensions import liaison
-from app.observability import metrics
 from app.observability.migrations import migration_status
 from app.observability.web import business_collector
+from foundation import metrics
+from workers.runtime import liaison
 
 bp = Blueprint("health", __name__)
 

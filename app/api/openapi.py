@@ -14,11 +14,27 @@ from functools import cache
 from typing import Any
 
 from app.api.openapi_parts import (
-    ADMIN, AFTER_ID, API_KEY, ERRORS, IDEMPOTENCY, JSON, LIMIT, ROW_ID, SCHEMAS, STRING,
-    _error_response, nullable, obj, ok, op, path, query, ref,
+    ADMIN,
+    AFTER_ID,
+    API_KEY,
+    ERRORS,
+    IDEMPOTENCY,
+    JSON,
+    LIMIT,
+    ROW_ID,
+    SCHEMAS,
+    STRING,
+    _error_response,
+    nullable,
+    obj,
+    ok,
+    op,
+    path,
+    query,
+    ref,
 )
+from core.states import State
 from models.messages import DEAD_LETTER_KINDS
-from models.states import State
 
 Schema = dict[str, Any]
 VERSION = "1.0.0"

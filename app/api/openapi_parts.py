@@ -15,8 +15,8 @@ from typing import Any
 
 from app.api.representation import MAX_ID
 from app.api.validation import CORRELATION_ID, IDEMPOTENCY_KEY, MAX_TIMEOUT_S
+from core.states import State
 from models.messages import DEAD_LETTER_KINDS
-from models.states import State
 
 Schema = dict[str, Any]
 

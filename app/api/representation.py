@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from app.errors import BadRequest
+from core.states import TERMINAL
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.messages import DeadLetter
-from models.operations import CallbackEndpoint, Incident, OrphanEvent
-from models.states import TERMINAL
 from models.task import ExternalTask, TaskEvent
 
 

@@ -13,17 +13,17 @@ from app.api.representation import decode_cursor, encode_cursor, task_body
 from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
 from app.auth import current_client
 from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, UnsupportedMediaType, ValidationFailed
-from app.extensions import liaison
 from app.limits import check_submit_rate, max_open_tasks
-from app.observability import bind
 from app.session import db_session
+from core.states import State
+from foundation.logging import bind
 from models import service
 from models.base import utcnow
 from models.client import Client
 from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
-from models.states import State
 from models.task import ExternalTask, TaskEvent
 from webhooks.bounded_json import InvalidJson, TooDeep, strict_loads
+from workers.runtime import liaison
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
@@ -87,7 +87,6 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
             session.rollback()
             raise TooManyRequests(str(exc), limit="max_open_tasks", max_open_tasks=exc.cap) from None
     bind(correlation_id=result.task.correlation_id)
-    ctx.publisher.publish(result.outbox)
     body = task_body(result.task)
     if not result.created:
         return jsonify(body), 200
@@ -99,7 +98,6 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
 def cancel(correlation_id: str) -> tuple[Response, int]:
     """Ask for cancellation (202). The task ends ``canceled`` once the vendor confirms; a task the
     vendor never saw is canceled at once; a final task answers 409 with its state."""
-    ctx = liaison()
     client = current_client()
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     body = json_body() if request.get_data(cache=True) else {}
@@ -115,12 +113,11 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
         session.rollback()
         raise ValidationFailed(str(exc), errors=[{"field": "Idempotency-Key", "message": str(exc)}]) from None
     try:
-        rows = request_cancel(session, task, reason, utcnow())
+        request_cancel(session, task, reason, utcnow())
     except AlreadyFinal as exc:
         session.rollback()
         raise Conflict(str(exc), state=exc.state) from None
-    session.commit()
-    ctx.publisher.publish(rows)
+    session.commit()  # the outbox hook publishes what it wrote
     return jsonify(task_body(task)), 202
 
 

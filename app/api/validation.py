@@ -11,11 +11,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import ValidationFailed
-from app.settings import ProviderSettings
-from models.origins import within
+from core.origins import within
+from core.outbound_guard import AllowList, Refused, check_offline
+from foundation.settings import ProviderSettings
 from models.service import SubmitRequest
 from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
-from workers.outbound_guard import AllowList, Refused, check_offline
 
 CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")

@@ -16,9 +16,9 @@ from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import startup
-from app.cli import clients, failures, lifecycle, maintenance
-from app.cli.maintenance import alembic_config
-from app.extensions import liaison
+from app.cli import clients, lifecycle, maintenance, repair
+from app.observability.migrations import alembic_config
+from workers.runtime import liaison
 
 #: Commands that need only the database URL, so they run while other settings are still wrong.
 DATABASE_ONLY = ("db",)
@@ -44,7 +44,7 @@ def group(ctx: click.Context) -> None:
         startup.fail(f"configuration error: {error}", startup.EXIT_CONFIG)
 
 
-for module in (clients, failures, lifecycle, maintenance):
+for module in (clients, repair, lifecycle, maintenance):
     module.register(group)
 
 __all__ = ["alembic_config", "group"]

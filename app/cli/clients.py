@@ -15,12 +15,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.cli.output import emit, emit_one, json_option
-from app.extensions import liaison
+from core.outbound_guard import Refused, check_offline
 from models import credentials
 from models.base import utcnow
 from models.client import ApiKey, Client
 from webhooks.urls import strip_url
-from workers.outbound_guard import Refused, check_offline
+from workers.runtime import liaison
 
 T = TypeVar("T")
 

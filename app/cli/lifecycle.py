@@ -10,10 +10,12 @@ from flask.cli import AppGroup, with_appcontext
 
 from app.api.representation import orphan_body
 from app.cli.output import emit, json_option
-from app.extensions import liaison
-from app.operations import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
+from app.operator_actions import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from models import queries
 from models.base import utcnow
+from workers.deadlines import check_deadlines as run_check_deadlines
+from workers.reconcile import reconcile as run_reconcile
+from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:
@@ -64,14 +66,12 @@ def orphans_discard(orphan_id: int) -> None:
 
 
 @click.command("reconcile")
-@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now, here (what beat runs every 5 minutes).")
 @json_option
 @with_appcontext
-def reconcile(run_now: bool, as_json: bool) -> None:
-    """Ask each provider about tasks quiet too long and apply what it says; re-drive stuck submits."""
-    from workers.reconcile import reconcile as run
-
-    report = run(liaison(), utcnow())
+def reconcile(as_json: bool) -> None:
+    """Ask each provider about tasks quiet too long and apply what it says; re-drive stuck submits
+    (what beat runs every 5 minutes, here and now)."""
+    report = run_reconcile(liaison(), utcnow())
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(report)))
         return
@@ -85,13 +85,11 @@ def reconcile(run_now: bool, as_json: bool) -> None:
 
 
 @click.command("check-deadlines")
-@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now, here (what beat runs every minute).")
 @json_option
 @with_appcontext
-def check_deadlines(run_now: bool, as_json: bool) -> None:
-    """Escalate tasks past their acceptance or execution deadline (once per deadline)."""
-    from workers.deadlines import check_deadlines as run
-
-    total = run(liaison(), utcnow(), max_batches=10_000,
+def check_deadlines(as_json: bool) -> None:
+    """Escalate tasks past their acceptance or execution deadline, once per deadline (what beat runs
+    every minute, here and now)."""
+    total = run_check_deadlines(liaison(), utcnow(), max_batches=10_000,
                 progress=lambda n: click.echo(f"  escalated {n} so far", err=True))
     click.echo(json.dumps({"escalated": total}) if as_json else f"escalated {total} overdue tasks")

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
+from alembic import command
 from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 
 from app.cli.output import json_option
-from app.extensions import liaison
+from app.demo import run_demo
+from app.observability.migrations import alembic_config
 from models.base import utcnow
+from models.retention import prune_processed_messages
+from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:
@@ -26,22 +29,9 @@ def db_group() -> None:
     """Database schema (Alembic migrations)."""
 
 
-def alembic_config(database_url: str):  # type: ignore[no-untyped-def]
-    from alembic.config import Config
-
-    root = Path(__file__).resolve().parents[2]
-    config = Config(str(root / "alembic.ini"))
-    config.set_main_option("script_location", str(root / "migrations"))
-    config.attributes["database_url"] = database_url
-    config.attributes["skip_logging"] = True
-    return config
-
-
 @db_group.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration (what the Procfile's release step runs)."""
-    from alembic import command
-
     command.upgrade(alembic_config(liaison().settings.database_url), "head")
     click.echo("database is at the latest migration")
 
@@ -58,12 +48,10 @@ def sweep_outbox(as_json: bool) -> None:
 
 @click.command("prune")
 @with_appcontext
-@click.option("--now", "run_now", is_flag=True, required=True, help="Run it now (what beat runs hourly).")
 @json_option
-def prune(run_now: bool, as_json: bool) -> None:
-    """Delete processed-message records older than the retention, in batches, showing progress."""
-    from models.maintenance import prune_processed_messages
-
+def prune(as_json: bool) -> None:
+    """Delete processed-message records older than the retention, in batches, showing progress
+    (what beat runs hourly)."""
     ctx = liaison()
     removed = prune_processed_messages(
         ctx.db, utcnow(), ctx.settings.processed_retention_s,
@@ -84,8 +72,6 @@ def prune(run_now: bool, as_json: bool) -> None:
               help="Where the demo's domain app listens on 127.0.0.1; LIAISON_OUTBOUND_ALLOW must list it.")
 def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int) -> None:
     """Submit a handful of tasks (some set to fail) and follow each one to its final state."""
-    from app.demo import run_demo
-
     ok = run_demo(current_app._get_current_object(), web_url=web_url, vendor_url=vendor_url, timeout_s=timeout,
                   callback_port=callback_port)
     if not ok:

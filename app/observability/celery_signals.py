@@ -25,9 +25,9 @@ from flask import Flask
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.observability import metrics
-from app.observability.collectors import PUBLISHED_AT_HEADER
-from app.observability.logging import bind, clear
+from foundation import metrics
+from foundation.logging import bind, clear
+from foundation.metrics import PUBLISHED_AT_HEADER
 from models.messages import OutboxMessage
 
 log = logging.getLogger(__name__)

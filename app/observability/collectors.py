@@ -33,20 +33,18 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.observability import metrics
+from core.states import State
+from foundation import metrics
+from foundation.metrics import PUBLISHED_AT_HEADER
+from models.attention import Incident, OrphanEvent
 from models.base import utcnow
 from models.db import Database
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
-from models.operations import Incident, OrphanEvent
-from models.states import State
 from models.task import ExternalTask
 
 log = logging.getLogger(__name__)
 
-#: The header ``app.observability.celery`` stamps on every published task message (epoch seconds),
-#: so a queue that can be peeked (Redis) can tell how long its oldest message has waited.
-PUBLISHED_AT_HEADER = "liaison_published_at"
 FAULTS = ("caller", "system")
 
 

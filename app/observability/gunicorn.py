@@ -2,7 +2,7 @@
 
 Gunicorn gives its ``gunicorn.error`` and ``gunicorn.access`` loggers private handlers and stops
 them propagating; this logger class takes those handlers away and lets the records reach the root
-handler installed by :func:`app.observability.logging.configure_logging`, so the web process writes
+handler installed by :func:`foundation.logging.configure_logging`, so the web process writes
 one format only. Used from ``gunicorn.conf.py`` (``logger_class``).
 """
 

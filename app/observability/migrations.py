@@ -8,10 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
+
+
+def alembic_config(database_url: str) -> Config:
+    """Alembic's configuration for this checkout's ``migrations/``, aimed at ``database_url``."""
+    root = Path(__file__).resolve().parents[2]
+    config = Config(str(root / "alembic.ini"))
+    config.set_main_option("script_location", str(root / "migrations"))
+    config.attributes["database_url"] = database_url
+    config.attributes["skip_logging"] = True
+    return config
 
 
 @dataclass(frozen=True)
@@ -35,8 +47,6 @@ class MigrationStatus:
 @lru_cache(maxsize=1)
 def _script_revisions() -> tuple[tuple[str, ...], frozenset[str]]:
     """Heads and all revision ids of migrations/: fixed for the life of the process."""
-    from app.cli import alembic_config
-
     script = ScriptDirectory.from_config(alembic_config(""))
     return tuple(sorted(script.get_heads())), frozenset(rev.revision for rev in script.walk_revisions())
 

@@ -8,9 +8,9 @@ import uuid
 
 from flask import Flask, Response, current_app, g, request, request_finished, request_started
 
-from app.observability import metrics
 from app.observability.collectors import BusinessCollector
-from app.observability.logging import bind, clear
+from foundation import metrics
+from foundation.logging import bind, clear
 
 REQUEST_ID_HEADER = "X-Request-ID"
 #: A caller's request id is echoed only if it is short and plain (it lands in every log line).

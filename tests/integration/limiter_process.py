@@ -16,11 +16,11 @@ import json
 import sys
 import time
 
+from core.rate_limit import Limit
 from models.db import Database
 from workers.limiter import DatabaseLimiter, Limiter, RateLimited, RedisLimiter
 from workers.providers.base import JobSnapshot, SubmitJob
 from workers.providers.limited import RateLimitedProvider
-from workers.rate_limit import Limit
 
 
 class RecordingClock:

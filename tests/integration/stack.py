@@ -14,13 +14,14 @@ from typing import Any
 import requests
 from celery.contrib.testing.worker import start_worker
 from flask import Flask
+from sqlalchemy.orm import Session
 
 from app import create_app
 from app.cli import alembic_config
-from app.settings import Settings
+from core.states import TERMINAL
+from foundation.settings import Settings
 from models.client import ApiKey, hash_api_key
 from models.credentials import authenticate, create_client
-from models.states import TERMINAL
 from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
 
@@ -115,7 +116,9 @@ class Stack:
         from models.base import utcnow
 
         now = utcnow()
-        with self.db.transaction() as session:
+        # A plain session on the engine, not one of the app's sessionmaker: the outbox hook
+        # (models.publishing) would publish the row at commit, and this row must stay unpublished.
+        with Session(self.db.engine, expire_on_commit=False) as session, session.begin():
             client = authenticate(session, api_key)
             req = parse_submit(body, providers=self.settings.providers, default_provider="sim",
                                client_callback_url=client.callback_url, now=now,
@@ -222,7 +225,7 @@ def build_stack(
 def delete_queues(celery: Any, settings: Settings) -> None:
     """Delete the work queue, the relay queue and the dead-letter queue. Each is declared first, as
     the worker declares it: kombu's Redis transport deletes only the bindings its channel knows of."""
-    from workers.celery_app import dead_letter_queue, work_queues
+    from app.celery_app import dead_letter_queue, work_queues
 
     with celery.connection_for_write() as conn:
         channel = conn.default_channel

@@ -21,9 +21,11 @@ import pytest
 from flask import Flask
 from prometheus_client import REGISTRY
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app import create_app
-from app.settings import Settings
+from app.celery_app import work_queues
+from foundation.settings import Settings
 from models import OutboxMessage
 from models.base import utcnow
 from models.messages import OutboxKind
@@ -31,9 +33,8 @@ from models.service import add_outbox
 from models.task import ExternalTask
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import Stack, delete_queues, liaison_env
-from tests.support.servers import ServerThread
 from tests.support.listeners import Tarpit
-from workers.celery_app import work_queues
+from tests.support.servers import ServerThread
 
 CAP = 1
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +114,7 @@ def _worker(env: dict[str, str], queue: str, pool: str = "threads") -> Iterator[
     """A worker process consuming one queue only (an in-process test worker cannot run beside the
     stack's: stopping one stops every worker of the process)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.make_celery", "worker", "--pool", pool, "--concurrency", "1",
+        [sys.executable, "-m", "celery", "-A", "app.make_celery", "worker", "--pool", pool, "--concurrency", "1",
          "-Q", queue, "--loglevel", "WARNING", "--without-mingle", "--without-gossip",
          "-n", f"iso-{uuid.uuid4().hex[:6]}@%h"],
         cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
@@ -147,8 +148,9 @@ def _side_app(stack: Stack, vendor_secret: str, tmp_path: Path, **extra: str) ->
 
 
 def _relay_row(stack: Stack, correlation_id: str) -> OutboxMessage:
-    """A relay row for the task, as a state change writes it (not yet published)."""
-    with stack.db.transaction() as session:
+    """A relay row for the task, as a state change writes it (not yet published: a plain session on
+    the engine, not one of the app's sessionmaker, whose publish hook would publish it at commit)."""
+    with Session(stack.db.engine, expire_on_commit=False) as session, session.begin():
         task = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id)).one()
         return add_outbox(session, OutboxKind.RELAY, task, utcnow(), type="task.accepted", correlation_id=correlation_id,
                           state="accepted", outcome=None, occurred_at=utcnow().isoformat())

@@ -14,8 +14,8 @@ import pytest
 from celery.beat import EmbeddedService
 from sqlalchemy import select
 
-from app.settings import Settings
 from beat_schedule import BEAT_SCHEDULE
+from foundation.settings import Settings
 from models import OutboxMessage
 from models.base import utcnow
 from tests.integration.stack import Stack, build_stack

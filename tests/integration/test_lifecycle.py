@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from models import ExternalTask, OrphanEvent, OutboxMessage, service
+from models import ExternalTask, OrphanEvent, OutboxMessage, service, vendor_events
 from models.base import utcnow
 from models.lifecycle import escalate_due, flag_stale_orphans
 from tests.integration import due_work
@@ -33,8 +33,7 @@ def _at(value: str) -> datetime:
 
 def _escalate(stack: Stack, now: datetime) -> int:
     with stack.db.transaction() as session:
-        escalated, rows = escalate_due(session, now, 500)
-    stack.ctx.publisher.publish(rows)
+        escalated, _ = escalate_due(session, now, 500)  # its relays are published at commit
     return escalated
 
 
@@ -203,13 +202,13 @@ def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_ch
 
 
 def test_reconcile_redrives_a_task_never_submitted_and_flags_a_job_the_vendor_does_not_know(pair_stack: Stack) -> None:
-    from models import Incident, service
+    from models import Incident
 
     api_key, _, _ = pair_stack.new_client()
     stuck, _ = pair_stack.unpublished_task(api_key, {"input": "never reached the broker"})
     ghost, ghost_outbox = pair_stack.unpublished_task(api_key, {"input": "x"})
     with pair_stack.db.transaction() as session:  # the vendor answered, then forgot the job
-        service.record_submission(session, session.get(OutboxMessage, ghost_outbox), f"job_gone_{uuid.uuid4().hex}", utcnow())
+        vendor_events.record_submission(session, session.get(OutboxMessage, ghost_outbox), f"job_gone_{uuid.uuid4().hex}", utcnow())
 
     report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)
     assert report.redriven >= 1 and report.unknown >= 1
@@ -302,15 +301,15 @@ def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair
     api_key, _, _ = pair_stack.new_client()
     cid, outbox_id = pair_stack.unpublished_task(api_key, {"input": "x"})
     job_id = f"job_{uuid.uuid4().hex}"
-    results: list[service.EventResult] = []
+    results: list[vendor_events.EventResult] = []
 
     def webhook() -> None:
         with pair_stack.db.transaction() as session:
-            results.append(service.receive_event(
+            results.append(vendor_events.receive_event(
                 session, "sim", f"msg_{uuid.uuid4().hex}", VendorEvent(EventType.ACCEPTED, job_id), utcnow()))
 
     with pair_stack.db.transaction() as session:
-        service.record_submission(session, service.claim_outbox(session, outbox_id), job_id, utcnow())
+        vendor_events.record_submission(session, service.claim_outbox(session, outbox_id), job_id, utcnow())
         racer = threading.Thread(target=webhook)
         racer.start()
         racer.join(timeout=1.0)

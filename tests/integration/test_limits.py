@@ -20,6 +20,7 @@ import requests
 from sqlalchemy import event, select, update
 
 from app.observability.collectors import BusinessCollector
+from core.rate_limit import Decision, Limit
 from models.client import Client
 from models.messages import OutboxMessage
 from models.task import ExternalTask, TaskEvent
@@ -28,7 +29,6 @@ from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import METRICS_AUTH, Stack, migrate
 from tests.support.servers import ServerThread
 from workers.limiter import RateLimited
-from workers.rate_limit import Decision, Limit
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@
 One real flow on a production-shaped platform, every piece its own OS process:
 
 - ``gunicorn -c gunicorn.conf.py --workers 2 --threads 4 'app:create_app()'`` (as in the Procfile),
-- ``celery -A workers.make_celery worker --pool prefork --concurrency 2`` (as in the Procfile, on a
+- ``celery -A app.make_celery worker --pool prefork --concurrency 2`` (as in the Procfile, on a
   queue of its own),
 - both with the same environment and one shared, initially empty ``PROMETHEUS_MULTIPROC_DIR``,
 - a fresh, migrated PostgreSQL database, the session's simulator as the vendor (it posts its
@@ -213,7 +213,7 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
         )
         cleanup.callback(_stop, gunicorn, signal.SIGINT, 20)  # quick shutdown
         worker = _spawn(
-            [sys.executable, "-m", "celery", "-A", "workers.make_celery", "--quiet", "worker", "--pool", "prefork",
+            [sys.executable, "-m", "celery", "-A", "app.make_celery", "--quiet", "worker", "--pool", "prefork",
              "--concurrency", "2", "-n", node, "--without-mingle", "--without-gossip"],
             env, logs[1],
         )

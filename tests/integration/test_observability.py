@@ -22,9 +22,9 @@ from celery.utils.nodenames import anon_nodename
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import create_app
-from app.observability import configure_logging
 from app.observability.collectors import BusinessCollector
-from app.settings import Settings
+from foundation.logging import configure_logging
+from foundation.settings import Settings
 from tests.integration import services
 from tests.integration.stack import METRICS_AUTH, METRICS_TOKEN, Stack, migrate
 from tests.integration.webhook_client import post_event
@@ -176,7 +176,7 @@ def test_readyz_names_what_is_not_ready(pair_stack: Stack, tmp_path: Path) -> No
 def _health(stack: Stack, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "DATABASE_", "CELERY_", "PROMETHEUS_"))}
     env.update(CELERY_BROKER_URL=stack.settings.broker_url, LIAISON_VAR_DIR=str(tmp_path), LIAISON_LOG_LEVEL="warning")
-    return subprocess.run([sys.executable, "-m", "workers.health", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "app.worker_health", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -11,7 +11,7 @@ from flask import Flask
 from sqlalchemy import select
 
 from app import create_app
-from app.settings import Settings
+from foundation.settings import Settings
 from models import OutboxMessage
 from models.base import utcnow
 from tests.integration.stack import Stack, liaison_env

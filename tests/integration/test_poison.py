@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from app.settings import Settings
+from app.celery_app import dead_letter_queue, work_queues
+from foundation.settings import Settings
 from models import DeadLetter, OutboxMessage
 from models.base import utcnow
 from models.service import new_message_id
 from tests.integration.stack import Stack, delete_queues, liaison_env
-from workers.celery_app import dead_letter_queue, work_queues
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,13 +49,15 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(pair_s
         "LIAISON_QUEUE": queue, "LIAISON_MAX_DELIVERIES": "2", "PYTHONPATH": str(ROOT),
     }
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers.make_celery", "worker", "--pool", "prefork",
+        [sys.executable, "-m", "celery", "-A", "app.make_celery", "worker", "--pool", "prefork",
          "--concurrency", "1", "--include", "tests.integration.poison_tasks", "--loglevel", "WARNING",
          "--without-mingle", "--without-gossip", "-n", f"poison-{uuid.uuid4().hex[:6]}@%h"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        with pair_stack.db.transaction() as session:
+        # A plain session: the app's sessions publish new outbox rows at commit (models.publishing),
+        # and this one must reach only the killing task below.
+        with Session(pair_stack.db.engine, expire_on_commit=False) as session, session.begin():
             row = OutboxMessage(message_id=new_message_id(), kind="relay", payload={}, created_at=utcnow())
             session.add(row)
             session.flush()

@@ -21,8 +21,8 @@ PASSWORD = "pw-3f9c1e"
 ENTRY_POINTS = {
     "cli": ["flask", "--app", "app", "liaison", "clients", "list"],
     "web": ["gunicorn", "--bind", "127.0.0.1:0", "--workers", "1", "app:create_app()"],
-    "worker": ["celery", "-A", "workers.make_celery", "--quiet", "worker", "--pool", "solo"],
-    "beat": ["celery", "-A", "workers.make_celery", "--quiet", "beat", "--schedule", "{tmp}/celerybeat-schedule"],
+    "worker": ["celery", "-A", "app.make_celery", "--quiet", "worker", "--pool", "solo"],
+    "beat": ["celery", "-A", "app.make_celery", "--quiet", "beat", "--schedule", "{tmp}/celerybeat-schedule"],
 }
 
 

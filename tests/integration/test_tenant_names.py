@@ -13,8 +13,8 @@ import pytest
 import requests
 from sqlalchemy import select
 
+from models.attention import CallbackEndpoint, Incident
 from models.messages import OutboxMessage
-from models.operations import CallbackEndpoint, Incident
 from tests.integration.stack import Stack
 from webhooks.signing import SignatureError, verify
 

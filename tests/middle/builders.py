@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 from models.client import Client
 from models.credentials import create_client
 from models.messages import OutboxMessage
-from models.service import SubmitRequest, SubmitResult, record_submission, submit_task
+from models.service import SubmitRequest, SubmitResult, submit_task
+from models.vendor_events import record_submission
 from models.task import ExternalTask, TaskEvent
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

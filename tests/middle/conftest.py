@@ -3,6 +3,11 @@ operator actions, on a SQLite file built by the real migrations, with a publishe
 what it would send instead of talking to a broker. No server, no worker, no network: each test
 runs in milliseconds.
 
+A test that asks for ``published`` gets the one publish path the app has: the session hook of
+:mod:`models.publishing`, installed on the test's database as ``create_app`` installs it, hands
+every committed outbox row to the real :class:`workers.outbox.Publisher` over the stub broker. So
+a test reads what went out after commit; no call site publishes by hand.
+
 The schema is migrated once per session (the same Alembic scripts production runs, which
 ``tests/integration/test_wiring.py`` checks against the models) and copied for each test, so every
 test has a database of its own and watches only its own rows.
@@ -20,13 +25,15 @@ import pytest
 from kombu.exceptions import OperationalError
 from sqlalchemy import event
 
+from models import publishing
 from models.db import Database
+from models.messages import OutboxMessage
 from workers.outbox import Publisher
 
 if TYPE_CHECKING:
     from celery import Celery
 
-    from app.extensions import Liaison
+    from workers.runtime import Liaison
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +87,17 @@ class Published:
 
     publisher: Publisher
     broker: RecordingCelery
+    #: False: the process "died" right after commit, so the hook's rows never reach the publisher.
+    at_commit: bool = True
+
+    def forget(self) -> None:
+        """Drop what the set-up's commits published: the test reads what its action publishes."""
+        self.broker.sent.clear()
+
+    def after_commit(self, rows: list[OutboxMessage]) -> None:
+        """What the publish hook calls with each commit's outbox rows (as ``create_app`` wires it)."""
+        if self.at_commit:
+            self.publisher.publish(rows)
 
     @property
     def ids(self) -> list[int]:
@@ -93,12 +111,14 @@ class Published:
 @pytest.fixture
 def published(db: Database) -> Published:
     broker = RecordingCelery()
-    return Published(Publisher(cast("Celery", broker), db), broker)
+    published = Published(Publisher(cast("Celery", broker), db), broker)
+    publishing.install(db.sessionmaker, published.after_commit)
+    return published
 
 
 @dataclass
 class Ctx:
-    """What ``app.operations`` reads of the app's shared objects: the database and the publisher."""
+    """What ``app.operator_actions`` reads of the app's shared objects: the database and the publisher."""
 
     db: Database
     publisher: Publisher
@@ -106,5 +126,5 @@ class Ctx:
 
 @pytest.fixture
 def ctx(db: Database, published: Published) -> Liaison:
-    """Stands in for ``app.extensions.Liaison`` (settings, providers and limiter are not read here)."""
+    """Stands in for ``workers.runtime.Liaison`` (settings, providers and limiter are not read here)."""
     return cast("Liaison", Ctx(db, published.publisher))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from core.states import EventType, State
+from models.attention import OrphanEvent
 from models.db import Database
 from models.lifecycle import apply_snapshot
-from models.maintenance import prune_processed_messages
 from models.messages import OutboxKind, ProcessedMessage
-from models.operations import OrphanEvent
-from models.service import mark_done, receive_event, record_attempt_failure, record_submission
-from models.states import EventType, State
+from models.retention import prune_processed_messages
+from models.service import mark_done, record_attempt_failure
+from models.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, at_vendor, later, new_client, outbox_rows, submit, timeline
 from webhooks.events import VendorEvent
 

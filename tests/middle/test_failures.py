@@ -1,4 +1,4 @@
-"""``models.failures``: dead letters and their repair (replay, discard), the poison guard, and
+"""``models.dead_letters``: dead letters and their repair (replay, discard), the poison guard, and
 callback endpoints parked by 410 Gone."""
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.classify import Fault
+from core.states import EventType, State
+from models.attention import Incident
 from models.db import Database
-from models.failures import (
+from models.dead_letters import (
     PARKED_ENDPOINT_GONE,
-    Fault,
     NotReplayable,
-    begin_delivery,
+    count_delivery,
     dead_letter,
     dead_letter_message,
     disable_endpoint,
@@ -25,11 +27,10 @@ from models.failures import (
 from models.incidents import IncidentKind
 from models.lifecycle import request_cancel
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
-from models.operations import Incident
-from models.service import receive_event
-from models.states import EventType, State
+from models.service import claim_outbox
 from models.task import ExternalTask
-from tests.middle.builders import NOW, at_vendor, later, new_client, submit, timeline
+from models.vendor_events import receive_event
+from tests.middle.builders import NOW, at_vendor, later, new_client, outbox_rows, submit, timeline
 from webhooks.events import VendorEvent
 
 CALLBACK = "https://shop.example/cb?token=secret"
@@ -110,21 +111,28 @@ def test_discard_closes_the_letter_and_its_incident_without_redoing_anything(db:
             replay(session, letter, later(3))
 
 
+def _start(session: Session, row_id: int) -> bool | None:
+    """What a task's start transaction does first: claim the row (None: gone or done), count the start."""
+    row = claim_outbox(session, row_id)
+    return None if row is None else count_delivery(session, row, 2, NOW)
+
+
 def test_a_message_that_never_finishes_is_dead_lettered_as_poison_past_the_limit(db: Database) -> None:
     with db.transaction() as session:
         pending = submit(session, new_client(session), "order-1")
-        row_id = pending.outbox[0].id
+        row_id, task = pending.outbox[0].id, pending.task
     for _ in range(2):
         with db.transaction() as session:
-            assert begin_delivery(session, row_id, 2, NOW) == (True, [])
+            assert _start(session, row_id) is True
     with db.transaction() as session:
-        run, rows = begin_delivery(session, row_id, 2, NOW)
-        assert not run and [r.payload["type"] for r in rows] == ["task.completed"]  # the submit failed the task
+        assert _start(session, row_id) is False
+        relays = [r for r in outbox_rows(session, task) if r.kind == OutboxKind.RELAY]
+        assert [r.payload["type"] for r in relays] == ["task.completed"]  # the submit failed the task
         letter = session.scalars(select(DeadLetter)).one()
         assert letter.kind == POISON and letter.attempts == 0 and "2 times" in letter.error
         assert len(_incidents(session, IncidentKind.POISON_MESSAGE)) == 1
     with db.transaction() as session:
-        assert begin_delivery(session, row_id, 2, NOW) == (False, [])  # done: never runs again
+        assert _start(session, row_id) is None  # done: never runs again
 
 
 def test_a_broker_message_we_cannot_decode_is_kept_and_discarding_it_resolves_its_incident(db: Database) -> None:

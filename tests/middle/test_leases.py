@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from models.db import Database
-from models.leases import acquire, acquire_slot, lease, release
+from models.leases import acquire, lease, release, take_slot
 from tests.middle.builders import NOW, later
 
 
@@ -25,10 +25,13 @@ def test_leases_of_different_names_are_independent(db: Database) -> None:
 
 
 def test_slots_count_holders(db: Database) -> None:
-    taken = [acquire_slot(db, "relay:shop", 2, holder, NOW, 60) for holder in ("a", "b", "c")]
-    assert taken == ["relay:shop:0", "relay:shop:1", None]
+    def take(holder: str, now=NOW) -> str | None:  # noqa: ANN001
+        with db.transaction() as session:
+            return take_slot(session, "relay:shop", 2, holder, now, 60)
+
+    assert [take(holder) for holder in ("a", "b", "c")] == ["relay:shop:0", "relay:shop:1", None]
     release(db, "relay:shop:0", "a")
-    assert acquire_slot(db, "relay:shop", 2, "c", later(1), 60) == "relay:shop:0"
+    assert take("c", later(1)) == "relay:shop:0"
 
 
 def test_the_context_manager_releases_what_it_took(db: Database) -> None:

@@ -7,8 +7,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.states import EventType, State
+from models.attention import Incident, OrphanEvent
 from models.db import Database
-from models.failures import NotReplayable
+from models.dead_letters import NotReplayable
 from models.incidents import IncidentKind
 from models.lifecycle import (
     AlreadyFinal,
@@ -23,9 +25,7 @@ from models.lifecycle import (
     request_cancel,
 )
 from models.messages import OutboxKind
-from models.operations import Incident, OrphanEvent
-from models.service import receive_event, record_submission
-from models.states import EventType, State
+from models.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, at_vendor, later, new_client, submit, timeline
 from webhooks.events import VendorEvent
 

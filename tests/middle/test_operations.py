@@ -1,5 +1,6 @@
-"""``app.operations``: operator actions shared by the admin API and the CLI. Each commits and then
-publishes: what it hands the publisher is what the tests read."""
+"""``app.operator_actions``: operator actions shared by the admin API and the CLI. Each commits; the
+publish hook then hands the rows the commit re-armed to the (stub) publisher, which is what the
+tests read (after forgetting what their set-up published)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy import select
 
-from app.operations import (
+from app.operator_actions import (
     Ambiguous,
     NotFoundError,
     attach_orphan_to,
@@ -20,20 +21,21 @@ from app.operations import (
     task_for_operator,
     update_incident,
 )
+from core.classify import Fault
+from core.states import EventType, State
+from models.attention import Incident, OrphanEvent
 from models.db import Database
-from models.failures import Fault, NotReplayable, dead_letter, disable_endpoint, park
+from models.dead_letters import NotReplayable, dead_letter, disable_endpoint, park
 from models.messages import DeadLetter, OutboxMessage
-from models.operations import Incident, OrphanEvent
 from models.queries import DeadLetterFilter
-from models.service import receive_event
-from models.states import EventType, State
+from models.vendor_events import receive_event
 from models.task import ExternalTask
 from tests.middle.builders import NOW, at_vendor, later, new_client, submit
 from webhooks.events import VendorEvent
 
 if TYPE_CHECKING:
-    from app.extensions import Liaison
     from tests.middle.conftest import Published
+    from workers.runtime import Liaison
 
 CALLBACK = "https://shop.example/cb"
 
@@ -52,6 +54,7 @@ def _dead_submits(db: Database, n: int, fault: str = Fault.SYSTEM) -> list[tuple
 
 def test_replay_one_commits_then_publishes_the_row_again(db: Database, ctx: Liaison, published: Published) -> None:
     [(letter_id, outbox_id)] = _dead_submits(db, 1)
+    published.forget()
     letter = replay_one(ctx, letter_id, later(1))
     assert letter.state == "replayed"
     assert published.sent == [("liaison.submit", outbox_id)]
@@ -70,6 +73,7 @@ def test_replay_matching_replays_in_batches_what_the_filter_matches(
 ) -> None:
     system = _dead_submits(db, 3)
     caller = _dead_submits(db, 1, Fault.CALLER)
+    published.forget()
     progress: list[tuple[int, int]] = []
     replayed, skipped = replay_matching(
         ctx, DeadLetterFilter(fault=Fault.SYSTEM), later(1), progress=lambda r, s: progress.append((r, s)), batch=2
@@ -83,6 +87,7 @@ def test_replay_matching_replays_in_batches_what_the_filter_matches(
 
 def test_discard_one_closes_without_publishing(db: Database, ctx: Liaison, published: Published) -> None:
     [(letter_id, _)] = _dead_submits(db, 1)
+    published.forget()
     assert discard_one(ctx, letter_id, later(1)).state == "discarded"
     assert published.sent == []
 
@@ -123,6 +128,7 @@ def _parked_relay(db: Database, client_name: str, job_id: str) -> int:
 
 def test_enabling_an_endpoint_publishes_its_parked_relays(db: Database, ctx: Liaison, published: Published) -> None:
     relay_id = _parked_relay(db, "shop", "job-1")
+    published.forget()
     assert enable_callback_endpoint(ctx, CALLBACK, later(1)) == 1
     assert published.sent == [("liaison.relay", relay_id)]
     with pytest.raises(NotReplayable):
@@ -132,6 +138,7 @@ def test_enabling_an_endpoint_publishes_its_parked_relays(db: Database, ctx: Lia
 def test_an_endpoint_two_clients_disabled_needs_the_client(db: Database, ctx: Liaison, published: Published) -> None:
     _parked_relay(db, "shop", "job-1")
     theirs = _parked_relay(db, "other", "job-2")
+    published.forget()
     with pytest.raises(Ambiguous):
         enable_callback_endpoint(ctx, CALLBACK, later(1))
     assert enable_callback_endpoint(ctx, CALLBACK, later(1), client_name="other") == 1
@@ -145,6 +152,7 @@ def test_an_orphan_attached_by_an_operator_publishes_its_relay(
         receive_event(session, "sim", "wh-1", VendorEvent(EventType.COMPLETED, "job-x", "succeeded"), NOW)
         orphan_id = session.scalars(select(OrphanEvent.id)).one()
         submit(session, new_client(session, "shop"), "order-1")
+    published.forget()
     orphan = attach_orphan_to(ctx, orphan_id, "order-1", later(1))
     assert orphan.state == "resolved"
     [(task_name, relay_id)] = published.sent
@@ -158,5 +166,6 @@ def test_an_orphan_discarded_by_an_operator_publishes_nothing(db: Database, ctx:
     with db.transaction() as session:
         receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-x"), NOW)
         orphan_id = session.scalars(select(OrphanEvent.id)).one()
+    published.forget()
     assert discard_orphan_one(ctx, orphan_id, later(1)).state == "discarded"
     assert published.sent == []

@@ -17,11 +17,15 @@ if TYPE_CHECKING:
 GRACE, LEASE = 10, 1800
 
 
-def _unpublished(db: Database, n: int = 1, now: datetime = NOW) -> list[int]:
+def _unpublished(published: Published, n: int = 1, now: datetime = NOW) -> list[int]:
     """Submit rows committed at ``now`` and never published (a crash right after the commit)."""
-    with db.transaction() as session:
-        client = new_client(session)
-        return [submit(session, client, f"order-{i}", now=now).outbox[0].id for i in range(n)]
+    published.at_commit = False
+    try:
+        with published.publisher.db.transaction() as session:
+            client = new_client(session)
+            return [submit(session, client, f"order-{i}", now=now).outbox[0].id for i in range(n)]
+    finally:
+        published.at_commit = True
 
 
 def _row(db: Database, outbox_id: int) -> OutboxMessage:
@@ -37,8 +41,24 @@ def _sweep(published: Published, now: datetime) -> list[int]:
     return published.ids[before:]
 
 
+def test_the_commit_publishes_its_new_rows_and_a_rollback_none(db: Database, published: Published) -> None:
+    with db.transaction() as session:
+        client = new_client(session)
+        outbox_id = submit(session, client, "order-1").outbox[0].id
+        assert published.sent == []  # nothing before the commit
+    assert published.sent == [("liaison.submit", outbox_id)]
+    assert _row(db, outbox_id).dispatched_at is not None
+    try:
+        with db.transaction() as session:
+            submit(session, client, "order-2")
+            raise RuntimeError("rolled back")
+    except RuntimeError:
+        pass
+    assert published.ids == [outbox_id]
+
+
 def test_publish_stamps_and_sends_each_row_to_its_task(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(db)
+    [outbox_id] = _unpublished(published)
     row = _row(db, outbox_id)
     assert published.publisher.publish([row], now=later(1)) == 1
     assert published.sent == [("liaison.submit", outbox_id)]
@@ -46,7 +66,7 @@ def test_publish_stamps_and_sends_each_row_to_its_task(db: Database, published: 
 
 
 def test_publish_does_not_restamp_a_row_done_meanwhile(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(db)
+    [outbox_id] = _unpublished(published)
     with db.transaction() as session:
         session.get(OutboxMessage, outbox_id).done_at = later(1)
     published.publisher.publish([_row(db, outbox_id)], now=later(2))
@@ -54,7 +74,7 @@ def test_publish_does_not_restamp_a_row_done_meanwhile(db: Database, published: 
 
 
 def test_a_broker_outage_leaves_rows_unstamped_for_the_sweep(db: Database, published: Published) -> None:
-    ids = _unpublished(db, 2)
+    ids = _unpublished(published, 2)
     published.broker.down = True
     with db.transaction() as session:
         rows = [session.get(OutboxMessage, i) for i in ids]
@@ -65,21 +85,21 @@ def test_a_broker_outage_leaves_rows_unstamped_for_the_sweep(db: Database, publi
 
 
 def test_the_sweep_leaves_rows_inside_their_grace_period(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(db)
+    [outbox_id] = _unpublished(published)
     assert _sweep(published, later(GRACE - 1)) == []
     assert _sweep(published, later(GRACE)) == [outbox_id]
     assert _row(db, outbox_id).dispatched_at == later(GRACE)
 
 
 def test_a_published_row_is_swept_again_only_past_its_lease(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(db)
+    [outbox_id] = _unpublished(published)
     assert _sweep(published, later(GRACE)) == [outbox_id]
     assert _sweep(published, later(GRACE + LEASE - 1)) == []  # a worker may still be on it
     assert _sweep(published, later(GRACE + LEASE)) == [outbox_id]  # the broker or the worker lost it
 
 
 def test_a_held_retry_is_published_when_due_and_its_lease_runs_from_then(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(db)
+    [outbox_id] = _unpublished(published)
     with db.transaction() as session:
         row = session.get(OutboxMessage, outbox_id)
         row.dispatched_at = NOW
@@ -94,7 +114,7 @@ def test_a_held_retry_is_published_when_due_and_its_lease_runs_from_then(db: Dat
 def test_a_retry_scheduled_in_the_broker_is_not_presumed_lost_before_its_lease(
     db: Database, published: Published
 ) -> None:
-    [outbox_id] = _unpublished(db)
+    [outbox_id] = _unpublished(published)
     with db.transaction() as session:
         row = session.get(OutboxMessage, outbox_id)
         row.dispatched_at = NOW
@@ -104,7 +124,7 @@ def test_a_retry_scheduled_in_the_broker_is_not_presumed_lost_before_its_lease(
 
 
 def test_done_and_parked_rows_are_never_swept(db: Database, published: Published) -> None:
-    done, parked, waiting = _unpublished(db, 3)
+    done, parked, waiting = _unpublished(published, 3)
     with db.transaction() as session:
         mark_done(session, session.get(OutboxMessage, done), NOW, "submit.done")
         session.get(OutboxMessage, parked).parked_reason = "endpoint_gone"
@@ -112,7 +132,7 @@ def test_done_and_parked_rows_are_never_swept(db: Database, published: Published
 
 
 def test_the_sweep_takes_a_batch_oldest_first(db: Database, published: Published) -> None:
-    ids = _unpublished(db, 5)
+    ids = _unpublished(published, 5)
     assert published.publisher.sweep(later(GRACE), GRACE, LEASE, batch=2) == 2
     assert published.ids == ids[:2]
     published.publisher.sweep(later(GRACE), GRACE, LEASE, batch=2)
@@ -120,7 +140,7 @@ def test_the_sweep_takes_a_batch_oldest_first(db: Database, published: Published
 
 
 def test_a_sweep_during_an_outage_unstamps_what_it_claimed(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(db)
+    [outbox_id] = _unpublished(published)
     published.broker.down = True
     assert published.publisher.sweep(later(GRACE), GRACE, LEASE) == 0
     assert _row(db, outbox_id).dispatched_at is None

@@ -6,11 +6,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.states import State
 from models.base import Base
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
 from models.service import IdempotencyConflict, OpenTasksCapReached, stored_input, submit_task
-from models.states import State
 from models.task import ExternalTask
 from tests.middle.builders import NOW, new_client, outbox_rows, request, submit, timeline
 from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge

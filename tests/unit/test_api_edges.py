@@ -8,7 +8,7 @@ from flask import Flask
 
 from app import create_app
 from app.errors import PROBLEM
-from app.settings import Settings
+from foundation.settings import Settings
 
 TOKEN = "edge-admin-token-" + "x" * 32
 ENV = {"DATABASE_URL": "sqlite:///:memory:", "CELERY_BROKER_URL": "redis://127.0.0.1:1/0", "LIAISON_ADMIN_TOKEN": TOKEN}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from app.api.validation import parse_submit
 from app.errors import ValidationFailed
-from app.settings import ConfigError, ProviderSettings, Settings
+from foundation.settings import ConfigError, ProviderSettings, Settings
 from webhooks.bounded_json import (
     InvalidJson,
     JsonLimits,

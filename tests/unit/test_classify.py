@@ -1,4 +1,4 @@
-"""Failure classification (workers.classify): which failures retry, whose fault they are, and
+"""Failure classification (core.classify): which failures retry, whose fault they are, and
 Retry-After parsing."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.failures import Fault
-from workers.classify import (
+from core.classify import (
     UNREACHABLE,
     Failure,
+    Fault,
     Kind,
     classify_failure,
     classify_status,
     fault_of,
     parse_retry_after,
 )
-from workers.errors import OutboundRefused, PermanentError, TransientError, UncertainError
+from core.errors import OutboundRefused, PermanentError, TransientError, UncertainError
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 

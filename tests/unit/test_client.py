@@ -263,7 +263,7 @@ CALLBACK_BODY = json.dumps(CALLBACK, sort_keys=True, separators=(",", ":")).enco
 
 
 def relay_headers(secrets: list[str], body: bytes = CALLBACK_BODY, ts: float | None = None) -> dict[str, str]:
-    """What the relay sends (webhooks.delivery signs with webhooks.signing)."""
+    """What the relay sends (workers.delivery signs with webhooks.signing)."""
     return sign(secrets, "msg_1", int(ts or time.time()), body).as_dict()
 
 

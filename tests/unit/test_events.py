@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.states import EventType, State
+from core.states import EventType, State
 from webhooks.events import InvalidJson, MalformedEvent, VendorEvent, parse_event, strict_loads
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import ConfigError
+from foundation.settings import ConfigError
 from workers.flower_check import ENV_EXAMPLE, MIN_PASSWORD_LEN, check_basic_auth, example_passwords, main
 
 STRONG = "admin:" + "Zq8-vT3pL0wX7rN2"  # 16 characters

@@ -7,9 +7,9 @@ import pytest
 import requests
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
 
+from core.classify import Failure
+from core.errors import CallError, PermanentError, TransientError, UncertainError
 from workers import http
-from workers.classify import Failure
-from workers.errors import CallError, PermanentError, TransientError, UncertainError
 
 SECRET_URL = "https://liaison:pa55w0rd@vendor.example:8443/jobs?api_key=k3y-in-query&x=1"
 SECRETS = ("liaison", "pa55w0rd", "k3y-in-query", "api_key", "?")

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.observability.logging import REDACTED, bind, clear, configure_logging, get_logger, redact
+from foundation.logging import REDACTED, bind, clear, configure_logging, get_logger, redact
 
 API_KEY = "lk_" + "A1b2C3d4" * 5
 WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

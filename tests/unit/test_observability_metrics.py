@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.observability import metrics
 from app.observability.migrations import MigrationStatus
-from workers.errors import PermanentError, TransientError, UncertainError
+from core.errors import PermanentError, TransientError, UncertainError
+from foundation import metrics
 
 
 def _value(name: str, **labels: str) -> float:

@@ -17,7 +17,7 @@ from app import create_app
 from app.api.openapi import document
 from app.api.reference import render
 from app.errors import PROBLEM
-from app.settings import Settings
+from foundation.settings import Settings
 
 PREFIXES = ("/api/v1/", "/admin/v1/")
 ENV = {"DATABASE_URL": "sqlite:///:memory:", "CELERY_BROKER_URL": "redis://127.0.0.1:1/0"}

@@ -1,4 +1,4 @@
-"""Callback origins (models/origins.py) and the pure parts of the credentials lifecycle."""
+"""Callback origins (core/origins.py) and the pure parts of the credentials lifecycle."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.origins import BadOrigin, normalize_origin, within
 from models.client import Client
 from models.credentials import MAX_SECRETS, CredentialError, OriginRefused, add_secret, change_origins, retire_secrets
-from models.origins import BadOrigin, normalize_origin, within
 
 SHOP = ["https://shop.example", "http://127.0.0.1:8080"]
 

@@ -1,4 +1,4 @@
-"""The outbound guard's policy (workers.outbound_guard): addresses in every encoding, the allow-list,
+"""The outbound guard's policy (core.outbound_guard): addresses in every encoding, the allow-list,
 URLs two parsers could read apart, and resolution that checks every address.
 
 Addresses here are data: nothing is connected to. Public ones are well-known public resolvers'
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.outbound_guard import (
+from core.outbound_guard import (
     REFUSED_PREFIX,
     AllowList,
     Refused,

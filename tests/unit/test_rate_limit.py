@@ -1,4 +1,4 @@
-"""The GCRA arithmetic every shared limit uses (workers.rate_limit), without any storage."""
+"""The GCRA arithmetic every shared limit uses (core.rate_limit), without any storage."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.rate_limit import Decision, Limit, gcra, retry_after_header
+from core.rate_limit import Decision, Limit, gcra, retry_after_header
 
 rates = st.floats(min_value=0.05, max_value=200, allow_nan=False, allow_infinity=False)
 bursts = st.integers(min_value=1, max_value=20)

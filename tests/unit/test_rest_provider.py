@@ -11,9 +11,9 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.settings import ProviderSettings
+from core.errors import PermanentError
+from foundation.settings import ProviderSettings
 from webhooks.signing import generate_secret
-from workers.errors import PermanentError
 from workers.providers import rest
 
 SETTINGS = ProviderSettings(name="acme", kind="rest", base_url="http://vendor.example", webhook_secrets=(generate_secret(),))

@@ -1,4 +1,4 @@
-"""Retry policy (workers.retry_policy): bounded proportional jitter, caps, budgets, Retry-After."""
+"""Retry policy (core.retry_policy): bounded proportional jitter, caps, budgets, Retry-After."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.settings import ProviderSettings, Settings
+from core.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
+from foundation.settings import ProviderSettings, Settings
 from webhooks.signing import generate_secret
-from workers.retry_policy import RetryPolicy, next_delay, provider_policy, relay_policy, retry_after_past_cap
+from workers.policies import provider_policy, relay_policy
 
 RELAY_SCHEDULE = (5, 300, 1800, 7200, 18000, 36000, 36000)
 # Float slack for the *upper* bound only: rng.uniform(a, b) may round a hair past b.

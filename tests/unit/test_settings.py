@@ -1,4 +1,4 @@
-"""Settings (app.settings.Settings.from_env): defaults, providers, and errors that name, never leak."""
+"""Settings (foundation.settings.Settings.from_env): defaults, providers, and errors that name, never leak."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from app.settings import ConfigError, ProviderSettings, Settings
+from foundation.settings import ConfigError, ProviderSettings, Settings
 from webhooks.signing import SECRET_PREFIX, generate_secret
 
 SECRET_1 = SECRET_PREFIX + base64.b64encode(b"first-secret-key-bytes-32-long!!").decode()
@@ -282,7 +282,7 @@ def test_repr_masks_passwords_in_database_and_broker_urls():
 
 @pytest.mark.parametrize("url", ["sqlite:////tmp/x.db", "filesystem://localhost//", "amqp://guest@h//", "redis://h:1/0"])
 def test_urls_without_password_are_shown_as_they_are(url):
-    from app.settings import mask_url_password
+    from foundation.settings import mask_url_password
 
     assert mask_url_password(url) == url
 
@@ -409,7 +409,7 @@ def test_time_limit_and_relay_settings_are_checked(env, named):
 def test_every_settings_field_has_exactly_one_option():
     """Settings' fields and the table's attributes are the same set, each once (var_dir and the
     provider names are read only to build other fields)."""
-    from app.settings import OPTIONS, PROVIDER_OPTIONS
+    from foundation.settings import OPTIONS, PROVIDER_OPTIONS
 
     attrs = [o.attr for o in OPTIONS]
     assert len(attrs) == len(set(attrs))
@@ -422,7 +422,7 @@ def test_every_settings_field_has_exactly_one_option():
 
 def test_defaults_are_the_tables_and_read_by_their_own_parser():
     """What a blank environment gives is each row's default text, parsed: the one place it is written."""
-    from app.settings import OPTIONS, PROVIDER_OPTIONS
+    from foundation.settings import OPTIONS, PROVIDER_OPTIONS
 
     settings = Settings.from_env({})
     derived = {"rate_limit_storage", "rate_limit_redis_url"}  # "auto" is resolved against the broker
@@ -445,7 +445,7 @@ def test_derived_defaults_follow_what_they_derive_from(tmp_path):
 
 
 def test_repr_leaves_out_every_secret_option():
-    from app.settings import OPTIONS, PROVIDER_OPTIONS
+    from foundation.settings import OPTIONS, PROVIDER_OPTIONS
 
     shown = repr(Settings.from_env(sim_env(LIAISON_PROVIDER_SIM_API_KEY=API_KEY)))
     for option in (*OPTIONS, *PROVIDER_OPTIONS):
@@ -458,7 +458,7 @@ def test_repr_leaves_out_every_secret_option():
     {"LIAISON_MAX_BODY_BYTES": "lots", "LIAISON_ADMIN_TOKEN": "short"},
 ])
 def test_migrations_need_only_the_database_url(env):
-    from app.settings import database_url_from_env
+    from foundation.settings import database_url_from_env
 
     with pytest.raises(ConfigError):
         Settings.from_env(env)

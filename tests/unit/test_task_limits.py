@@ -9,19 +9,19 @@ import random
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
+import workers.tasks.beat
 import workers.tasks.cancel
-import workers.tasks.maintenance
 import workers.tasks.relay
 import workers.tasks.submission  # noqa: F401  (registers the tasks)
 from app import create_app
-from app.settings import Settings
+from app.celery_app import CALL_TASKS
 from beat_schedule import BEAT_SCHEDULE
-from models.failures import Fault
+from core.classify import Fault, Kind
+from core.retry_policy import next_delay
+from foundation.settings import Settings
 from models.leases import slot_names
-from workers.celery_app import CALL_TASKS
-from workers.classify import Kind
-from workers.retry_policy import next_delay, relay_policy
-from workers.tasks.maintenance import stops_at_soft_limit
+from workers.policies import relay_policy
+from workers.tasks.beat import stops_at_soft_limit
 from workers.tasks.outcomes import time_limit_error
 
 ENV = {

@@ -16,10 +16,10 @@ from collections.abc import Callable
 import pytest
 import requests
 
+from core.classify import Failure
+from core.errors import OutboundRefused, PermanentError, TransientError, UncertainError
+from core.outbound_guard import AllowList, Refused
 from workers import http, transport
-from workers.classify import Failure
-from workers.errors import OutboundRefused, PermanentError, TransientError, UncertainError
-from workers.outbound_guard import AllowList, Refused
 
 PUBLIC = "8.8.8.8"  # data only: the connector below never dials it
 PRIVATE = "10.0.0.7"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from app.settings import ProviderSettings, Settings
+from core.rate_limit import Limit
+from foundation.settings import ProviderSettings, Settings
 from workers.limiter import Limiter
 from workers.providers.base import JobSnapshot, Provider, SubmitJob
 from workers.providers.limited import RateLimitedProvider
 from workers.providers.rest import RestProvider
-from workers.rate_limit import Limit
 
 ADAPTERS: dict[str, type[RestProvider]] = {"rest": RestProvider}
 

@@ -1,5 +1,5 @@
 """The contract every external-system adapter keeps (docs/design.md §5). Adapters raise the
-``workers.errors`` tree, so the core never sees a vendor's own exception types."""
+``core.errors`` tree, so the core never sees a vendor's own exception types."""
 
 from __future__ import annotations
 

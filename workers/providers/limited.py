@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from core.rate_limit import Limit
 from workers.limiter import Limiter, RateLimited
 from workers.providers.base import JobSnapshot, Provider, SubmitJob
-from workers.rate_limit import Limit
 
 
 def provider_key(name: str) -> str:

@@ -8,11 +8,11 @@ from urllib.parse import quote
 
 import requests
 
-from app.observability.metrics import timed_provider_call
-from app.settings import ProviderSettings
+from core.classify import Failure
+from core.errors import PermanentError
+from foundation.metrics import timed_provider_call
+from foundation.settings import ProviderSettings
 from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
-from workers.classify import Failure
-from workers.errors import PermanentError
 from workers.http import call
 from workers.providers.base import JobSnapshot, SubmitJob
 

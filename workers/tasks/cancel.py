@@ -4,65 +4,64 @@ confirms (its webhook, or reconciliation), not when we ask."""
 from __future__ import annotations
 
 from celery import Task, shared_task
-from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.orm import Session
 
-from app.extensions import Liaison, liaison
+from core.classify import Fault
+from core.errors import CallError, PermanentError
+from core.retry_policy import RetryPolicy
 from models import service
 from models.base import utcnow
-from models.failures import Fault
-from workers.errors import PermanentError, TransientError
-from workers.limiter import RateLimited
-from workers.retry_policy import RetryPolicy, provider_policy
-from workers.tasks.outcomes import provider_of, retry_or_dead_letter, start_delivery, time_limit_reached, wait_for_slot
+from models.messages import OutboxMessage
+from workers.policies import provider_policy
+from workers.providers import Provider
+from workers.runtime import Liaison, liaison
+from workers.tasks.attempt import Attempt, OutboxTask, run
+from workers.tasks.outcomes import provider_of
 
 CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive
 
 
 @shared_task(bind=True, name="liaison.cancel", max_retries=None)
 def cancel(self: Task, outbox_id: int) -> str:
-    ctx = liaison()
-    try:
-        return _cancel(self, ctx, outbox_id)
-    except SoftTimeLimitExceeded:
-        ps = ctx.settings.providers.get(provider_of(ctx, outbox_id)[0] or "")
-        return time_limit_reached(self, ctx, outbox_id, provider_policy(ps) if ps else RetryPolicy())
+    return run(self, liaison(), outbox_id, Cancel())
 
 
-def _cancel(self: Task, ctx: Liaison, outbox_id: int) -> str:
-    if not start_delivery(ctx, outbox_id):
-        return "skipped"
-    with ctx.db.transaction() as session:
-        row = service.claim_outbox(session, outbox_id)
-        if row is None:
-            return "done"
+class Cancel(OutboxTask[tuple[Provider, str], None]):
+    def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
         task = service.lock_task(session, row.task_id)
         if task.vendor_job_id is None:
             service.mark_done(session, row, utcnow(), "cancel.skipped", reason="the vendor has no job")
             return "skipped"
-        job_id, provider_name = task.vendor_job_id, task.provider
-
-    provider = ctx.providers.get(provider_name)
-    ps = ctx.settings.providers.get(provider_name)
-    policy = provider_policy(ps) if ps else RetryPolicy()
-    try:
+        ps = ctx.settings.providers.get(task.provider)
+        policy = provider_policy(ps) if ps else RetryPolicy()
+        provider = ctx.providers.get(task.provider)
         if provider is None:
-            raise PermanentError(f"provider {provider_name!r} is not configured")
-        provider.cancel(job_id)
-    except RateLimited as exc:
-        return wait_for_slot(self, ctx, outbox_id, exc)
-    except PermanentError as exc:
-        if exc.status == CONFLICT:
-            with ctx.db.transaction() as session:
-                if (row := service.claim_outbox(session, outbox_id)) is not None:
-                    service.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
-            return "too_late"
-        # A cancel carries nothing of the caller's, only the job id the vendor gave us: whatever
-        # the vendor refuses about it (say, 404 for its own job) is for us to look at, not the caller.
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=Fault.SYSTEM)
-    except TransientError as exc:
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=exc.fault())
+            return Attempt(None, policy, refused=PermanentError(f"provider {task.provider!r} is not configured"),  # type: ignore[arg-type]
+                           refused_fault=Fault.SYSTEM)
+        return Attempt((provider, task.vendor_job_id), policy)
 
-    with ctx.db.transaction() as session:
-        if (row := service.claim_outbox(session, outbox_id)) is not None:
-            service.mark_done(session, row, utcnow(), "cancel.sent")
-    return "sent"
+    def call(self, ctx: Liaison, attempt: Attempt[tuple[Provider, str]]) -> None:
+        provider, job_id = attempt.work
+        provider.cancel(job_id)
+
+    def record(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]],
+               result: None) -> str:
+        service.mark_done(session, row, utcnow(), "cancel.sent")
+        return "sent"
+
+    def settles(self, exc: CallError) -> bool:
+        return isinstance(exc, PermanentError) and exc.status == CONFLICT
+
+    def settle(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]],
+               exc: CallError) -> str:
+        service.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
+        return "too_late"
+
+    def fault(self, attempt: Attempt[tuple[Provider, str]], exc: CallError) -> str:
+        # A cancel carries nothing of the caller's, only the job id the vendor gave us: whatever the
+        # vendor refuses about it (say, 404 for its own job) is for us to look at, not the caller.
+        return Fault.SYSTEM if isinstance(exc, PermanentError) else exc.fault()
+
+    def fallback(self, ctx: Liaison, outbox_id: int) -> Attempt[None]:
+        ps = ctx.settings.providers.get(provider_of(ctx, outbox_id)[0] or "")
+        return Attempt(None, provider_policy(ps) if ps else RetryPolicy())

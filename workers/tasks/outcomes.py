@@ -1,6 +1,6 @@
 """The one adapter from our error tree onto Celery: retry with a countdown, hold, or dead-letter.
 
-Tasks catch ``workers.errors``; this module asks the pure retry policy what comes next. Attempts
+Tasks catch ``core.errors``; this module asks the pure retry policy what comes next. Attempts
 are counted in the outbox row (not ``request.retries``), so the count survives a sweep, a replay or
 a lost message. A wait up to ``max_countdown_s`` is Celery's ``retry(countdown=…)``; a longer one is
 held in the database and re-published by the outbox sweep when due.
@@ -14,30 +14,20 @@ from random import Random
 
 from celery import Task
 
-from app.extensions import Liaison
-from app.observability import metrics
+from core.classify import Failure
+from core.errors import CallError, PermanentError, TransientError
+from core.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
+from foundation import metrics
 from models import service
 from models.base import utcnow
-from models.failures import begin_delivery, dead_letter
+from models.dead_letters import dead_letter
 from models.messages import OutboxMessage
 from models.task import ExternalTask
-from workers.classify import Failure
-from workers.errors import CallError, PermanentError, TransientError
 from workers.limiter import RateLimited
-from workers.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
+from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 _rng = Random()
-
-
-def start_delivery(ctx: Liaison, outbox_id: int) -> bool:
-    """Count this start of the message (poison guard); False when it must not run."""
-    with ctx.db.transaction() as session:
-        run, rows = begin_delivery(session, outbox_id, ctx.settings.max_deliveries, utcnow())
-    ctx.publisher.publish(rows)
-    if not run and rows:
-        log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
-    return run
 
 
 def time_limit_error(soft_limit_s: float | None) -> TransientError:
@@ -101,7 +91,7 @@ def retry_or_dead_letter(
                 error = f"{exc}; its Retry-After ({exc.retry_after_s:.0f}s) is past the retry cap ({policy.cap_s:.0f}s)"
             elif deadline is not None and not isinstance(exc, PermanentError) and failed_attempts < policy.max_attempts:
                 error = f"{exc}; the next attempt would start after the execution deadline"
-            rows = dead_letter(session, row, error, fault, now)
+            dead_letter(session, row, error, fault, now)
         else:
             service.record_attempt_failure(session, row, str(exc), now + timedelta(seconds=delay), now)
             held = delay > ctx.settings.max_countdown_s
@@ -110,7 +100,6 @@ def retry_or_dead_letter(
     metrics.failed_attempt(kind, dead_lettered=delay is None, provider=provider)
     if delay is None:
         log.warning("dead-lettered outbox %s after %d attempts: %s", outbox_id, failed_attempts, exc)
-        ctx.publisher.publish(rows)
         return "dead_lettered"
     if held:
         log.info("attempt %d of outbox %s failed; next in %.0fs, held in the database", failed_attempts, outbox_id, delay)

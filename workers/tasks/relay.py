@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from celery import Task, shared_task
-from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.orm import Session
 
-from app.extensions import Liaison, liaison
-from app.observability import metrics
+from core.errors import CallError, OutboundRefused
+from foundation import metrics
 from models import service
 from models.base import utcnow
 from models.client import Client
-from models.failures import disable_endpoint, endpoint_disabled, park
-from models.leases import acquire_slot, release
+from models.dead_letters import disable_endpoint, endpoint_disabled, park
+from models.leases import release, take_slot
 from models.messages import OutboxMessage
 from models.task import ExternalTask
-from webhooks.delivery import deliver
 from webhooks.urls import strip_url
-from workers.errors import CallError, OutboundRefused
-from workers.retry_policy import relay_policy
-from workers.tasks.outcomes import retry_or_dead_letter, start_delivery, time_limit_reached
+from workers.delivery import deliver
+from workers.policies import relay_policy
+from workers.runtime import Liaison, liaison
+from workers.tasks.attempt import Attempt, ComeBackLater, OutboxTask, run
 
 GONE = 410
-log = logging.getLogger(__name__)
 
 
 def slot_group(client_id: int) -> str:
@@ -33,14 +33,13 @@ def slot_group(client_id: int) -> str:
     return f"relay:client:{client_id}"
 
 
-def _client_of(ctx: Liaison, outbox_id: int) -> int | None:
-    """The client a relay is for (None: nothing to deliver, the delivery itself says why)."""
-    with ctx.db.transaction() as session:
-        row = session.get(OutboxMessage, outbox_id)
-        if row is None or row.done_at is not None or row.task_id is None:
-            return None
-        task = session.get(ExternalTask, row.task_id)
-        return task.client_id if task is not None else None
+@dataclass(frozen=True)
+class Callback:
+    client_id: int
+    url: str
+    secrets: list[str]
+    message_id: str
+    payload: dict[str, Any]
 
 
 @shared_task(bind=True, name="liaison.relay", max_retries=None)
@@ -51,32 +50,30 @@ def relay(self: Task, outbox_id: int) -> str:
     every slot of its client taken waits a short countdown and tries again, which costs it nothing,
     so one tenant's slow endpoint holds at most its own slots and never the other tenants'.
     """
-    ctx = liaison()
-    client_id = _client_of(ctx, outbox_id)
-    slot, holder = None, uuid.uuid4().hex
-    if client_id is not None:
+    return run(self, liaison(), outbox_id, Relay())
+
+
+class Relay(OutboxTask[Callback, int]):
+    def __init__(self) -> None:
+        self.slot: str | None = None
+        self.holder = uuid.uuid4().hex
+
+    def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> None:
+        task = session.get(ExternalTask, row.task_id, options=service.WITHOUT_PAYLOAD) if row.task_id else None
+        if task is None:
+            return  # nothing to deliver: prepare says why
         settings = ctx.settings
-        slot = acquire_slot(ctx.db, slot_group(client_id), settings.relay_client_concurrency, holder, utcnow(),
-                            settings.relay_slot_ttl_s)
-        if slot is None:
+        self.slot = take_slot(session, slot_group(task.client_id), settings.relay_client_concurrency, self.holder,
+                              utcnow(), settings.relay_slot_ttl_s)
+        if self.slot is None:
             metrics.relay_delivery("slot_wait")
-            raise self.retry(countdown=settings.relay_slot_wait_s)
-    try:
-        return _relay(self, ctx, outbox_id)
-    except SoftTimeLimitExceeded:
-        return time_limit_reached(self, ctx, outbox_id, relay_policy(ctx.settings), callers_endpoint=True)
-    finally:
-        if slot is not None:
-            release(ctx.db, slot, holder)
+            raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
 
+    def release(self, ctx: Liaison) -> None:
+        if self.slot is not None:
+            release(ctx.db, self.slot, self.holder)
 
-def _relay(self: Task, ctx: Liaison, outbox_id: int) -> str:
-    if not start_delivery(ctx, outbox_id):
-        return "skipped"
-    with ctx.db.transaction() as session:
-        row = service.claim_outbox(session, outbox_id)
-        if row is None:
-            return "done"
+    def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[Callback] | str:
         task = session.get(ExternalTask, row.task_id, options=service.WITHOUT_PAYLOAD)  # the payload has all it needs
         client = session.get(Client, task.client_id) if task is not None else None
         url = (task and task.callback_url) or (client and client.callback_url)
@@ -84,40 +81,41 @@ def _relay(self: Task, ctx: Liaison, outbox_id: int) -> str:
             service.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
             metrics.relay_delivery("skipped")
             return "skipped"
-        client_id = client.id
-        if endpoint_disabled(session, client_id, url):
+        if endpoint_disabled(session, client.id, url):
             park(session, row, url, utcnow())
             metrics.relay_delivery("parked")
             return "parked"
         row.target = strip_url(url)  # the task keeps the whole URL; what is stored beside it has no secrets
-        secrets = list(client.callback_secrets)
-        message_id = row.message_id
-        payload = dict(row.payload, message_id=message_id)
+        callback = Callback(client.id, url, list(client.callback_secrets), row.message_id,
+                            dict(row.payload, message_id=row.message_id))
+        return Attempt(callback, relay_policy(ctx.settings), callers_endpoint=True)
 
-    settings = ctx.settings
-    policy = relay_policy(settings)
-    try:
-        status = deliver(url, secrets, message_id, payload, time.time(), settings.relay_timeout_s,
-                         allow=settings.outbound_allow, max_response_bytes=settings.callback_max_response_bytes)
-    except CallError as exc:
-        if exc.status == GONE:
-            # The domain app says this endpoint is gone for good: stop calling it, keep every event.
-            with ctx.db.transaction() as session:
-                row = service.claim_outbox(session, outbox_id)
-                if row is not None:
-                    disable_endpoint(session, client_id, url, f"answered 410 Gone to {payload['type']}", utcnow())
-                    park(session, row, url, utcnow())
-            metrics.relay_delivery("parked")
-            return "parked"
+    def call(self, ctx: Liaison, attempt: Attempt[Callback]) -> int:
+        cb, settings = attempt.work, ctx.settings
+        return deliver(cb.url, cb.secrets, cb.message_id, cb.payload, time.time(), settings.relay_timeout_s,
+                       allow=settings.outbound_allow, max_response_bytes=settings.callback_max_response_bytes)
+
+    def record(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], result: int) -> str:
+        payload = attempt.work.payload
+        service.mark_done(session, row, utcnow(), "relay.delivered", type=payload["type"], status=result)
+        metrics.relay_delivery("delivered", metrics.since(payload.get("occurred_at")))
+        return "delivered"
+
+    def settles(self, exc: CallError) -> bool:
+        return exc.status == GONE
+
+    def settle(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], exc: CallError) -> str:
+        # The domain app says this endpoint is gone for good: stop calling it, keep every event.
+        cb = attempt.work
+        disable_endpoint(session, cb.client_id, cb.url, f"answered 410 Gone to {cb.payload['type']}", utcnow())
+        park(session, row, cb.url, utcnow())
+        metrics.relay_delivery("parked")
+        return "parked"
+
+    def retry_permanent(self, exc: CallError) -> bool:
         # Anything else but 2xx is retried (docs/design.md §4); a 4xx that outlives the schedule is the caller's.
         # A URL the outbound guard refuses is not: nothing was sent, and asking again sends nothing.
-        fault = exc.fault(callers_endpoint=True)
-        return retry_or_dead_letter(self, ctx, outbox_id, exc, policy, fault=fault,
-                                    retry_permanent=not isinstance(exc, OutboundRefused))
+        return not isinstance(exc, OutboundRefused)
 
-    with ctx.db.transaction() as session:
-        row = service.claim_outbox(session, outbox_id)
-        if row is not None:
-            service.mark_done(session, row, utcnow(), "relay.delivered", type=payload["type"], status=status)
-    metrics.relay_delivery("delivered", metrics.since(payload.get("occurred_at")))
-    return "delivered"
+    def fallback(self, ctx: Liaison, outbox_id: int) -> Attempt[None]:
+        return Attempt(None, relay_policy(ctx.settings), callers_endpoint=True)

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from random import Random
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from app.settings import ProviderSettings, Settings
 
 
 @dataclass(frozen=True)
@@ -81,33 +77,3 @@ def next_delay(
 def retry_after_past_cap(policy: RetryPolicy, retry_after_s: float | None) -> bool:
     """Why ``next_delay`` gave up, for the dead letter's error: the server asked for too long a wait."""
     return retry_after_s is not None and retry_after_s > policy.cap_s
-
-
-def provider_policy(settings: ProviderSettings) -> RetryPolicy:
-    """The policy for calls to one provider (submit, and cancel): its ``SUBMIT_*`` settings.
-
-    The one place settings become a provider policy, so the tasks and the tests use the same one.
-    """
-    return RetryPolicy(
-        max_attempts=settings.submit_max_attempts,
-        base_s=settings.submit_backoff_base_s,
-        cap_s=settings.submit_backoff_cap_s,
-        max_total_s=settings.submit_max_total_s,
-    )
-
-
-def relay_policy(settings: Settings, jitter: float = 0.2) -> RetryPolicy:
-    """The policy for relays to domain apps: ``LIAISON_RELAY_*`` settings, each step ±``jitter``.
-
-    The cap is the largest step *plus* its jitter: a cap at the largest step itself would clip the
-    upper half of the jitter off the long steps (10 h could never become 12 h), so they would
-    bunch up at the cap instead of spreading out.
-    """
-    schedule = settings.relay_schedule_s
-    return RetryPolicy(
-        max_attempts=settings.relay_max_attempts,
-        schedule=schedule,
-        jitter=jitter,
-        cap_s=max(schedule, default=0.0) * (1 + jitter),
-        max_total_s=settings.relay_max_total_s,
-    )

@@ -10,12 +10,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.classify import Fault
+from core.states import TERMINAL, State, reopen
+from models.attention import CallbackEndpoint
 from models.client import Client
 from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
-from models.operations import CallbackEndpoint
+from models.publishing import publish_after_commit
 from models.service import ServiceError, add_event, lock_task, move, settle_retry
-from models.states import TERMINAL, State, reopen
 from models.task import ExternalTask
 from webhooks.urls import strip_url
 
@@ -29,13 +31,6 @@ PARKED_ENDPOINT_GONE = "endpoint_gone"
 
 class NotReplayable(ServiceError):
     """The dead letter is closed already, or what it would redo no longer exists (→ 409)."""
-
-
-class Fault:
-    """Whose fault a dead letter is: the caller's (bad input, rejected, endpoint gone) or ours."""
-
-    CALLER = "caller"
-    SYSTEM = "system"
 
 
 def dead_letter(
@@ -75,21 +70,19 @@ def dead_letter(
     return []
 
 
-def begin_delivery(session: Session, outbox_id: int, max_deliveries: int, now: datetime) -> tuple[bool, list[OutboxMessage]]:
-    """Count one more start of this message, committed before the work runs.
+def count_delivery(session: Session, row: OutboxMessage, max_deliveries: int, now: datetime) -> bool:
+    """Count one more start of this (locked, not done) message; False once it must not run.
 
     ``deliveries`` goes back to 0 whenever a delivery ends normally, so it counts only starts that
     never finished — a message that kills its worker every time. Past the limit it is dead-lettered
-    without running. Returns (run it?, rows to publish).
+    without running. The caller commits the count before the message's call is made.
     """
-    row = session.scalar(select(OutboxMessage).where(OutboxMessage.id == outbox_id).with_for_update())
-    if row is None or row.done_at is not None:
-        return False, []
     row.deliveries += 1
     if row.deliveries <= max_deliveries:
-        return True, []
+        return True
     error = f"started {row.deliveries - 1} times without finishing (worker lost each time)"
-    return False, dead_letter(session, row, error, Fault.SYSTEM, now, poison=True)
+    dead_letter(session, row, error, Fault.SYSTEM, now, poison=True)
+    return False
 
 
 def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMessage]:
@@ -114,6 +107,7 @@ def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMe
             add_event(session, task, "state.requested", now, previous=previous, reason="dead letter replayed")
     kind = IncidentKind.POISON_MESSAGE if letter.kind == POISON else INCIDENT_FOR_KIND.get(row.kind, "")
     resolve_open(session, kind, f"outbox:{row.id}", now, f"dead letter {letter.id} replayed")
+    publish_after_commit(session, [row])
     return [row]
 
 
@@ -215,4 +209,5 @@ def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -
     ).all()
     for row in rows:
         row.parked_reason = None
+    publish_after_commit(session, rows)
     return list(rows)

@@ -38,6 +38,12 @@ from prometheus_client import (
 )
 from prometheus_client.registry import Collector
 
+from core.errors import PermanentError, TransientError, UncertainError
+
+#: The header ``app.observability.celery_signals`` stamps on every published task message (epoch
+#: seconds), so a queue that can be peeked (Redis) can tell how long its oldest message has waited.
+PUBLISHED_AT_HEADER = "liaison_published_at"
+
 __all__ = ["CONTENT_TYPE_LATEST", "render"]
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -149,9 +155,7 @@ def provider_call(provider: str, operation: ProviderOperation, outcome: CallOutc
 
 
 def call_outcome(exc: BaseException | None) -> CallOutcome:
-    """Our error tree (``workers.errors``) as a call outcome label."""
-    from workers.errors import PermanentError, TransientError, UncertainError
-
+    """Our error tree (``core.errors``) as a call outcome label."""
     if exc is None:
         return "ok"
     if isinstance(exc, UncertainError):

@@ -13,13 +13,14 @@ from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.errors import ApiError, BadRequest, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
-from app.extensions import liaison
-from app.observability import bind, metrics
 from app.session import db_session
-from models import service
+from foundation import metrics
+from foundation.logging import bind
+from models import vendor_events
 from models.base import utcnow
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 from webhooks.signing import SignatureError, verify
+from workers.runtime import liaison
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
 
@@ -59,9 +60,8 @@ def receive(provider: str) -> tuple[Response, int]:
         raise _reject(provider, "malformed", BadRequest(str(exc))) from None
 
     session = db_session()
-    result = service.receive_event(session, provider, message_id, event, utcnow())
+    result = vendor_events.receive_event(session, provider, message_id, event, utcnow())
     session.commit()
     if result.status == "duplicate":
         metrics.webhook_rejected(provider, "duplicate")
-    ctx.publisher.publish(result.outbox)
     return jsonify({"status": result.status, "message_id": message_id}), 200

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from core.outbound_guard import AllowList
 from webhooks.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING, JsonLimits
 from webhooks.signing import DEFAULT_TOLERANCE_S, decode_secret
-from workers.outbound_guard import AllowList
 
 #: Redis redelivers a message not acked within this; celeryconfig uses the same number.
 VISIBILITY_TIMEOUT_S = 12 * 3600

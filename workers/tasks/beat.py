@@ -11,12 +11,12 @@ from typing import TypeVar
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from app.extensions import liaison
 from models.base import utcnow
 from models.lifecycle import flag_stale_orphans
-from models.maintenance import prune_processed_messages as prune
+from models.retention import prune_processed_messages as prune
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
+from workers.runtime import liaison
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.outbound_guard import AllowList
 from webhooks.signing import sign
 from workers.http import call
-from workers.outbound_guard import AllowList
 
 
 def encode(payload: dict[str, Any]) -> bytes:

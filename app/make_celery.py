@@ -1,4 +1,4 @@
-"""Entry point for the ``celery`` command: ``celery -A workers.make_celery worker`` (and ``beat``).
+"""Entry point for the ``celery`` command: ``celery -A app.make_celery worker`` (and ``beat``).
 
 A bad setting ends the process here with one line naming the variable; a worker or beat whose
 database or broker does not answer at start-up ends with one line naming the host (app/startup.py).

@@ -9,8 +9,7 @@ from sqlalchemy.orm import joinedload
 
 from app.api.representation import dead_letter_body, endpoint_body, incident_body, operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
-from app.extensions import liaison
-from app.operations import (
+from app.operator_actions import (
     Ambiguous,
     NotFoundError,
     NotReplayable,
@@ -21,14 +20,15 @@ from app.operations import (
     task_for_operator,
     update_incident,
 )
+from core.states import State
 from models import queries
 from models.base import utcnow
 from models.client import Client
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.queries import DeadLetterFilter
-from models.states import State
 from models.task import ExternalTask, TaskEvent
 from webhooks.urls import strip_url
+from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

@@ -1,4 +1,8 @@
-"""The objects web, worker and beat share, built once by ``create_app``."""
+"""The runtime context: the objects web, worker and beat share, built once by ``create_app`` (the
+composition root) and read by the edges through :func:`liaison` (tasks run in the Flask app context).
+
+It lives with the workers because it is made of their parts (providers, publisher, limiter); the
+views above read it too, nothing below does."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from dataclasses import dataclass
 
 from flask import current_app
 
-from app.settings import Settings
+from foundation.settings import Settings
 from models.db import Database
 from workers.limiter import Limiter
 from workers.outbox import Publisher

@@ -1,4 +1,5 @@
-"""Operator actions shared by the admin API and the CLI: each commits, then publishes."""
+"""Operator actions shared by the admin API and the CLI: each one transaction (whose outbox rows the
+session hook publishes after commit, ``models.publishing``)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ from typing import TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.extensions import Liaison
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
-from models.failures import NotReplayable, discard, enable_endpoint, replay
+from models.dead_letters import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
 from models.lifecycle import attach_orphan, discard_orphan
 from models.messages import DeadLetter
-from models.operations import CallbackEndpoint, Incident, OrphanEvent
 from models.queries import DeadLetterFilter
 from models.service import lock_task
 from models.task import ExternalTask
 from webhooks.urls import strip_url
+from workers.runtime import Liaison
 
 T = TypeVar("T")
 
@@ -72,8 +73,7 @@ def _locked(session: Session, model: type[T], key: int, what: str) -> T:
 def replay_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
     with ctx.db.transaction() as session:
         letter = _locked(session, DeadLetter, letter_id, "dead letter")
-        rows = replay(session, letter, now)
-    ctx.publisher.publish(rows)
+        replay(session, letter, now)
     return letter
 
 
@@ -94,15 +94,13 @@ def replay_matching(
                 flt.apply(select(DeadLetter), now).where(DeadLetter.id > after_id)
                 .order_by(DeadLetter.id).limit(size).with_for_update(skip_locked=True)
             ).all()
-            rows = []
             for letter in letters:
                 after_id = letter.id
                 try:
-                    rows += replay(session, letter, now)
+                    replay(session, letter, now)
                     replayed += 1
                 except NotReplayable:
                     skipped += 1
-        ctx.publisher.publish(rows)
         if progress is not None and letters:
             progress(replayed, skipped)
         if len(letters) < size:
@@ -140,9 +138,8 @@ def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime, client_name:
             if not client_ids:
                 raise NotReplayable("that callback endpoint is not disabled")
             client_id = _one_client(client_ids, session, f"the disabled endpoint {strip_url(url)}")
-        rows = enable_endpoint(session, client_id, url, now)
-    ctx.publisher.publish(rows)
-    return len(rows)
+        released = enable_endpoint(session, client_id, url, now)
+    return len(released)
 
 
 def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime,
@@ -150,8 +147,7 @@ def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: dat
     with ctx.db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         task = task_for_operator(session, correlation_id, client_name, lock=True)
-        rows = attach_orphan(session, orphan, task, now)
-    ctx.publisher.publish(rows)
+        attach_orphan(session, orphan, task, now)
     return orphan
 
 

@@ -1,4 +1,4 @@
-"""Worker health for supervisors: ``python -m workers.health [--timeout 5] [--worker celery@host]``.
+"""Worker health for supervisors: ``python -m app.worker_health [--timeout 5] [--worker celery@host]``.
 
 Pings Celery workers over the broker's remote-control channel and exits 0 when at least one
 answers (the named one, with ``--worker``), 1 otherwise, printing which answered -- usable as a Docker ``HEALTHCHECK``, a
@@ -39,13 +39,13 @@ def ping_workers(celery_app: Celery, timeout: float, worker: str | None = None, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workers.health", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m app.worker_health", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for answers (default 5)")
     parser.add_argument("--worker", help="only this node name counts (e.g. celery@$(hostname))")
     parser.add_argument("--all", action="store_true", help="wait the whole timeout and list every worker that answers")
     args = parser.parse_args(argv)
 
-    from workers.make_celery import celery_app  # builds the app from the environment: imported late
+    from app.make_celery import celery_app  # builds the app from the environment: imported late
 
     try:
         answered = ping_workers(celery_app, args.timeout, args.worker, wait_all=args.all)

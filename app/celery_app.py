@@ -11,7 +11,7 @@ from flask import Flask
 from kombu import Exchange, Queue
 
 from app.observability.celery_signals import instrument
-from app.settings import Settings
+from foundation.settings import Settings
 
 
 def broker_options(settings: Settings, base: dict[str, Any]) -> dict[str, Any]:

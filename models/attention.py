@@ -1,4 +1,5 @@
-"""What a person must look at: events that match no task, and incidents."""
+"""What needs a person's attention: vendor events that match no task, incidents, and callback
+endpoints paused by 410 Gone."""
 
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ class State(StrEnum):
 
 
 TERMINAL: frozenset[State] = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELED})
-ACTIVE: frozenset[State] = frozenset(State) - TERMINAL
 
 #: Allowed moves. Anything else raises InvalidTransition. Terminal states have no way out.
 TRANSITIONS: dict[State, frozenset[State]] = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from workers.classify import Failure, Kind, fault_of
+from core.classify import Failure, Kind, fault_of
 
 
 class CallError(Exception):
@@ -36,7 +36,7 @@ class CallError(Exception):
         self.failure = failure  # what went wrong when no HTTP status says it
 
     def fault(self, *, callers_endpoint: bool = False) -> str:
-        """``caller`` or ``system``, for the dead letter: see ``workers.classify.fault_of``."""
+        """``caller`` or ``system``, for the dead letter: see ``core.classify.fault_of``."""
         return fault_of(self.kind, self.status, self.failure, callers_endpoint=callers_endpoint)
 
 
@@ -53,5 +53,5 @@ class UncertainError(CallError):
 
 
 class OutboundRefused(PermanentError):
-    """The outbound guard refused the URL (``workers.outbound_guard``): nothing was sent. Its message
+    """The outbound guard refused the URL (``core.outbound_guard``): nothing was sent. Its message
     is the guard's fixed reason, naming no host, address or port."""

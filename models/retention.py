@@ -1,4 +1,5 @@
-"""Housekeeping queries for beat: each touches only due rows, on an index, in small batches."""
+"""Retention: records kept only for a while are deleted once past it (beat, hourly), touching only
+due rows, on an index, in small batches."""
 
 from __future__ import annotations
 

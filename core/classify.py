@@ -11,7 +11,12 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
-from models.failures import Fault
+
+class Fault:
+    """Whose fault a dead letter is: the caller's (bad input, rejected, endpoint gone) or ours."""
+
+    CALLER = "caller"
+    SYSTEM = "system"
 
 
 class Kind(StrEnum):

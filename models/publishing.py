@@ -1,0 +1,72 @@
+"""The one publish path: outbox rows go to the broker after their transaction commits, by a hook.
+
+A state change and the work it causes commit together (the outbox). What sends that work on is
+this session hook, not the call sites: every new ``OutboxMessage`` flushed in a session is noted
+in ``session.info``, and so is an existing row a function re-arms (a replayed dead letter, relays
+released by a re-enabled endpoint, a stuck submit re-driven) through :func:`publish_after_commit`.
+When the outermost transaction commits, the noted rows that are still in the database are handed
+to the publisher the composition root installed (``workers.outbox.Publisher.publish``); after a
+rollback nothing is. A row added in a savepoint that rolled back is left out too.
+
+Publishing is best effort by design: whatever the broker does not take, the sweep publishes later,
+and consumers are idempotent on the outbox id, so a row published twice is done once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import event, inspect
+from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
+
+from models.messages import OutboxMessage
+
+PENDING = "liaison.outbox.pending"
+
+
+def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> None:
+    """Publish these existing rows once the session's transaction commits (new rows need not be
+    named: the flush notes them)."""
+    session.info.setdefault(PENDING, []).extend(rows)
+
+
+def pending(session: Session) -> list[OutboxMessage]:
+    """What this session will publish at commit, so far (each row once)."""
+    seen: dict[int, OutboxMessage] = {}
+    for row in session.info.get(PENDING, ()):
+        seen.setdefault(id(row), row)
+    return list(seen.values())
+
+
+def _note_new_rows(session: Session, _flush_context: Any) -> None:
+    rows = [obj for obj in session.new if isinstance(obj, OutboxMessage)]
+    if rows:
+        publish_after_commit(session, rows)
+
+
+def _forget(session: Session) -> None:
+    session.info.pop(PENDING, None)
+
+
+def _end_of_transaction(session: Session, transaction: SessionTransaction) -> None:
+    """The outermost transaction ended: committed rows went at commit, rolled-back ones go nowhere.
+    (A savepoint's end changes nothing here: its rows are judged at the outer commit.)"""
+    if transaction.parent is None:
+        _forget(session)
+
+
+def install(maker: sessionmaker[Session], publish: Callable[[list[OutboxMessage]], object]) -> None:
+    """Publish every committed outbox row of sessions made by ``maker`` (called once, by the root)."""
+
+    def _after_commit(session: Session) -> None:
+        if session.in_nested_transaction():
+            return  # a savepoint released (SQLAlchemy calls this hook then too): the outer commit decides
+        rows = [row for row in pending(session) if inspect(row).persistent]
+        _forget(session)
+        if rows:
+            publish(rows)
+
+    event.listen(maker, "after_flush", _note_new_rows)
+    event.listen(maker, "after_commit", _after_commit)
+    event.listen(maker, "after_transaction_end", _end_of_transaction)

@@ -1,0 +1,166 @@
+"""The one shape of an outbox task (submit, relay, cancel): start → call → record.
+
+1. **start**, one transaction: lock the outbox row (nothing to do once it is done), let the task
+   admit it (the relay takes one of its client's slots here, before anything is counted), count the
+   delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
+   dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
+   an endpoint disabled). Committed before the call, so a call that kills its worker is counted;
+   reading runs in a savepoint, so a row whose work cannot be read is counted too.
+2. **call**, outside any transaction: no row lock or connection is held across the network.
+3. **record**, one transaction: lock the row again and, unless another delivery of the same message
+   finished it meanwhile (a sweep re-publish, a broker redelivery), record the outcome: done (and
+   whatever it causes), a failed attempt retried or held (``outcomes.retry_or_dead_letter``), a wait
+   for a provider slot (``outcomes.wait_for_slot``), or a dead letter.
+
+So a delivery touches its outbox row in two transactions, the fewest correctness allows: the count
+must be durable before the call, and the outcome can only be known after it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.orm import Session
+
+from core.errors import CallError
+from core.retry_policy import RetryPolicy
+from models import service
+from models.base import utcnow
+from models.dead_letters import count_delivery
+from models.messages import OutboxMessage
+from workers.limiter import RateLimited
+from workers.runtime import Liaison
+from workers.tasks.outcomes import retry_or_dead_letter, time_limit_reached, wait_for_slot
+
+log = logging.getLogger(__name__)
+W = TypeVar("W")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Attempt(Generic[W]):
+    """What the start transaction read: the call's input, and how a failure of the call is treated."""
+
+    work: W
+    policy: RetryPolicy
+    deadline: datetime | None = None  # no retry is scheduled past it
+    provider: str | None = None  # named in the failed-attempt metric
+    callers_endpoint: bool = False  # the call goes to the caller's endpoint (a relay): whose fault a timeout is
+    #: known without calling (an input past its limits, a provider no longer configured): recorded
+    #: as a failed attempt with ``refused_fault``, no call made
+    refused: CallError | None = None
+    refused_fault: str | None = None
+
+
+class ComeBackLater(Exception):
+    """Raised by ``admit`` to leave the message for later, nothing counted (e.g. no relay slot free)."""
+
+    def __init__(self, countdown: float, outcome: str) -> None:
+        super().__init__(outcome)
+        self.countdown = countdown
+        self.outcome = outcome
+
+
+class OutboxTask(Generic[W, R]):
+    """The steps one kind of outbox task fills in; :func:`run` is the skeleton around them."""
+
+    def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> None:
+        """Before the delivery is counted; raise :class:`ComeBackLater` to come back later."""
+
+    def release(self, ctx: Liaison) -> None:
+        """After the delivery, whatever happened (give back what ``admit`` took)."""
+
+    def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[W] | str:
+        """In the start transaction: what the call needs, or an outcome (the row finished here)."""
+        raise NotImplementedError
+
+    def call(self, ctx: Liaison, attempt: Attempt[W]) -> R:
+        """The outbound call; raises ``CallError`` or ``RateLimited``."""
+        raise NotImplementedError
+
+    def record(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[W], result: R) -> str:
+        """In the record transaction: the call succeeded."""
+        raise NotImplementedError
+
+    def settles(self, exc: CallError) -> bool:
+        """True for a failure this task records itself (:meth:`settle`), not by the retry policy."""
+        return False
+
+    def settle(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[W], exc: CallError) -> str:
+        raise NotImplementedError
+
+    def fault(self, attempt: Attempt[W], exc: CallError) -> str:
+        return exc.fault(callers_endpoint=attempt.callers_endpoint)
+
+    def retry_permanent(self, exc: CallError) -> bool:
+        """Retry even a permanent failure (a relay's 4xx: the caller's endpoint may be fixed)."""
+        return False
+
+    def fallback(self, ctx: Liaison, outbox_id: int) -> Attempt[Any]:
+        """The retry terms when the time limit cut the task off before its start transaction ended."""
+        return Attempt(None, RetryPolicy())
+
+
+def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> str:
+    """Start → call → record, with every way out handled the same for each kind of task."""
+    attempt: Attempt[Any] | None = None
+    try:
+        started = _start(ctx, outbox_id, steps)
+        if isinstance(started, str):
+            return started
+        attempt = started
+        if attempt.refused is not None:
+            return retry_or_dead_letter(task, ctx, outbox_id, attempt.refused, RetryPolicy(),
+                                        fault=attempt.refused_fault or attempt.refused.fault())
+        try:
+            result = steps.call(ctx, attempt)
+        except RateLimited as exc:
+            return wait_for_slot(task, ctx, outbox_id, exc)
+        except CallError as exc:
+            return _failed(task, ctx, outbox_id, steps, attempt, exc)
+        with ctx.db.transaction() as session:
+            row = service.claim_outbox(session, outbox_id)
+            return "done" if row is None else steps.record(ctx, session, row, attempt, result)
+    except SoftTimeLimitExceeded:
+        terms = attempt or steps.fallback(ctx, outbox_id)
+        return time_limit_reached(task, ctx, outbox_id, terms.policy, callers_endpoint=terms.callers_endpoint,
+                                  deadline=terms.deadline, provider=terms.provider)
+    except ComeBackLater as wait:
+        raise task.retry(countdown=wait.countdown) from None
+    finally:
+        steps.release(ctx)
+
+
+def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt[Any] | str:
+    with ctx.db.transaction() as session:
+        row = service.claim_outbox(session, outbox_id)
+        if row is None:
+            return "skipped"
+        steps.admit(ctx, session, row)  # may raise ComeBackLater: the transaction rolls back, nothing counted
+        if not count_delivery(session, row, ctx.settings.max_deliveries, utcnow()):
+            log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
+            return "skipped"
+        try:
+            with session.begin_nested():  # what prepare wrote goes if it fails; the count stays
+                return steps.prepare(ctx, session, row)
+        except Exception as exc:  # re-raised below, once the count is committed
+            failed = exc
+    # A row whose work cannot even be read fails this delivery, counted: it cannot loop unseen,
+    # and after LIAISON_MAX_DELIVERIES such starts it is dead-lettered as poison.
+    raise failed
+
+
+def _failed(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], attempt: Attempt[Any],
+            exc: CallError) -> str:
+    if steps.settles(exc):
+        with ctx.db.transaction() as session:
+            row = service.claim_outbox(session, outbox_id)
+            return "done" if row is None else steps.settle(ctx, session, row, attempt, exc)
+    return retry_or_dead_letter(task, ctx, outbox_id, exc, attempt.policy, fault=steps.fault(attempt, exc),
+                                deadline=attempt.deadline, retry_permanent=steps.retry_permanent(exc),
+                                provider=attempt.provider)
