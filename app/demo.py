@@ -119,7 +119,8 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
         click.secho(f"LIAISON_OUTBOUND_ALLOW must list 127.0.0.1:{callback_port}, where the demo's domain app "
                     "listens (bin/demo sets it)", fg="red")
         return False
-    server = make_server("127.0.0.1", callback_port, None, threaded=True, request_handler=_QuietHandler)  # app set below, once we have the secret
+    # The WSGI app is set below, once we have the secret.
+    server = make_server("127.0.0.1", callback_port, None, threaded=True, request_handler=_QuietHandler)  # type: ignore[arg-type]
     callback_url = f"http://127.0.0.1:{server.server_port}/callbacks"
     api_key, secret = _create_client(app, callback_url)
     callbacks = Callbacks(secret)

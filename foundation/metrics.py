@@ -36,6 +36,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from core.errors import PermanentError, TransientError, UncertainError
@@ -149,9 +150,9 @@ def rate_limited(scope: RateLimitScope, provider: str | None = None) -> None:
 
 
 def provider_call(provider: str, operation: ProviderOperation, outcome: CallOutcome, seconds: float) -> None:
-    provider, operation = _provider(provider), _one_of(operation, ProviderOperation)
-    PROVIDER_CALLS.labels(provider, operation, _one_of(outcome, CallOutcome)).inc()
-    PROVIDER_CALL_SECONDS.labels(provider, operation).observe(max(seconds, 0.0))
+    name, op = _provider(provider), _one_of(operation, ProviderOperation)
+    PROVIDER_CALLS.labels(name, op, _one_of(outcome, CallOutcome)).inc()
+    PROVIDER_CALL_SECONDS.labels(name, op).observe(max(seconds, 0.0))
 
 
 def call_outcome(exc: BaseException | None) -> CallOutcome:
@@ -246,7 +247,7 @@ class _Forward(Collector):
     def __init__(self, registry: CollectorRegistry) -> None:
         self._registry = registry
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         yield from self._registry.collect()
 
 

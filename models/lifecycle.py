@@ -11,6 +11,7 @@ share lock on its task), leaving it out of this run for no reason.
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -148,7 +149,7 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
         for task in due:
             task_id, correlation_id = task.id, task.correlation_id
             ok, out = in_savepoint(session, "check_deadlines", correlation_id, now,
-                                   lambda task=task, rule=rule: _escalate(session, task, rule, now))
+                                   partial(_escalate, session, task, rule, now))
             if ok:
                 rows += out or []
                 escalated += 1

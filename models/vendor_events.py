@@ -27,6 +27,7 @@ from webhooks.events import VendorEvent, parse_event
 
 def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now: datetime) -> list[OutboxMessage]:
     """The vendor gave us a job id: remember it, move to ``submitted``, apply any early events."""
+    assert outbox.task_id is not None  # a submission's row always names its task
     task = lock_task(session, outbox.task_id)
     outbox.done_at = now
     out: list[OutboxMessage] = []

@@ -65,7 +65,7 @@ class Engine:
         job, changed = self._store.transition(
             job_id, {"queued"}, "running", accepted_at=time.time()
         )
-        if not changed:
+        if not changed or job is None:
             return  # canceled/completed meanwhile, or reset
         delay = job.behaviour.complete_delay_s
         _later(
@@ -78,9 +78,9 @@ class Engine:
         job = self._store.get(job_id)
         if job is None:
             return
-        job, changed = self._finish(job_id, job.behaviour.outcome)
-        if changed:
-            self._announce_completion(job)
+        finished, changed = self._finish(job_id, job.behaviour.outcome)
+        if changed and finished is not None:
+            self._announce_completion(finished)
 
     # helpers ----------------------------------------------------------------------------------
     def _finish(self, job_id: str, status: str, outcome: Any = None) -> tuple[Job | None, bool]:
@@ -90,7 +90,7 @@ class Engine:
         if outcome is None:
             payload = job.behaviour.outcome_payload
             use_payload = payload is not None and status != "canceled"
-            outcome = dict(payload) if use_payload else default_outcome(job, status)
+            outcome = dict(payload or {}) if use_payload else default_outcome(job, status)
         return self._store.transition(
             job_id, ACTIVE_STATUSES, status, outcome=outcome, finished_at=time.time()
         )

@@ -48,6 +48,7 @@ def submit_job() -> Response:
     errors = _body_errors(body)
     if errors:
         return problem(400, "Malformed job request", errors=errors)
+    assert isinstance(body, dict)  # _body_errors accepts nothing else
     config = rt.store.config
     try:
         behaviour = resolve_behaviour(config, body["input"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, NoReturn
@@ -76,6 +77,7 @@ def value_depth(value: Any) -> int:
     deepest, pending = 0, [(value, 1)]
     while pending:
         item, level = pending.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, (list, tuple)):

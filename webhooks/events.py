@@ -65,7 +65,7 @@ def parse_event(body: bytes | dict[str, Any], limits: JsonLimits | None = None) 
     if not isinstance(data, dict):
         raise MalformedEvent("body must be a JSON object")
     try:
-        event_type = EventType(data.get("type"))
+        event_type = EventType(data.get("type", ""))
     except ValueError:
         raise MalformedEvent(f"type must be one of {[t.value for t in EventType]}") from None
     job_id = data.get("job_id")

@@ -13,8 +13,9 @@ import binascii
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 SECRET_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300
@@ -24,6 +25,13 @@ _MAX_HEADER_LEN = 4096
 #: ones vendors sending through Svix use for the very same scheme. A request is read with one set
 #: only: if any ``webhook-*`` name is present, that set is used (and must be complete) and every
 #: ``svix-*`` header is ignored; the two are never mixed, so a half of each proves nothing.
+class HeaderItems(Protocol):
+    """What the verifier reads headers through: (name, value) pairs. A dict and werkzeug's
+    ``Headers`` (which is not a typed mapping, and may repeat a name) both have it."""
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
+
 HEADER_SETS: tuple[tuple[str, str, str], ...] = (
     ("webhook-id", "webhook-timestamp", "webhook-signature"),
     ("svix-id", "svix-timestamp", "svix-signature"),
@@ -94,7 +102,7 @@ def sign(secrets_: str | Iterable[str], msg_id: str, timestamp: int, body: bytes
     return SignedHeaders(msg_id, ts, " ".join(sigs))
 
 
-def _header(headers: Mapping[str, str], name: str) -> str:
+def _header(headers: HeaderItems, name: str) -> str:
     value = None
     for key, val in headers.items():
         if key.lower() == name:
@@ -107,7 +115,7 @@ def _header(headers: Mapping[str, str], name: str) -> str:
     return value.strip()
 
 
-def header_set(headers: Mapping[str, str]) -> tuple[str, str, str]:
+def header_set(headers: HeaderItems) -> tuple[str, str, str]:
     """The (id, timestamp, signature) header names to read ``headers`` with: the first set of
     :data:`HEADER_SETS` any of whose names is present, else the first (which then reports
     ``missing_header``)."""
@@ -120,7 +128,7 @@ def header_set(headers: Mapping[str, str]) -> tuple[str, str, str]:
 
 def verify(
     secrets_: Iterable[str],
-    headers: Mapping[str, str],
+    headers: HeaderItems,
     body: bytes,
     now: float,
     tolerance_s: int = DEFAULT_TOLERANCE_S,

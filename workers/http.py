@@ -108,10 +108,10 @@ def call(
                 kind = Kind.TRANSIENT
             why = f"call deadline of {deadline_s:g}s passed" if state.expired else type(exc).__name__
             raise _ERRORS[kind](f"{target}: {failure.value} ({why})", failure=failure) from None
-    kind = classify_status(response.status_code)
-    if kind is None:
+    status_kind = classify_status(response.status_code)
+    if status_kind is None:
         return response
     retry_after = parse_retry_after(response.headers.get("Retry-After"), datetime.now(UTC))
-    raise _ERRORS[kind](
+    raise _ERRORS[status_kind](
         f"{target}: HTTP {response.status_code}", status=response.status_code, retry_after_s=retry_after
     )

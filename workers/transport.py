@@ -49,7 +49,7 @@ class BodyTooLarge(Exception):
 
 def system_resolver(host: str, port: int) -> list[str]:
     """Every address ``getaddrinfo`` gives for ``host`` (IPv4 and IPv6, TCP)."""
-    return [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
 
 
 class Call:

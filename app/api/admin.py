@@ -70,6 +70,13 @@ def _int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi
     return number
 
 
+def _limit(source: dict[str, Any]) -> int:
+    """A page size from the query string: 1 to 500, 50 when left out."""
+    limit = _int_arg(source, "limit", 50, 1, 500)
+    assert limit is not None  # the default is a number
+    return limit
+
+
 def _choice(source: dict[str, Any], name: str, default: str | None = None) -> str | None:
     value = source.get(name, default)
     if value is not None and value not in CHOICES[name]:
@@ -110,7 +117,7 @@ def _page(items: list[Any], limit: int, body: Any) -> dict[str, Any]:
 
 @bp.get("/dead-letters")
 def list_dead_letters() -> Response:
-    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    limit = _limit(request.args)
     after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.dead_letters(db_session(), dead_letter_filter(request.args), utcnow(), limit, after)
     return jsonify(_page(items, limit, dead_letter_body))
@@ -161,7 +168,7 @@ def list_incidents() -> Response:
     state = request.args.get("state", "open")
     if state not in ("open", "resolved", "all"):
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved or all"}])
-    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    limit = _limit(request.args)
     after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.incidents(db_session(), state, _text(request.args, "kind"), limit, after)
     return jsonify(_page(items, limit, incident_body))
@@ -214,7 +221,7 @@ def list_tasks() -> Response:
     """Operators' view across clients; ``retrying=true`` lists tasks retrying right now."""
     if request.args.get("retrying") not in ("true", "1"):
         raise ValidationFailed("only retrying=true is supported here", errors=[{"field": "retrying", "message": "true"}])
-    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    limit = _limit(request.args)
     after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.retrying_tasks(db_session(), limit, after)
     return jsonify(_page(items, limit, operator_task_body))
@@ -225,7 +232,7 @@ def list_orphans() -> Response:
     state = request.args.get("state", "open")
     if state not in ("open", "resolved", "discarded", "all"):
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved, discarded or all"}])
-    limit = _int_arg(request.args, "limit", 50, 1, 500)
+    limit = _limit(request.args)
     after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.orphans(db_session(), None if state == "all" else state, limit, after)
     return jsonify(_page(items, limit, orphan_body))

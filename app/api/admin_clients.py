@@ -104,15 +104,20 @@ def revoke_key(name: str, key: str) -> Response:
     return jsonify(key_body(_change(name, lambda s, c: credentials.revoke_key(s, c, key, utcnow()))))
 
 
+def _set_disabled(session: Session, client: Client, disabled: bool) -> dict[str, Any]:
+    credentials.set_disabled(client, disabled, utcnow())
+    return client_body(session, client)
+
+
 @bp.post("/<name>/disable")
 def disable(name: str) -> Response:
     """Its API requests get 403 from now on; its tasks in flight still finish and are relayed."""
-    return jsonify(_change(name, lambda s, c: (credentials.set_disabled(c, True, utcnow()), client_body(s, c))[1]))
+    return jsonify(_change(name, lambda s, c: _set_disabled(s, c, True)))
 
 
 @bp.post("/<name>/enable")
 def enable(name: str) -> Response:
-    return jsonify(_change(name, lambda s, c: (credentials.set_disabled(c, False, utcnow()), client_body(s, c))[1]))
+    return jsonify(_change(name, lambda s, c: _set_disabled(s, c, False)))
 
 
 @bp.post("/<name>/secrets")

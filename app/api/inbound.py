@@ -47,7 +47,7 @@ def receive(provider: str) -> tuple[Response, int]:
     try:
         message_id = verify(settings.webhook_secrets, request.headers, body, time.time(), ctx.settings.webhook_tolerance_s)
     except SignatureError as exc:
-        reason = "stale" if exc.reason == "stale" else "signature"
+        reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
         raise _reject(provider, reason, Unauthorized(f"signature rejected: {exc.reason}", reason=exc.reason)) from None
     bind(message_id=message_id)
     if len(message_id) > 200 or "\x00" in message_id:  # PostgreSQL text cannot hold NUL

@@ -172,7 +172,14 @@ def op(operation_id: str, summary: str, responses: dict[int, Schema | None], *, 
        description: str = "") -> Schema:
     """One operation. ``None`` in ``responses`` means the shared problem response for that status;
     the statuses every operation of its API can answer (auth) are added here."""
-    security, shared = {"tasks": ([{API_KEY: []}], (401, 403)), "contract": ([], ())}.get(tag, ([{ADMIN: []}], (401, 404)))
+    security: list[dict[str, list[str]]]
+    shared: tuple[int, ...]
+    if tag == "tasks":
+        security, shared = [{API_KEY: []}], (401, 403)
+    elif tag == "contract":
+        security, shared = [], ()
+    else:
+        security, shared = [{ADMIN: []}], (401, 404)
     if body is not None:
         shared += (400, 413, 415, 422)
     merged = {**{s: None for s in shared}, **responses}

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from app.errors import ValidationFailed
@@ -32,7 +32,7 @@ def fingerprint(body: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def is_http_url(value: Any) -> bool:
+def is_http_url(value: Any) -> TypeGuard[str]:
     if not isinstance(value, str) or len(value) > 2000:
         return False
     try:
@@ -146,20 +146,23 @@ def parse_submit(
         errors.append({"field": "callback_url", "message": refusal})
     elif callback_url is None and not client_callback_url:
         errors.append({"field": "callback_url", "message": "required: this client has no default callback_url"})
-    elif not within(callback_url or client_callback_url, client_callback_origins):
+    elif not within(callback_url or client_callback_url or "", client_callback_origins):
         errors.append({"field": "callback_url", "message": "outside this client's registered callback origins"})
 
     on_deadline = body.get("on_deadline", "escalate")
     if on_deadline not in ("escalate", "cancel"):
         errors.append({"field": "on_deadline", "message": "escalate or cancel"})
 
-    acceptance = _deadline(body, "acceptance", now, provider_settings and provider_settings.acceptance_timeout_s, errors)
-    execution = _deadline(body, "execution", now, provider_settings and provider_settings.execution_timeout_s, errors)
+    acceptance_s = provider_settings.acceptance_timeout_s if provider_settings else None
+    execution_s = provider_settings.execution_timeout_s if provider_settings else None
+    acceptance = _deadline(body, "acceptance", now, acceptance_s, errors)
+    execution = _deadline(body, "execution", now, execution_s, errors)
     if acceptance and execution and acceptance > execution:
         errors.append({"field": "acceptance_deadline", "message": "must not be after the execution deadline"})
 
     if errors:
         raise ValidationFailed("the task request has invalid fields", errors=errors)
+    assert isinstance(provider, str)  # checked above: a configured provider's name
     return SubmitRequest(
         input=body["input"],
         correlation_id=correlation_id,

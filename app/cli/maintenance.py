@@ -72,7 +72,8 @@ def prune(as_json: bool) -> None:
               help="Where the demo's domain app listens on 127.0.0.1; LIAISON_OUTBOUND_ALLOW must list it.")
 def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int) -> None:
     """Submit a handful of tasks (some set to fail) and follow each one to its final state."""
-    ok = run_demo(current_app._get_current_object(), web_url=web_url, vendor_url=vendor_url, timeout_s=timeout,
+    ok = run_demo(current_app._get_current_object(),  # type: ignore[attr-defined]  # the proxy is typed as Flask itself
+                   web_url=web_url, vendor_url=vendor_url, timeout_s=timeout,
                   callback_port=callback_port)
     if not ok:
         raise SystemExit(1)

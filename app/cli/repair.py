@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 from flask.cli import AppGroup
 from sqlalchemy import select
@@ -35,15 +38,18 @@ def register(group: AppGroup) -> None:
     for command in (dead_letters, incidents, endpoints, tasks):
         group.add_command(command)
 
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
-def _run(action, *args, **kwargs):  # type: ignore[no-untyped-def]
+
+def _run(action: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return action(liaison(), *args, utcnow(), **kwargs)
     except (NotFoundError, NotReplayable, Ambiguous) as exc:
         raise click.ClickException(str(exc)) from None
 
 
-def filter_options(func):  # type: ignore[no-untyped-def]
+def filter_options(func: F) -> F:
     for option in reversed([
         click.option("--kind", type=click.Choice(DEAD_LETTER_KINDS), help="What failed."),
         click.option("--fault", type=click.Choice(["caller", "system"]), help="Whose fault it is."),

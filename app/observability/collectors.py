@@ -168,7 +168,7 @@ class BusinessCollector(Collector):
             family.add_metric([kind, fault], n)
 
         incident_counts = dict.fromkeys(IncidentKind.ALL, 0)
-        incident_counts.update(dict(incidents))
+        incident_counts.update({row[0]: row[1] for row in incidents})
         family = out.gauge("liaison_incidents_open", "Incidents not yet resolved, by kind.", ["kind"])
         for kind, n in sorted(incident_counts.items()):
             family.add_metric([kind], n)

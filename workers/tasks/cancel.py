@@ -28,6 +28,7 @@ def cancel(self: Task, outbox_id: int) -> str:
 
 class Cancel(OutboxTask[tuple[Provider, str], None]):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
+        assert row.task_id is not None  # a cancellation's row always names its task
         task = service.lock_task(session, row.task_id)
         if task.vendor_job_id is None:
             service.mark_done(session, row, utcnow(), "cancel.skipped", reason="the vendor has no job")

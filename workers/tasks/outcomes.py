@@ -9,6 +9,7 @@ held in the database and re-published by the outbox sweep when due.
 from __future__ import annotations
 
 import logging
+from typing import cast
 from datetime import datetime, timedelta
 from random import Random
 
@@ -97,7 +98,7 @@ def retry_or_dead_letter(
             held = delay > ctx.settings.max_countdown_s
             if held:
                 row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
-    metrics.failed_attempt(kind, dead_lettered=delay is None, provider=provider)
+    metrics.failed_attempt(cast(metrics.RetryKind, kind), dead_lettered=delay is None, provider=provider)
     if delay is None:
         log.warning("dead-lettered outbox %s after %d attempts: %s", outbox_id, failed_attempts, exc)
         return "dead_lettered"

@@ -28,6 +28,7 @@ def submit(self: Task, outbox_id: int) -> str:
 
 class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, SubmitJob]] | str:
+        assert row.task_id is not None  # a submission's row always names its task
         task = service.lock_task(session, row.task_id)
         if task.state != State.REQUESTED:
             # Canceled before it reached the vendor, or an earlier delivery already submitted it.
