@@ -18,12 +18,12 @@ configure_logging(_settings.log_format, _settings.log_level)
 logger_class = StructuredLogger
 
 
-def on_starting(server):  # noqa: ANN001 - gunicorn's hook signature
+def on_starting(server):
     """The samples directory must exist before any worker counts; wiping it is the launcher's job
     (other processes of this host -- the Celery worker -- may be writing there too)."""
     metrics.ensure_multiprocess_dir()
 
 
-def child_exit(server, worker):  # noqa: ANN001
+def child_exit(server, worker):
     """A dead worker's live gauges must stop counting; its counters keep their totals."""
     metrics.mark_process_dead(worker.pid)

@@ -29,8 +29,10 @@ def _settings_from_env() -> tuple[Settings, str | None]:
         if not startup.running_flask_cli():
             startup.config_failure(exc)
         try:
-            database_only = {"DATABASE_URL": database_url_from_env(),
-                             "LIAISON_VAR_DIR": os.environ.get("LIAISON_VAR_DIR", "")}
+            database_only = {
+                "DATABASE_URL": database_url_from_env(),
+                "LIAISON_VAR_DIR": os.environ.get("LIAISON_VAR_DIR", ""),
+            }
         except ConfigError:
             startup.config_failure(exc)
         return Settings.from_env(database_only), str(exc)
@@ -50,13 +52,17 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     except OSError as exc:
         startup.fail(startup.database_failure(settings.database_url, exc), startup.EXIT_UNAVAILABLE)
     celery = celery_init_app(app, settings)
-    limiter = build_limiter(settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url,
-                            namespace=settings.queue)
+    limiter = build_limiter(
+        settings.rate_limit_storage, db, redis_url=settings.rate_limit_redis_url, namespace=settings.queue
+    )
     publisher = Publisher(celery, db)
     # The one publish path: after every commit (looked up per call, so a benchmark can stub it).
     publishing.install(db.sessionmaker, lambda rows: publisher.publish(rows))
     app.extensions["liaison"] = Liaison(
-        settings=settings, db=db, providers=build_providers(settings, limiter), publisher=publisher,
+        settings=settings,
+        db=db,
+        providers=build_providers(settings, limiter),
+        publisher=publisher,
         limiter=limiter,
     )
 

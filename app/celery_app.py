@@ -3,7 +3,7 @@ app context, configuration is applied at construction, nothing connects at impor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from celery import Celery, Task, bootsteps
 from celery.signals import worker_process_init
@@ -45,7 +45,10 @@ def work_queues(settings: Settings) -> list[Queue]:
     """
     arguments = {}
     if is_amqp(settings):
-        arguments = {"x-dead-letter-exchange": f"{settings.queue}.dlx", "x-dead-letter-routing-key": f"{settings.queue}.dead"}
+        arguments = {
+            "x-dead-letter-exchange": f"{settings.queue}.dlx",
+            "x-dead-letter-routing-key": f"{settings.queue}.dead",
+        }
     return [
         Queue(name, Exchange(name), routing_key=name, queue_arguments=arguments)
         for name in (settings.queue, settings.relay_queue)
@@ -55,8 +58,13 @@ def work_queues(settings: Settings) -> list[Queue]:
 #: Tasks bounded by the per-call limits (their work is one or two outbound calls); every other
 #: registered ``liaison.*`` task is a beat job, bounded by the beat limits.
 CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel")
-BEAT_TASKS = ("liaison.sweep_outbox", "liaison.prune_processed_messages", "liaison.check_deadlines",
-              "liaison.reconcile", "liaison.flag_stale_orphans")
+BEAT_TASKS = (
+    "liaison.sweep_outbox",
+    "liaison.prune_processed_messages",
+    "liaison.check_deadlines",
+    "liaison.reconcile",
+    "liaison.flag_stale_orphans",
+)
 
 
 def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
@@ -80,7 +88,7 @@ class DeadLetterQueueStep(bootsteps.StartStopStep):
     """Worker boot step (RabbitMQ): declare the exchange and queue our work queue dead-letters to,
     before the first message can be rejected. Nothing consumes it; operators inspect it."""
 
-    requires = {"celery.worker.consumer.connection:Connection"}
+    requires: ClassVar[set[str]] = {"celery.worker.consumer.connection:Connection"}
 
     def start(self, c: Any) -> None:
         dead_letter_queue(c.app.conf.task_default_queue)(c.connection.default_channel).declare()

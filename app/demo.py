@@ -57,18 +57,23 @@ def write_env_file(path: Path | str) -> Path:
                 out.write(f"LIAISON_METRICS_TOKEN={secrets.token_urlsafe(32)}\n")
         return path
     vendor_secret = generate_secret()
-    text = "\n".join([
-        "LIAISON_PROVIDERS=simulator",
-        "LIAISON_PROVIDER_SIMULATOR_BASE_URL=http://127.0.0.1:5001",
-        f"LIAISON_PROVIDER_SIMULATOR_WEBHOOK_SECRETS={vendor_secret}",
-        "LIAISON_PROVIDER_SIMULATOR_SUBMIT_BACKOFF_BASE_S=1",
-        f"SIMULATOR_WEBHOOK_SECRET={vendor_secret}",
-        "LIAISON_PUBLIC_URL=http://127.0.0.1:5000",
-        f"LIAISON_ADMIN_TOKEN={secrets.token_urlsafe(32)}",
-        f"LIAISON_METRICS_TOKEN={secrets.token_urlsafe(32)}",
-        f"FLOWER_BASIC_AUTH=admin:{secrets.token_urlsafe(24)}",
-        "PYTHONUNBUFFERED=1",
-    ]) + "\n"
+    text = (
+        "\n".join(
+            [
+                "LIAISON_PROVIDERS=simulator",
+                "LIAISON_PROVIDER_SIMULATOR_BASE_URL=http://127.0.0.1:5001",
+                f"LIAISON_PROVIDER_SIMULATOR_WEBHOOK_SECRETS={vendor_secret}",
+                "LIAISON_PROVIDER_SIMULATOR_SUBMIT_BACKOFF_BASE_S=1",
+                f"SIMULATOR_WEBHOOK_SECRET={vendor_secret}",
+                "LIAISON_PUBLIC_URL=http://127.0.0.1:5000",
+                f"LIAISON_ADMIN_TOKEN={secrets.token_urlsafe(32)}",
+                f"LIAISON_METRICS_TOKEN={secrets.token_urlsafe(32)}",
+                f"FLOWER_BASIC_AUTH=admin:{secrets.token_urlsafe(24)}",
+                "PYTHONUNBUFFERED=1",
+            ]
+        )
+        + "\n"
+    )
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, ENV_FILE_MODE)
     with os.fdopen(fd, "w") as out:
         out.write(text)
@@ -116,8 +121,11 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
     # lists, and bin/demo lists exactly 127.0.0.1:<this port>.
     allow = app.extensions["liaison"].settings.outbound_allow
     if not allow.allows("127.0.0.1", callback_port, ipaddress.ip_address("127.0.0.1")):
-        click.secho(f"LIAISON_OUTBOUND_ALLOW must list 127.0.0.1:{callback_port}, where the demo's domain app "
-                    "listens (bin/demo sets it)", fg="red")
+        click.secho(
+            f"LIAISON_OUTBOUND_ALLOW must list 127.0.0.1:{callback_port}, where the demo's domain app "
+            "listens (bin/demo sets it)",
+            fg="red",
+        )
         return False
     # The WSGI app is set below, once we have the secret.
     server = make_server("127.0.0.1", callback_port, None, threaded=True, request_handler=_QuietHandler)  # type: ignore[arg-type]
@@ -134,30 +142,35 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
     for name, simulate, final in SCENARIOS:
         correlation_id = f"demo-{run}-{name}"
         try:
-            task = client.submit({"report": name, "simulate": simulate}, correlation_id=correlation_id,
-                                 idempotency_key=correlation_id)
+            task = client.submit(
+                {"report": name, "simulate": simulate}, correlation_id=correlation_id, idempotency_key=correlation_id
+            )
         except LiaisonError as exc:
             click.secho(f"  submit {name}: {exc}", fg="red")
             return False
         expected[correlation_id] = final
         click.echo(f"  {correlation_id:<40} {task.state}, expect {final}")
 
-    start, states = time.monotonic(), {cid: "requested" for cid in expected}
-    attempts = {cid: 0 for cid in expected}
+    start, states = time.monotonic(), dict.fromkeys(expected, "requested")
+    attempts = dict.fromkeys(expected, 0)
     click.secho("Following each task until it reaches its final state and its callback arrives:", bold=True)
     while True:
         for cid in expected:
             task = client.get(cid)
             stamp = f"  [{time.monotonic() - start:5.1f}s] {cid:<40}"
             if task.state == "requested" and task.next_attempt_at and task.attempts != attempts[cid]:
-                click.echo(f"{stamp}   retrying: attempt {task.attempts} failed ({task.last_error}),"
-                           f" next at {task.next_attempt_at.isoformat()}")
+                click.echo(
+                    f"{stamp}   retrying: attempt {task.attempts} failed ({task.last_error}),"
+                    f" next at {task.next_attempt_at.isoformat()}"
+                )
             attempts[cid] = task.attempts
             if task.state != states[cid]:
                 click.echo(f"{stamp} {states[cid]:>10} -> {task.state}")
                 states[cid] = task.state
         with callbacks.lock:
-            done = all(states[c] in FINAL_STATES and "task.completed" in callbacks.received.get(c, []) for c in expected)
+            done = all(
+                states[c] in FINAL_STATES and "task.completed" in callbacks.received.get(c, []) for c in expected
+            )
         if done or time.monotonic() - start > timeout_s:
             break
         time.sleep(0.5)
@@ -170,13 +183,17 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
         got = callbacks.received.get(cid, [])
         ok = states[cid] == final and "task.completed" in got
         all_ok &= ok
-        click.secho(f"  {'OK ' if ok else 'BAD'} {cid:<40} {states[cid]:<10} callbacks: {', '.join(got) or 'none'}",
-                    fg="green" if ok else "red")
+        click.secho(
+            f"  {'OK ' if ok else 'BAD'} {cid:<40} {states[cid]:<10} callbacks: {', '.join(got) or 'none'}",
+            fg="green" if ok else "red",
+        )
     total = sum(len(v) for v in callbacks.received.values())
     verdict = "demo finished" if all_ok and not callbacks.bad_signatures else "demo FAILED"
     click.secho(
         f"{verdict}: {sum(s in FINAL_STATES for s in states.values())}/{len(expected)} tasks final, "
         f"{total} signed callbacks received, {callbacks.bad_signatures} with a bad signature, "
-        f"{time.monotonic() - start:.1f}s", bold=True, fg="green" if all_ok else "red",
+        f"{time.monotonic() - start:.1f}s",
+        bold=True,
+        fg="green" if all_ok else "red",
     )
     return all_ok and not callbacks.bad_signatures

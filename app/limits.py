@@ -32,5 +32,6 @@ def check_submit_rate(limiter: Limiter, settings: Settings, client: Client) -> N
         metrics.rate_limited("submit")
         raise TooManyRequests(
             f"submit rate limit: {limit.rate_per_s:g} per second, bursts of {limit.burst}",
-            retry_after=retry_after_header(decision.retry_after_s), limit="submit_rate",
+            retry_after=retry_after_header(decision.retry_after_s),
+            limit="submit_rate",
         )

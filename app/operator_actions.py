@@ -48,8 +48,9 @@ def _one_client(client_ids: set[int], session: Session, what: str) -> int:
     return next(iter(client_ids))
 
 
-def task_for_operator(session: Session, correlation_id: str, client_name: str | None, *,
-                      lock: bool = False) -> ExternalTask:
+def task_for_operator(
+    session: Session, correlation_id: str, client_name: str | None, *, lock: bool = False
+) -> ExternalTask:
     """The task with that correlation id, for operators. Correlation ids are unique per client only:
     the client must be named when more than one has a task of that name."""
     query = select(ExternalTask).where(ExternalTask.correlation_id == correlation_id)
@@ -78,8 +79,12 @@ def replay_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
 
 
 def replay_matching(
-    ctx: Liaison, flt: DeadLetterFilter, now: datetime, limit: int | None = None,
-    progress: Callable[[int, int], None] | None = None, batch: int = 100,
+    ctx: Liaison,
+    flt: DeadLetterFilter,
+    now: datetime,
+    limit: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    batch: int = 100,
 ) -> tuple[int, int]:
     """Replay every open dead letter the filter matches, in batches (each batch one transaction,
     locked with SKIP LOCKED so two operators never replay one letter twice). Returns
@@ -91,8 +96,11 @@ def replay_matching(
         size = batch if limit is None else min(batch, limit - replayed)
         with ctx.db.transaction() as session:
             letters = session.scalars(
-                flt.apply(select(DeadLetter), now).where(DeadLetter.id > after_id)
-                .order_by(DeadLetter.id).limit(size).with_for_update(skip_locked=True)
+                flt.apply(select(DeadLetter), now)
+                .where(DeadLetter.id > after_id)
+                .order_by(DeadLetter.id)
+                .limit(size)
+                .with_for_update(skip_locked=True)
             ).all()
             for letter in letters:
                 after_id = letter.id
@@ -115,8 +123,15 @@ def discard_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
     return letter
 
 
-def update_incident(ctx: Liaison, incident_id: int, now: datetime, *, owner: str | None = None,
-                    resolve: bool = False, note: str | None = None) -> Incident:
+def update_incident(
+    ctx: Liaison,
+    incident_id: int,
+    now: datetime,
+    *,
+    owner: str | None = None,
+    resolve: bool = False,
+    note: str | None = None,
+) -> Incident:
     with ctx.db.transaction() as session:
         incident = _locked(session, Incident, incident_id, "incident")
         if owner is not None:
@@ -133,8 +148,13 @@ def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime, client_name:
         if client_name is not None:
             client_id = client_named(session, client_name).id
         else:
-            client_ids = set(session.scalars(select(CallbackEndpoint.client_id).where(
-                CallbackEndpoint.url == strip_url(url), CallbackEndpoint.disabled_at.is_not(None))))
+            client_ids = set(
+                session.scalars(
+                    select(CallbackEndpoint.client_id).where(
+                        CallbackEndpoint.url == strip_url(url), CallbackEndpoint.disabled_at.is_not(None)
+                    )
+                )
+            )
             if not client_ids:
                 raise NotReplayable("that callback endpoint is not disabled")
             client_id = _one_client(client_ids, session, f"the disabled endpoint {strip_url(url)}")
@@ -142,8 +162,9 @@ def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime, client_name:
     return len(released)
 
 
-def attach_orphan_to(ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime,
-                     client_name: str | None = None) -> OrphanEvent:
+def attach_orphan_to(
+    ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime, client_name: str | None = None
+) -> OrphanEvent:
     with ctx.db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         task = task_for_operator(session, correlation_id, client_name, lock=True)
@@ -158,5 +179,17 @@ def discard_orphan_one(ctx: Liaison, orphan_id: int, now: datetime) -> OrphanEve
     return orphan
 
 
-__all__ = ["Ambiguous", "NotFoundError", "client_named", "task_for_operator", "attach_orphan_to", "discard_orphan_one", "NotReplayable", "discard_one", "enable_callback_endpoint", "replay_matching",
-           "replay_one", "update_incident"]
+__all__ = [
+    "Ambiguous",
+    "NotFoundError",
+    "NotReplayable",
+    "attach_orphan_to",
+    "client_named",
+    "discard_one",
+    "discard_orphan_one",
+    "enable_callback_endpoint",
+    "replay_matching",
+    "replay_one",
+    "task_for_operator",
+    "update_incident",
+]

@@ -24,27 +24,58 @@ def _other(env: str, default: str, doc: str, example: str | None = None) -> Opti
 
 #: Variables other programs read (Liaison's code does not): documented here, so they are in one place.
 OTHER_SECTIONS = (
-    Section("Metrics (read by prometheus-client itself; see docs/observability.md)", (
-        _other("PROMETHEUS_MULTIPROC_DIR", "", "set for web + worker, wiped before they start; unset = one process",
-               example="var/prometheus"),
-    )),
-    Section("Flower (read by Flower itself)", (
-        _other("FLOWER_BASIC_AUTH", "", "refused as is: a password of your own, 16+ characters "
-               "(workers/flower_check.py)", example="admin:change-me"),
-        _other("FLOWER_PORT", "5555", "Flower's port (Procfile)"),
-    )),
-    Section("The vendor simulator (the demo's and tests' external system)", (
-        _other("SIMULATOR_WEBHOOK_SECRET", "", "must be one of the provider's WEBHOOK_SECRETS", example="whsec_..."),
-        _other("SIMULATOR_ACCEPT_DELAY_S", "0.5", "seconds before a job is accepted"),
-        _other("SIMULATOR_COMPLETE_DELAY_S", "2.0", "seconds before an accepted job completes"),
-        _other("SIMULATOR_PORT", "5001", "the simulator's port (Procfile: vendor)"),
-    )),
+    Section(
+        "Metrics (read by prometheus-client itself; see docs/observability.md)",
+        (
+            _other(
+                "PROMETHEUS_MULTIPROC_DIR",
+                "",
+                "set for web + worker, wiped before they start; unset = one process",
+                example="var/prometheus",
+            ),
+        ),
+    ),
+    Section(
+        "Flower (read by Flower itself)",
+        (
+            _other(
+                "FLOWER_BASIC_AUTH",
+                "",
+                "refused as is: a password of your own, 16+ characters (workers/flower_check.py)",
+                example="admin:change-me",
+            ),
+            _other("FLOWER_PORT", "5555", "Flower's port (Procfile)"),
+        ),
+    ),
+    Section(
+        "The vendor simulator (the demo's and tests' external system)",
+        (
+            _other(
+                "SIMULATOR_WEBHOOK_SECRET", "", "must be one of the provider's WEBHOOK_SECRETS", example="whsec_..."
+            ),
+            _other("SIMULATOR_ACCEPT_DELAY_S", "0.5", "seconds before a job is accepted"),
+            _other("SIMULATOR_COMPLETE_DELAY_S", "2.0", "seconds before an accepted job completes"),
+            _other("SIMULATOR_PORT", "5001", "the simulator's port (Procfile: vendor)"),
+        ),
+    ),
 )
 
 
 def _provider_section() -> Section:
-    options = tuple(Option(o.env.replace("<NAME>", EXAMPLE_PROVIDER), o.attr, o.parser, o.default, o.doc, o.secret,
-                           o.example, o.derive, o.required) for o in PROVIDER_SECTION.options)
+    options = tuple(
+        Option(
+            o.env.replace("<NAME>", EXAMPLE_PROVIDER),
+            o.attr,
+            o.parser,
+            o.default,
+            o.doc,
+            o.secret,
+            o.example,
+            o.derive,
+            o.required,
+        )
+        for o in PROVIDER_SECTION.options
+    )
     return Section(PROVIDER_SECTION.title, options)
 
 
@@ -89,8 +120,8 @@ def render_markdown() -> str:
         "",
         "Liaison is configured by its environment only, read once at start-up by `foundation/settings.py` (web,",
         "worker, beat and the CLI read the same variables). A blank value means the default. A bad value",
-        "stops the process at start-up with one line naming the variable (see docs/runbook.md, \"Start-up",
-        "errors\"). Migrations (`flask --app app liaison db upgrade`) read only `DATABASE_URL`.",
+        'stops the process at start-up with one line naming the variable (see docs/runbook.md, "Start-up',
+        'errors"). Migrations (`flask --app app liaison db upgrade`) read only `DATABASE_URL`.',
         "",
         "This page and [.env.example](../.env.example) are generated from the table in `foundation/settings.py`",
         "(`python -m app.settings_docs --markdown > docs/settings.md`); a unit test keeps them in step.",

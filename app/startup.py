@@ -122,8 +122,11 @@ def check_broker(url: str, wait_s: float) -> None:
         return
     with kombu.Connection(url, connect_timeout=5) as connection:
         try:
-            _until(time.monotonic() + wait_s, lambda: connection.ensure_connection(max_retries=1, interval_start=0),
-                   BROKER_ERRORS)
+            _until(
+                time.monotonic() + wait_s,
+                lambda: connection.ensure_connection(max_retries=1, interval_start=0),
+                BROKER_ERRORS,
+            )
         except BROKER_ERRORS as exc:
             fail(broker_failure(url, exc), EXIT_UNAVAILABLE)
 

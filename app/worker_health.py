@@ -1,9 +1,10 @@
 """Worker health for supervisors: ``python -m app.worker_health [--timeout 5] [--worker celery@host]``.
 
 Pings Celery workers over the broker's remote-control channel and exits 0 when at least one
-answers (the named one, with ``--worker``), 1 otherwise, printing which answered -- usable as a Docker ``HEALTHCHECK``, a
-Kubernetes exec probe or a systemd ``ExecStartPost`` check. A worker that answers is connected to
-the broker and its consumer loop is running; whether tasks succeed is what ``/metrics`` tells.
+answers (the named one, with ``--worker``), 1 otherwise, printing which answered -- usable as a
+Docker ``HEALTHCHECK``, a Kubernetes exec probe or a systemd ``ExecStartPost`` check. A worker
+that answers is connected to the broker and its consumer loop is running; whether tasks succeed
+is what ``/metrics`` tells.
 Reads the same environment as the worker (``CELERY_BROKER_URL``...).
 """
 
@@ -32,7 +33,9 @@ def ping_workers(celery_app: Celery, timeout: float, worker: str | None = None, 
         except (KombuError, OSError, *conn.connection_errors) as exc:
             raise BrokerUnreachable(type(exc).__name__) from exc
         replies = celery_app.control.ping(
-            destination=[worker] if worker else None, timeout=timeout, connection=conn,
+            destination=[worker] if worker else None,
+            timeout=timeout,
+            connection=conn,
             limit=None if wait_all else 1,
         )
     return sorted(name for reply in replies or [] for name in reply)

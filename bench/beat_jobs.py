@@ -22,22 +22,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psycopg  # noqa: E402
-import requests  # noqa: E402
-from sqlalchemy import Executable, insert, text  # noqa: E402
+import psycopg
+import requests
+from sqlalchemy import Executable, insert, text
 
-import simulator  # noqa: E402
-from app import create_app  # noqa: E402
-from foundation.settings import Settings  # noqa: E402
-from models import ExternalTask, ProcessedMessage  # noqa: E402
-from models.base import utcnow  # noqa: E402
-from models.db import Database  # noqa: E402
-from models.lifecycle import DEADLINES, claim_quiet, due_query, escalate_due, quiet_query  # noqa: E402
-from models.retention import prune_processed_messages  # noqa: E402
-from tests.integration.stack import migrate  # noqa: E402
-from tests.support.servers import ServerThread  # noqa: E402
-from webhooks.signing import generate_secret  # noqa: E402
-from workers.reconcile import reconcile  # noqa: E402
+import simulator
+from app import create_app
+from foundation.settings import Settings
+from models import ExternalTask, ProcessedMessage
+from models.base import utcnow
+from models.db import Database
+from models.lifecycle import DEADLINES, claim_quiet, due_query, escalate_due, quiet_query
+from models.retention import prune_processed_messages
+from tests.integration.stack import migrate
+from tests.support.servers import ServerThread
+from webhooks.signing import generate_secret
+from workers.reconcile import reconcile
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -46,8 +46,9 @@ def fill(db: Database, total: int, due: int) -> None:
     """``total`` tasks: all but ``due`` finished long ago; ``due`` overdue and quiet at the vendor."""
     t0 = time.perf_counter()
     with db.transaction() as s:
-        s.execute(text("INSERT INTO clients (name, callback_secrets, created_at) "
-                       "VALUES ('bench', '[]', CURRENT_TIMESTAMP)"))
+        s.execute(
+            text("INSERT INTO clients (name, callback_secrets, created_at) VALUES ('bench', '[]', CURRENT_TIMESTAMP)")
+        )
         client_id = s.scalar(text("SELECT id FROM clients WHERE name = 'bench'"))
     chunk = 100_000
     long_ago = utcnow() - timedelta(days=30)
@@ -55,13 +56,23 @@ def fill(db: Database, total: int, due: int) -> None:
         rows = []
         for i in range(start, min(start + chunk, total)):
             is_due = i < due
-            rows.append({
-                "correlation_id": f"bench-{i}", "client_id": client_id, "provider": "sim",
-                "state": "accepted" if is_due else "succeeded", "input": {"i": i},
-                "vendor_job_id": f"job-{i}", "acceptance_deadline": long_ago, "execution_deadline": long_ago,
-                "on_deadline": "escalate", "attempts": 1, "created_at": long_ago, "updated_at": long_ago,
-                "checked_at": long_ago,
-            })
+            rows.append(
+                {
+                    "correlation_id": f"bench-{i}",
+                    "client_id": client_id,
+                    "provider": "sim",
+                    "state": "accepted" if is_due else "succeeded",
+                    "input": {"i": i},
+                    "vendor_job_id": f"job-{i}",
+                    "acceptance_deadline": long_ago,
+                    "execution_deadline": long_ago,
+                    "on_deadline": "escalate",
+                    "attempts": 1,
+                    "created_at": long_ago,
+                    "updated_at": long_ago,
+                    "checked_at": long_ago,
+                }
+            )
         with db.transaction() as s:
             s.execute(insert(ExternalTask), rows)
         print(f"  inserted {min(start + chunk, total):>9,} tasks", flush=True)
@@ -81,8 +92,8 @@ def explain(db: Database, statement: Executable) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0].replace("\n", " "),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description=__doc__.split("\n\n")[0].replace("\n", " "), formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--tasks", type=int, default=1_000_000, help="rows in external_tasks")
     parser.add_argument("--due", type=int, default=200, help="tasks due for escalation and reconciliation")
     parser.add_argument("--prune", type=int, default=100_000, help="old processed messages to prune")
@@ -101,12 +112,21 @@ def main() -> None:
     vendor = ServerThread(simulator.create_app({"SIMULATOR_WEBHOOK_SECRET": secret})).start()
     try:
         migrate(url)
-        app = create_app(Settings.from_env({
-            "DATABASE_URL": url, "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14", "LIAISON_PROVIDERS": "sim",
-            "LIAISON_PROVIDER_SIM_BASE_URL": vendor.url, "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": secret,
-            "LIAISON_PROVIDER_SIM_RATE_LIMIT_PER_S": "1000", "LIAISON_QUEUE": f"bench-{uuid.uuid4().hex[:6]}",
-            "LIAISON_LOG_LEVEL": "warning", "LIAISON_VAR_DIR": tempfile.mkdtemp(),
-        }))
+        app = create_app(
+            Settings.from_env(
+                {
+                    "DATABASE_URL": url,
+                    "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14",
+                    "LIAISON_PROVIDERS": "sim",
+                    "LIAISON_PROVIDER_SIM_BASE_URL": vendor.url,
+                    "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": secret,
+                    "LIAISON_PROVIDER_SIM_RATE_LIMIT_PER_S": "1000",
+                    "LIAISON_QUEUE": f"bench-{uuid.uuid4().hex[:6]}",
+                    "LIAISON_LOG_LEVEL": "warning",
+                    "LIAISON_VAR_DIR": tempfile.mkdtemp(),
+                }
+            )
+        )
         ctx = app.extensions["liaison"]
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # the simulator's access log
         fill(ctx.db, args.tasks, args.due)
@@ -133,27 +153,43 @@ def main() -> None:
             claimed = claim_quiet(s, "sim", 900, now + timedelta(days=1), 500)
         print(f"  claim of {len(claimed)} quiet tasks among {args.tasks:,}: {(time.perf_counter() - t0) * 1000:.1f} ms")
         for q in claimed:  # the simulator must know the jobs: create them, then point the tasks at them
-            job = requests.post(f"{vendor.url}/jobs", headers={"Idempotency-Key": q.correlation_id},
-                                json={"reference": q.correlation_id, "input": {"simulate": {"drop": ["job.accepted", "job.completed"]}},
-                                      "callback_url": "http://127.0.0.1:9/none"}, timeout=5).json()
+            job = requests.post(
+                f"{vendor.url}/jobs",
+                headers={"Idempotency-Key": q.correlation_id},
+                json={
+                    "reference": q.correlation_id,
+                    "input": {"simulate": {"drop": ["job.accepted", "job.completed"]}},
+                    "callback_url": "http://127.0.0.1:9/none",
+                },
+                timeout=5,
+            ).json()
             requests.post(f"{vendor.url}/_sim/jobs/{job['job_id']}/complete", json={"status": "succeeded"}, timeout=5)
             with ctx.db.transaction() as s:
-                s.execute(text("UPDATE external_tasks SET vendor_job_id = :j, checked_at = :t WHERE id = :i")
-                          .bindparams(j=job["job_id"], t=now - timedelta(days=1), i=q.task_id))
+                s.execute(
+                    text("UPDATE external_tasks SET vendor_job_id = :j, checked_at = :t WHERE id = :i").bindparams(
+                        j=job["job_id"], t=now - timedelta(days=1), i=q.task_id
+                    )
+                )
         ctx.publisher.publish = lambda rows, now=None: len(list(rows))  # no broker traffic in the benchmark
         t0 = time.perf_counter()
         report = reconcile(ctx, now)
         took = time.perf_counter() - t0
-        print(f"  reconcile asked the simulator about {report.checked} tasks over HTTP, applied {report.applied}: "
-              f"{took:.2f}s, {report.checked / took:.0f} tasks/s (rate limit 1000/s)")
+        print(
+            f"  reconcile asked the simulator about {report.checked} tasks over HTTP, applied {report.applied}: "
+            f"{took:.2f}s, {report.checked / took:.0f} tasks/s (rate limit 1000/s)"
+        )
 
         print("\n== prune_processed_messages")
         old = now - timedelta(days=10)
         with ctx.db.transaction() as s:
             for start in range(0, args.prune, 50_000):
-                s.execute(insert(ProcessedMessage), [
-                    {"source": "bench", "message_id": str(i), "message_type": "x", "processed_at": old}
-                    for i in range(start, min(start + 50_000, args.prune))])
+                s.execute(
+                    insert(ProcessedMessage),
+                    [
+                        {"source": "bench", "message_id": str(i), "message_type": "x", "processed_at": old}
+                        for i in range(start, min(start + 50_000, args.prune))
+                    ],
+                )
         t0 = time.perf_counter()
         removed = prune_processed_messages(ctx.db, now, 96 * 3600)
         took = time.perf_counter() - t0

@@ -95,8 +95,13 @@ def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
 
 def _public_ipv4(ip: ipaddress.IPv4Address) -> bool:
     return ip.is_global and not (
-        ip.is_multicast or ip.is_reserved or ip.is_loopback or ip.is_link_local or ip.is_unspecified
-        or ip.is_private or any(ip in net for net in _NOT_GLOBAL_V4)
+        ip.is_multicast
+        or ip.is_reserved
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_unspecified
+        or ip.is_private
+        or any(ip in net for net in _NOT_GLOBAL_V4)
     )
 
 
@@ -116,8 +121,13 @@ def is_public(ip: IPAddress) -> bool:
     if carried is not None and not _public_ipv4(carried):  # 6to4
         return False
     return ip.is_global and not (
-        ip.is_multicast or ip.is_reserved or ip.is_loopback or ip.is_link_local or ip.is_unspecified
-        or ip.is_private or ip.is_site_local
+        ip.is_multicast
+        or ip.is_reserved
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_unspecified
+        or ip.is_private
+        or ip.is_site_local
     )
 
 

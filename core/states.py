@@ -25,9 +25,7 @@ TERMINAL: frozenset[State] = frozenset({State.SUCCEEDED, State.FAILED, State.CAN
 
 #: Allowed moves. Anything else raises InvalidTransition. Terminal states have no way out.
 TRANSITIONS: dict[State, frozenset[State]] = {
-    State.REQUESTED: frozenset(
-        {State.SUBMITTED, State.ACCEPTED, State.CANCEL_REQUESTED, *TERMINAL}
-    ),
+    State.REQUESTED: frozenset({State.SUBMITTED, State.ACCEPTED, State.CANCEL_REQUESTED, *TERMINAL}),
     State.SUBMITTED: frozenset({State.ACCEPTED, State.CANCEL_REQUESTED, *TERMINAL}),
     State.ACCEPTED: frozenset({State.CANCEL_REQUESTED, *TERMINAL}),
     # The vendor may finish the job before it sees our cancel: any final state is then the truth.

@@ -66,7 +66,9 @@ def redact_secrets(_logger: WrappedLogger, _method: str, event_dict: EventDict) 
     return {k: _redact_item(k, v) for k, v in event_dict.items()}
 
 
-def _redacting_traceback(sio: TextIO, exc_info: tuple[type[BaseException], BaseException, TracebackType | None]) -> None:
+def _redacting_traceback(
+    sio: TextIO, exc_info: tuple[type[BaseException], BaseException, TracebackType | None]
+) -> None:
     """Console exception formatter: a plain traceback, secrets masked like everything else."""
     sio.write("\n" + redact("".join(traceback.format_exception(*exc_info))).rstrip("\n"))
 

@@ -80,31 +80,36 @@ SUBMISSIONS = Counter(
     "liaison_submissions_total", "Attempts to hand a task to its provider, by outcome.", ["provider", "outcome"]
 )
 PROVIDER_CALLS = Counter(
-    "liaison_provider_calls_total", "HTTP calls to providers, by operation and outcome.",
+    "liaison_provider_calls_total",
+    "HTTP calls to providers, by operation and outcome.",
     ["provider", "operation", "outcome"],
 )
 PROVIDER_CALL_SECONDS = Histogram(
-    "liaison_provider_call_duration_seconds", "Latency of calls to providers.", ["provider", "operation"],
+    "liaison_provider_call_duration_seconds",
+    "Latency of calls to providers.",
+    ["provider", "operation"],
     buckets=_CALL_BUCKETS,
 )
 RETRIES = Counter("liaison_retries_total", "Retries scheduled, by kind of work.", ["kind"])
-RELAY_DELIVERIES = Counter(
-    "liaison_relay_deliveries_total", "Callbacks to domain apps, by outcome.", ["outcome"]
-)
+RELAY_DELIVERIES = Counter("liaison_relay_deliveries_total", "Callbacks to domain apps, by outcome.", ["outcome"])
 RELAY_LATENCY_SECONDS = Histogram(
-    "liaison_relay_delivery_latency_seconds", "From a task's state change to its callback being delivered.",
+    "liaison_relay_delivery_latency_seconds",
+    "From a task's state change to its callback being delivered.",
     buckets=_RELAY_BUCKETS,
 )
 HTTP_REQUESTS = Counter(
-    "liaison_http_requests_total", "HTTP requests served, by Flask endpoint and status.",
+    "liaison_http_requests_total",
+    "HTTP requests served, by Flask endpoint and status.",
     ["method", "endpoint", "status"],
 )
 HTTP_REQUEST_SECONDS = Histogram(
-    "liaison_http_request_duration_seconds", "Time to produce a response, by Flask endpoint.",
+    "liaison_http_request_duration_seconds",
+    "Time to produce a response, by Flask endpoint.",
     ["method", "endpoint"],
 )
 SCRAPE_ERRORS = Counter(
-    "liaison_scrape_errors_total", "Scrapes whose database or broker part failed (those gauges are missing).",
+    "liaison_scrape_errors_total",
+    "Scrapes whose database or broker part failed (those gauges are missing).",
     ["source"],
 )
 RATE_LIMITED = Counter(

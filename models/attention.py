@@ -20,9 +20,12 @@ class OrphanEvent(Base):
     __table_args__ = (
         UniqueConstraint("source", "message_id"),
         Index("ix_orphan_events_lookup", "source", "vendor_job_id", "state"),
-        Index("ix_orphan_events_unflagged", "received_at",
-              postgresql_where=text("state = 'open' AND flagged_at IS NULL"),
-              sqlite_where=text("state = 'open' AND flagged_at IS NULL")),
+        Index(
+            "ix_orphan_events_unflagged",
+            "received_at",
+            postgresql_where=text("state = 'open' AND flagged_at IS NULL"),
+            sqlite_where=text("state = 'open' AND flagged_at IS NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

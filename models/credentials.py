@@ -56,7 +56,8 @@ def authenticate(session: Session, api_key: str) -> Client | None:
     """The client owning this key if the key is live (neither retired nor revoked): one lookup on
     the unique ``key_hash`` index. A disabled client is returned; refusing it is the caller's."""
     return session.scalar(
-        select(Client).join(ApiKey, ApiKey.client_id == Client.id)
+        select(Client)
+        .join(ApiKey, ApiKey.client_id == Client.id)
         .where(ApiKey.key_hash == hash_api_key(api_key), ApiKey.retired_at.is_(None), ApiKey.revoked_at.is_(None))
     )
 
@@ -79,8 +80,9 @@ def create_client(
     normalized = _normalized(origins)
     _check_default_url(callback_url, normalized)
     secret = generate_secret()
-    client = Client(name=name, callback_secrets=[secret], callback_url=callback_url,
-                    callback_origins=normalized, created_at=now)
+    client = Client(
+        name=name, callback_secrets=[secret], callback_url=callback_url, callback_origins=normalized, created_at=now
+    )
     session.add(client)
     session.flush()
     return client, _add_key(session, client, now), secret
@@ -88,8 +90,11 @@ def create_client(
 
 def keys(session: Session, client: Client) -> list[ApiKey]:
     """Every key of the client, newest first (retired and revoked ones too)."""
-    return list(session.scalars(select(ApiKey).where(ApiKey.client_id == client.id)
-                                .order_by(ApiKey.created_at.desc(), ApiKey.id.desc())))
+    return list(
+        session.scalars(
+            select(ApiKey).where(ApiKey.client_id == client.id).order_by(ApiKey.created_at.desc(), ApiKey.id.desc())
+        )
+    )
 
 
 def live_keys(session: Session, client: Client) -> list[ApiKey]:

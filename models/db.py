@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -28,8 +28,12 @@ def ensure_private_sqlite_file(url: str) -> Path | None:
     exists already is tightened to 0600 too. Returns the file, or None for other databases and
     in-memory SQLite."""
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:" \
-            or parsed.database.startswith("file:"):
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or not parsed.database
+        or parsed.database == ":memory:"
+        or parsed.database.startswith("file:")
+    ):
         return None
     path = Path(parsed.database)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,9 +76,7 @@ def _make_engine(url: str, echo: bool) -> Engine:
     if not url.startswith("sqlite"):
         return create_engine(url, echo=echo, pool_pre_ping=True)
     ensure_private_sqlite_file(url)
-    engine = create_engine(
-        url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
-    )
+    engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -49,16 +49,29 @@ def dead_letter(
         if task is not None and outbox.kind == OutboxKind.SUBMIT:
             task.attempts += 1
     letter = DeadLetter(
-        kind=POISON if poison else outbox.kind, message_id=outbox.message_id, outbox_id=outbox.id,
-        correlation_id=outbox.correlation_id, provider=task.provider if task else None,
-        payload={"outbox_kind": outbox.kind, **outbox.payload}, error=error, fault=fault,
-        attempts=outbox.attempts, first_failed_at=outbox.created_at, last_failed_at=now,
+        kind=POISON if poison else outbox.kind,
+        message_id=outbox.message_id,
+        outbox_id=outbox.id,
+        correlation_id=outbox.correlation_id,
+        provider=task.provider if task else None,
+        payload={"outbox_kind": outbox.kind, **outbox.payload},
+        error=error,
+        fault=fault,
+        attempts=outbox.attempts,
+        first_failed_at=outbox.created_at,
+        last_failed_at=now,
     )
     session.add(letter)
     session.flush()
     kind = IncidentKind.POISON_MESSAGE if poison else INCIDENT_FOR_KIND[outbox.kind]
-    open_incident(session, kind, f"outbox:{outbox.id}", f"dead letter {letter.id} ({fault}): {error}", now,
-                  correlation_id=outbox.correlation_id)
+    open_incident(
+        session,
+        kind,
+        f"outbox:{outbox.id}",
+        f"dead letter {letter.id} ({fault}): {error}",
+        now,
+        correlation_id=outbox.correlation_id,
+    )
     if task is None:
         return []
     settle_retry(session, task, outbox)
@@ -121,16 +134,25 @@ def discard(session: Session, letter: DeadLetter, now: datetime) -> None:
     resolve_open(session, kind, subject, now, f"dead letter {letter.id} discarded")
 
 
-def dead_letter_message(session: Session, message_id: str, payload: dict[str, Any], error: str, now: datetime) -> DeadLetter:
+def dead_letter_message(
+    session: Session, message_id: str, payload: dict[str, Any], error: str, now: datetime
+) -> DeadLetter:
     """A broker message we cannot even decode or route: kept, never dropped. The incident names the
     id as stored (at most 64 characters), the one :func:`discard` resolves it by."""
     kept = message_id[:64]
-    letter = DeadLetter(kind=POISON, message_id=kept, payload=payload, error=error, fault=Fault.SYSTEM,
-                        attempts=0, first_failed_at=now, last_failed_at=now)
+    letter = DeadLetter(
+        kind=POISON,
+        message_id=kept,
+        payload=payload,
+        error=error,
+        fault=Fault.SYSTEM,
+        attempts=0,
+        first_failed_at=now,
+        last_failed_at=now,
+    )
     session.add(letter)
     session.flush()
-    open_incident(session, IncidentKind.POISON_MESSAGE, f"message:{kept}",
-                  f"dead letter {letter.id}: {error}", now)
+    open_incident(session, IncidentKind.POISON_MESSAGE, f"message:{kept}", f"dead letter {letter.id}: {error}", now)
     return letter
 
 
@@ -140,13 +162,17 @@ def dead_letter_message(session: Session, message_id: str, payload: dict[str, An
 # even when another tenant uses the very same URL. ``url_hash`` is the whole URL's (two URLs that
 # differ only in their query are two endpoints); what is stored and shown is its stripped form.
 
+
 def url_hash(url: str) -> str:
     return hashlib.sha256(url.encode("utf-8")).hexdigest()
 
 
 def _endpoint(session: Session, client_id: int, url: str) -> CallbackEndpoint | None:
-    return session.scalar(select(CallbackEndpoint).where(
-        CallbackEndpoint.client_id == client_id, CallbackEndpoint.url_hash == url_hash(url)))
+    return session.scalar(
+        select(CallbackEndpoint).where(
+            CallbackEndpoint.client_id == client_id, CallbackEndpoint.url_hash == url_hash(url)
+        )
+    )
 
 
 def _incident_subject(client_id: int, hashed: str) -> str:
@@ -177,8 +203,13 @@ def disable_endpoint(session: Session, client_id: int, url: str, reason: str, no
         session.add(endpoint)
     endpoint.disabled_at, endpoint.disabled_reason = now, reason
     client = session.get(Client, client_id)
-    open_incident(session, IncidentKind.ENDPOINT_DISABLED, _incident_subject(client_id, url_hash(url)),
-                  f"relays of client {client.name if client else client_id} to {strip_url(url)} are paused: {reason}", now)
+    open_incident(
+        session,
+        IncidentKind.ENDPOINT_DISABLED,
+        _incident_subject(client_id, url_hash(url)),
+        f"relays of client {client.name if client else client_id} to {strip_url(url)} are paused: {reason}",
+        now,
+    )
 
 
 def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -> list[OutboxMessage]:
@@ -190,20 +221,34 @@ def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -
     """
     shown = strip_url(url)
     endpoints = session.scalars(
-        select(CallbackEndpoint).where(CallbackEndpoint.client_id == client_id, CallbackEndpoint.url == shown,
-                                       CallbackEndpoint.disabled_at.is_not(None)).with_for_update()
+        select(CallbackEndpoint)
+        .where(
+            CallbackEndpoint.client_id == client_id,
+            CallbackEndpoint.url == shown,
+            CallbackEndpoint.disabled_at.is_not(None),
+        )
+        .with_for_update()
     ).all()
     if not endpoints:
         raise NotReplayable("that callback endpoint is not disabled")
     for endpoint in endpoints:
         endpoint.disabled_at, endpoint.enabled_at = None, now
-        resolve_open(session, IncidentKind.ENDPOINT_DISABLED, _incident_subject(client_id, endpoint.url_hash), now,
-                     "endpoint re-enabled")
+        resolve_open(
+            session,
+            IncidentKind.ENDPOINT_DISABLED,
+            _incident_subject(client_id, endpoint.url_hash),
+            now,
+            "endpoint re-enabled",
+        )
     rows = session.scalars(
         select(OutboxMessage)
         .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
-        .where(OutboxMessage.parked_reason == PARKED_ENDPOINT_GONE, OutboxMessage.target == shown,
-               OutboxMessage.done_at.is_(None), ExternalTask.client_id == client_id)
+        .where(
+            OutboxMessage.parked_reason == PARKED_ENDPOINT_GONE,
+            OutboxMessage.target == shown,
+            OutboxMessage.done_at.is_(None),
+            ExternalTask.client_id == client_id,
+        )
         .order_by(OutboxMessage.id)
         .with_for_update(of=OutboxMessage)
     ).all()

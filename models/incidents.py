@@ -24,8 +24,17 @@ class IncidentKind:
     #: a beat job or reconciliation could not process one task and went on without it (issue 8)
     BATCH_ROW_FAILED = "batch_row_failed"
 
-    ALL = (SUBMIT_FAILED, RELAY_FAILED, CANCEL_FAILED, POISON_MESSAGE, ENDPOINT_DISABLED, DEADLINE_EXCEEDED,
-           UNKNOWN_JOB, ORPHAN_UNBOUND, BATCH_ROW_FAILED)
+    ALL = (
+        SUBMIT_FAILED,
+        RELAY_FAILED,
+        CANCEL_FAILED,
+        POISON_MESSAGE,
+        ENDPOINT_DISABLED,
+        DEADLINE_EXCEEDED,
+        UNKNOWN_JOB,
+        ORPHAN_UNBOUND,
+        BATCH_ROW_FAILED,
+    )
 
 
 def _open_key(kind: str, subject: str) -> str:
@@ -42,8 +51,9 @@ def open_incident(
     if existing is not None:
         existing.detail = detail
         return existing
-    incident = Incident(kind=kind, subject=subject, open_key=key, detail=detail, opened_at=now,
-                        correlation_id=correlation_id)
+    incident = Incident(
+        kind=kind, subject=subject, open_key=key, detail=detail, opened_at=now, correlation_id=correlation_id
+    )
     try:
         with session.begin_nested():
             session.add(incident)

@@ -38,18 +38,37 @@ def describe(exc: BaseException) -> str:
 
 
 def record_row_failure(
-    session: Session, job: str, correlation_id: str | None, exc: BaseException, now: datetime,
+    session: Session,
+    job: str,
+    correlation_id: str | None,
+    exc: BaseException,
+    now: datetime,
 ) -> None:
     """Log the failure and open (or refresh) the row's ``batch_row_failed`` incident."""
     reason = describe(exc)
-    log.error("%s: task %s failed and was skipped; the batch goes on: %s", job, correlation_id, reason,
-              extra={"correlation_id": correlation_id})
-    open_incident(session, IncidentKind.BATCH_ROW_FAILED, f"{job}:{correlation_id}",
-                  f"{job} could not process this task and skipped it: {reason}", now, correlation_id=correlation_id)
+    log.error(
+        "%s: task %s failed and was skipped; the batch goes on: %s",
+        job,
+        correlation_id,
+        reason,
+        extra={"correlation_id": correlation_id},
+    )
+    open_incident(
+        session,
+        IncidentKind.BATCH_ROW_FAILED,
+        f"{job}:{correlation_id}",
+        f"{job} could not process this task and skipped it: {reason}",
+        now,
+        correlation_id=correlation_id,
+    )
 
 
 def in_savepoint(
-    session: Session, job: str, correlation_id: str | None, now: datetime, work: Callable[[], T],
+    session: Session,
+    job: str,
+    correlation_id: str | None,
+    now: datetime,
+    work: Callable[[], T],
 ) -> tuple[bool, T | None]:
     """Run one row's ``work`` in a savepoint: (True, its result), or (False, None) once a failure
     was rolled back and recorded."""

@@ -11,9 +11,9 @@ share lock on its task), leaving it out of this run for no reason.
 from __future__ import annotations
 
 import hashlib
-from functools import partial
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Select, select, text, update
@@ -40,6 +40,7 @@ class AlreadyFinal(ServiceError):
 
 # --- Cancellation ---
 
+
 class CancelKeyReused(ServiceError):
     """The cancel's Idempotency-Key was already used to cancel another task (→ 422)."""
 
@@ -61,7 +62,9 @@ def cancel_key_first_time(session: Session, client_id: int, task: ExternalTask, 
     if first_time(session, source, key, bound_to, now):
         return True
     used_for = session.scalar(
-        select(ProcessedMessage.message_type).where(ProcessedMessage.source == source, ProcessedMessage.message_id == key)
+        select(ProcessedMessage.message_type).where(
+            ProcessedMessage.source == source, ProcessedMessage.message_id == key
+        )
     )
     if used_for not in (bound_to, LEGACY_CANCEL_TYPE):
         raise CancelKeyReused("this Idempotency-Key was already used to cancel another task")
@@ -86,6 +89,7 @@ def request_cancel(session: Session, task: ExternalTask, reason: str, now: datet
 
 # --- Deadlines ---
 
+
 @dataclass(frozen=True)
 class DeadlineRule:
     name: str
@@ -104,15 +108,27 @@ DEADLINES = (
 #: and the vendor's data, possibly large, and (rows stored before their limits existed) possibly too
 #: deep to decode at all.
 DEADLINE_COLUMNS = (
-    ExternalTask.id, ExternalTask.correlation_id, ExternalTask.state, ExternalTask.vendor_job_id,
-    ExternalTask.acceptance_deadline, ExternalTask.execution_deadline, ExternalTask.on_deadline,
-    ExternalTask.acceptance_escalated_at, ExternalTask.execution_escalated_at,
+    ExternalTask.id,
+    ExternalTask.correlation_id,
+    ExternalTask.state,
+    ExternalTask.vendor_job_id,
+    ExternalTask.acceptance_deadline,
+    ExternalTask.execution_deadline,
+    ExternalTask.on_deadline,
+    ExternalTask.acceptance_escalated_at,
+    ExternalTask.execution_escalated_at,
 )
 
 
 def due_query(rule: DeadlineRule, now: datetime, batch: int) -> Select:
-    return (select(ExternalTask).options(load_only(*DEADLINE_COLUMNS)).where(text(rule.predicate), rule.column <= now)
-            .order_by(rule.column).limit(batch).with_for_update(skip_locked=True, key_share=True))
+    return (
+        select(ExternalTask)
+        .options(load_only(*DEADLINE_COLUMNS))
+        .where(text(rule.predicate), rule.column <= now)
+        .order_by(rule.column)
+        .limit(batch)
+        .with_for_update(skip_locked=True, key_share=True)
+    )
 
 
 def _escalate(session: Session, task: ExternalTask, rule: DeadlineRule, now: datetime) -> list[OutboxMessage]:
@@ -120,16 +136,32 @@ def _escalate(session: Session, task: ExternalTask, rule: DeadlineRule, now: dat
     late_s = round((now - deadline).total_seconds(), 3)
     setattr(task, rule.escalated, now)
     add_event(session, task, "deadline.exceeded", now, deadline=rule.name, late_by_s=late_s)
-    open_incident(session, IncidentKind.DEADLINE_EXCEEDED, f"{rule.name}:task:{task.id}",
-                  f"{rule.name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}",
-                  now, correlation_id=task.correlation_id)
+    open_incident(
+        session,
+        IncidentKind.DEADLINE_EXCEEDED,
+        f"{rule.name}:task:{task.id}",
+        f"{rule.name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}",
+        now,
+        correlation_id=task.correlation_id,
+    )
     # ``outcome`` is not read here: a task short of its final state has none yet (outcomes come
     # with completion; a failed submit's or a cancel's with their final state), so it is null.
-    rows = [add_outbox(
-        session, OutboxKind.RELAY, task, now, type="task.deadline_exceeded",
-        correlation_id=task.correlation_id, state=task.state, outcome=None,
-        occurred_at=now.isoformat(), deadline=rule.name, deadline_at=deadline.isoformat(), late_by_s=late_s,
-    )]
+    rows = [
+        add_outbox(
+            session,
+            OutboxKind.RELAY,
+            task,
+            now,
+            type="task.deadline_exceeded",
+            correlation_id=task.correlation_id,
+            state=task.state,
+            outcome=None,
+            occurred_at=now.isoformat(),
+            deadline=rule.name,
+            deadline_at=deadline.isoformat(),
+            late_by_s=late_s,
+        )
+    ]
     if task.on_deadline == "cancel":
         rows += request_cancel(session, task, f"{rule.name} deadline exceeded", now)
     return rows
@@ -148,18 +180,24 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
         due = session.scalars(due_query(rule, now, batch)).all()
         for task in due:
             task_id, correlation_id = task.id, task.correlation_id
-            ok, out = in_savepoint(session, "check_deadlines", correlation_id, now,
-                                   partial(_escalate, session, task, rule, now))
+            ok, out = in_savepoint(
+                session, "check_deadlines", correlation_id, now, partial(_escalate, session, task, rule, now)
+            )
             if ok:
                 rows += out or []
                 escalated += 1
             else:
-                session.execute(update(ExternalTask).where(ExternalTask.id == task_id)
-                                .values({rule.escalated: now}).execution_options(synchronize_session=False))
+                session.execute(
+                    update(ExternalTask)
+                    .where(ExternalTask.id == task_id)
+                    .values({rule.escalated: now})
+                    .execution_options(synchronize_session=False)
+                )
     return escalated, rows
 
 
 # --- Reconciliation ---
+
 
 @dataclass(frozen=True)
 class QuietTask:
@@ -169,12 +207,20 @@ class QuietTask:
 
 
 def quiet_query(provider: str, quiet_s: int, now: datetime, batch: int) -> Select:
-    return (select(ExternalTask)
-            .options(load_only(ExternalTask.id, ExternalTask.correlation_id, ExternalTask.vendor_job_id,
-                               ExternalTask.checked_at))
-            .where(text(AT_VENDOR), ExternalTask.provider == provider,
-                   ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
-            .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True, key_share=True))
+    return (
+        select(ExternalTask)
+        .options(
+            load_only(ExternalTask.id, ExternalTask.correlation_id, ExternalTask.vendor_job_id, ExternalTask.checked_at)
+        )
+        .where(
+            text(AT_VENDOR),
+            ExternalTask.provider == provider,
+            ExternalTask.checked_at <= now - timedelta(seconds=quiet_s),
+        )
+        .order_by(ExternalTask.checked_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True, key_share=True)
+    )
 
 
 def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, batch: int) -> list[QuietTask]:
@@ -188,37 +234,56 @@ def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, ba
 def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:
     """Tasks stuck in ``requested``: their submit rows, published again after commit (consumers are idempotent)."""
     tasks = session.scalars(
-        select(ExternalTask).options(load_only(ExternalTask.id, ExternalTask.checked_at))
+        select(ExternalTask)
+        .options(load_only(ExternalTask.id, ExternalTask.checked_at))
         .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
-        .order_by(ExternalTask.checked_at).limit(batch).with_for_update(skip_locked=True, key_share=True)
+        .order_by(ExternalTask.checked_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True, key_share=True)
     ).all()
     for task in tasks:
         task.checked_at = now
     if not tasks:
         return []
-    rows = list(session.scalars(
-        select(OutboxMessage).options(load_only(*PUBLISH_COLUMNS)).where(
-            OutboxMessage.task_id.in_([t.id for t in tasks]), OutboxMessage.kind == OutboxKind.SUBMIT,
-            OutboxMessage.done_at.is_(None), OutboxMessage.parked_reason.is_(None),
-            OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
+    rows = list(
+        session.scalars(
+            select(OutboxMessage)
+            .options(load_only(*PUBLISH_COLUMNS))
+            .where(
+                OutboxMessage.task_id.in_([t.id for t in tasks]),
+                OutboxMessage.kind == OutboxKind.SUBMIT,
+                OutboxMessage.done_at.is_(None),
+                OutboxMessage.parked_reason.is_(None),
+                OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
+            )
         )
-    ))
+    )
     publish_after_commit(session, rows)  # again: consumers are idempotent
     return rows
 
 
-_SNAPSHOT_EVENTS = {"running": EventType.ACCEPTED, "succeeded": EventType.COMPLETED,
-                    "failed": EventType.COMPLETED, "canceled": EventType.COMPLETED}
+_SNAPSHOT_EVENTS = {
+    "running": EventType.ACCEPTED,
+    "succeeded": EventType.COMPLETED,
+    "failed": EventType.COMPLETED,
+    "canceled": EventType.COMPLETED,
+}
 
 
-def apply_snapshot(session: Session, provider: str, job_id: str, status: str, outcome: Any, now: datetime) -> EventResult | None:
+def apply_snapshot(
+    session: Session, provider: str, job_id: str, status: str, outcome: Any, now: datetime
+) -> EventResult | None:
     """What the vendor's status says, applied through exactly the webhook's path. The message id is
     derived from the job and status, so asking twice applies once."""
     event_type = _SNAPSHOT_EVENTS.get(status)
     if event_type is None:  # queued: nothing new
         return None
-    event = VendorEvent(event_type, job_id, status if event_type is EventType.COMPLETED else None,
-                        outcome if event_type is EventType.COMPLETED else None)
+    event = VendorEvent(
+        event_type,
+        job_id,
+        status if event_type is EventType.COMPLETED else None,
+        outcome if event_type is EventType.COMPLETED else None,
+    )
     message_id = f"reconcile:{job_id}:{status}"
     if len(message_id) > 200:
         message_id = "reconcile:" + hashlib.sha256(message_id.encode()).hexdigest()
@@ -226,25 +291,40 @@ def apply_snapshot(session: Session, provider: str, job_id: str, status: str, ou
 
 
 def unknown_job(session: Session, task: QuietTask, provider: str, error: str, now: datetime) -> None:
-    open_incident(session, IncidentKind.UNKNOWN_JOB, f"job:{provider}:{task.vendor_job_id}",
-                  f"{provider} does not know job {task.vendor_job_id}: {error}", now, correlation_id=task.correlation_id)
+    open_incident(
+        session,
+        IncidentKind.UNKNOWN_JOB,
+        f"job:{provider}:{task.vendor_job_id}",
+        f"{provider} does not know job {task.vendor_job_id}: {error}",
+        now,
+        correlation_id=task.correlation_id,
+    )
 
 
 # --- Orphans ---
+
 
 def flag_stale_orphans(session: Session, now: datetime, window_s: int, batch: int) -> int:
     """Open an incident for each orphan unbound past the window. The event's type is read in SQL
     (``payload->>'type'``): the payload holds the vendor's outcome, which is not loaded."""
     found = session.execute(
-        select(OrphanEvent.id, OrphanEvent.source, OrphanEvent.vendor_job_id,
-               OrphanEvent.payload["type"].as_string())
-        .where(text("state = 'open' AND flagged_at IS NULL"), OrphanEvent.received_at <= now - timedelta(seconds=window_s))
-        .order_by(OrphanEvent.received_at).limit(batch).with_for_update(skip_locked=True)
+        select(OrphanEvent.id, OrphanEvent.source, OrphanEvent.vendor_job_id, OrphanEvent.payload["type"].as_string())
+        .where(
+            text("state = 'open' AND flagged_at IS NULL"), OrphanEvent.received_at <= now - timedelta(seconds=window_s)
+        )
+        .order_by(OrphanEvent.received_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True)
     ).all()
     for orphan_id, source, job_id, event_type in found:
         session.execute(update(OrphanEvent).where(OrphanEvent.id == orphan_id).values(flagged_at=now))
-        open_incident(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan_id}",
-                      f"{event_type} from {source} for unknown job {job_id}", now)
+        open_incident(
+            session,
+            IncidentKind.ORPHAN_UNBOUND,
+            f"orphan:{orphan_id}",
+            f"{event_type} from {source} for unknown job {job_id}",
+            now,
+        )
     return len(found)
 
 

@@ -70,8 +70,13 @@ class OutboxMessage(Base):
 #: What publishing an outbox row needs: not its payload (a relay's carries the vendor's outcome,
 #: which beat jobs never load).
 PUBLISH_COLUMNS = (
-    OutboxMessage.id, OutboxMessage.kind, OutboxMessage.message_id, OutboxMessage.task_id,
-    OutboxMessage.correlation_id, OutboxMessage.dispatched_at, OutboxMessage.next_attempt_at,
+    OutboxMessage.id,
+    OutboxMessage.kind,
+    OutboxMessage.message_id,
+    OutboxMessage.task_id,
+    OutboxMessage.correlation_id,
+    OutboxMessage.dispatched_at,
+    OutboxMessage.next_attempt_at,
 )
 
 

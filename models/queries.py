@@ -25,8 +25,10 @@ class DeadLetterFilter:
 
     def apply(self, query: Select, now: datetime) -> Select:
         for column, value in (
-            (DeadLetter.state, self.state), (DeadLetter.kind, self.kind),
-            (DeadLetter.fault, self.fault), (DeadLetter.provider, self.provider),
+            (DeadLetter.state, self.state),
+            (DeadLetter.kind, self.kind),
+            (DeadLetter.fault, self.fault),
+            (DeadLetter.provider, self.provider),
         ):
             if value is not None:
                 query = query.where(column == value)
@@ -37,14 +39,18 @@ class DeadLetterFilter:
         return query
 
 
-def dead_letters(session: Session, flt: DeadLetterFilter, now: datetime, limit: int, after_id: int | None = None) -> list[DeadLetter]:
+def dead_letters(
+    session: Session, flt: DeadLetterFilter, now: datetime, limit: int, after_id: int | None = None
+) -> list[DeadLetter]:
     query = flt.apply(select(DeadLetter), now)
     if after_id is not None:
         query = query.where(DeadLetter.id > after_id)
     return list(session.scalars(query.order_by(DeadLetter.id).limit(limit)))
 
 
-def incidents(session: Session, state: str, kind: str | None, limit: int, after_id: int | None = None) -> list[Incident]:
+def incidents(
+    session: Session, state: str, kind: str | None, limit: int, after_id: int | None = None
+) -> list[Incident]:
     query = select(Incident)
     if state == "open":
         query = query.where(Incident.resolved_at.is_(None))
@@ -68,8 +74,10 @@ def orphans(session: Session, state: str | None, limit: int, after_id: int | Non
 
 def retrying_tasks(session: Session, limit: int, after_id: int | None = None) -> list[ExternalTask]:
     """Tasks with a failed attempt and another one scheduled: retrying right now."""
-    query = select(ExternalTask).options(joinedload(ExternalTask.client)).where(
-        ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL])
+    query = (
+        select(ExternalTask)
+        .options(joinedload(ExternalTask.client))
+        .where(ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL]))
     )
     if after_id is not None:
         query = query.where(ExternalTask.id > after_id)
@@ -78,7 +86,11 @@ def retrying_tasks(session: Session, limit: int, after_id: int | None = None) ->
 
 def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
     """Disabled endpoints with their client (each is one client's: see ``models.dead_letters``)."""
-    return list(session.scalars(
-        select(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None))
-        .options(joinedload(CallbackEndpoint.client)).order_by(CallbackEndpoint.id)
-    ))
+    return list(
+        session.scalars(
+            select(CallbackEndpoint)
+            .where(CallbackEndpoint.disabled_at.is_not(None))
+            .options(joinedload(CallbackEndpoint.client))
+            .order_by(CallbackEndpoint.id)
+        )
+    )

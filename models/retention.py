@@ -15,7 +15,10 @@ PRUNE_BATCH = 1000
 
 
 def prune_processed_messages(
-    db: Database, now: datetime, retention_s: int, batch: int = PRUNE_BATCH,
+    db: Database,
+    now: datetime,
+    retention_s: int,
+    batch: int = PRUNE_BATCH,
     progress: Callable[[int], None] | None = None,
 ) -> int:
     """Delete inbox rows older than the retention, one short transaction per batch, until none is

@@ -41,8 +41,9 @@ class OpenTasksCapReached(Exception):
     """The client has as many non-final tasks as it may (→ 429 naming the cap)."""
 
     def __init__(self, cap: int) -> None:
-        super().__init__(f"this client has {cap} open tasks, its cap (max_open_tasks); "
-                         "submit again once some are final")
+        super().__init__(
+            f"this client has {cap} open tasks, its cap (max_open_tasks); submit again once some are final"
+        )
         self.cap = cap
 
 
@@ -98,7 +99,11 @@ def find_task(session: Session, client: Client, correlation_id: str) -> External
 
 
 def submit_task(
-    session: Session, client: Client, req: SubmitRequest, idempotency_key: str | None, now: datetime,
+    session: Session,
+    client: Client,
+    req: SubmitRequest,
+    idempotency_key: str | None,
+    now: datetime,
     max_open_tasks: int | None = None,
 ) -> SubmitResult:
     """Record a task and its ``submit`` outbox row, or return the task this request already made.
@@ -158,7 +163,8 @@ def check_open_tasks(session: Session, client: Client, cap: int) -> None:
     """
     session.execute(select(Client.id).where(Client.id == client.id).with_for_update(key_share=True))
     open_now = session.scalar(
-        select(func.count()).select_from(ExternalTask)
+        select(func.count())
+        .select_from(ExternalTask)
         .where(ExternalTask.client_id == client.id, text(OPEN))  # the partial index's own predicate
     )
     if (open_now or 0) >= cap:
@@ -167,9 +173,7 @@ def check_open_tasks(session: Session, client: Client, cap: int) -> None:
 
 def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
     """Lock an outbox row for its consumer; None when it is gone or already done (idempotency)."""
-    row = session.scalar(
-        select(OutboxMessage).where(OutboxMessage.id == outbox_id).with_for_update()
-    )
+    row = session.scalar(select(OutboxMessage).where(OutboxMessage.id == outbox_id).with_for_update())
     if row is None or row.done_at is not None:
         return None
     return row
@@ -180,7 +184,10 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
     (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait).
     The row is re-read under the lock, even if this session loaded it before."""
     return session.scalars(
-        select(ExternalTask).options(*WITHOUT_INPUT).where(ExternalTask.id == task_id).with_for_update(key_share=True)
+        select(ExternalTask)
+        .options(*WITHOUT_INPUT)
+        .where(ExternalTask.id == task_id)
+        .with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     ).one()
 
@@ -247,8 +254,12 @@ def record_attempt_failure(
     task.last_error = error
     task.next_attempt_at = next_attempt_at
     add_event(
-        session, task, f"{outbox.kind}.attempt_failed", now,
-        attempt=outbox.attempts, error=error,
+        session,
+        task,
+        f"{outbox.kind}.attempt_failed",
+        now,
+        attempt=outbox.attempts,
+        error=error,
         next_attempt_at=next_attempt_at.isoformat() if next_attempt_at else None,
     )
 

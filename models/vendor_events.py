@@ -80,7 +80,9 @@ def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[Ou
         orphan.state = "resolved"
         orphan.resolved_at = now
         if orphan.flagged_at is not None:
-            resolve_open(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, f"bound to {task.correlation_id}")
+            resolve_open(
+                session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, f"bound to {task.correlation_id}"
+            )
         out += _apply(session, task, parse_event(orphan.payload), orphan.message_id, now, bound=True)[1]
     return out
 
@@ -92,8 +94,13 @@ def _apply(
     decision = decide(task.state, event.target)
     if decision.new_state is None:
         add_event(
-            session, task, "event.ignored", now,
-            event=event.type.value, message_id=message_id, reason=decision.reason,
+            session,
+            task,
+            "event.ignored",
+            now,
+            event=event.type.value,
+            message_id=message_id,
+            reason=decision.reason,
         )
         return False, []
     if event.outcome is not None:
@@ -116,7 +123,9 @@ def first_time(session: Session, source: str, message_id: str, message_type: str
     """
     try:
         with session.begin_nested():
-            session.add(ProcessedMessage(source=source, message_id=message_id, message_type=message_type, processed_at=now))
+            session.add(
+                ProcessedMessage(source=source, message_id=message_id, message_type=message_type, processed_at=now)
+            )
     except IntegrityError:
         return False
     return True
@@ -129,15 +138,19 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
     lock_job(session, source, event.job_id)
     # The outcome loads only if the event brings none and a relay must carry the task's own.
     task = session.scalar(
-        select(ExternalTask).options(*WITHOUT_PAYLOAD)
+        select(ExternalTask)
+        .options(*WITHOUT_PAYLOAD)
         .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
         .with_for_update(key_share=True)
     )
     if task is None:
         session.add(
             OrphanEvent(
-                source=source, message_id=message_id, vendor_job_id=event.job_id,
-                payload=event.as_payload(), received_at=now,
+                source=source,
+                message_id=message_id,
+                vendor_job_id=event.job_id,
+                payload=event.as_payload(),
+                received_at=now,
             )
         )
         return EventResult("orphan")

@@ -25,7 +25,7 @@ from simulator.runtime import EXTENSION_KEY, Runtime
 from simulator.settings import Settings, SettingsError, load_settings
 from simulator.store import Store
 
-__all__ = ["create_app", "Settings", "SettingsError"]
+__all__ = ["Settings", "SettingsError", "create_app"]
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:

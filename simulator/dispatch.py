@@ -54,9 +54,7 @@ class Dispatcher:
         for thread in threads:
             thread.join()
 
-    def _send_with_retries(
-        self, job: Job, event_type: str, webhook_id: str, body: bytes, copy: int
-    ) -> None:
+    def _send_with_retries(self, job: Job, event_type: str, webhook_id: str, body: bytes, copy: int) -> None:
         backoff = self._settings.retry_backoff_s
         attempts = len(backoff) + 1
         for attempt in range(1, attempts + 1):

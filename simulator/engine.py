@@ -62,15 +62,11 @@ class Engine:
 
     # timer steps ------------------------------------------------------------------------------
     def _accept(self, job_id: str) -> None:
-        job, changed = self._store.transition(
-            job_id, {"queued"}, "running", accepted_at=time.time()
-        )
+        job, changed = self._store.transition(job_id, {"queued"}, "running", accepted_at=time.time())
         if not changed or job is None:
             return  # canceled/completed meanwhile, or reset
         delay = job.behaviour.complete_delay_s
-        _later(
-            self._settings.complete_delay_s if delay is None else delay, self._complete, job_id
-        )
+        _later(self._settings.complete_delay_s if delay is None else delay, self._complete, job_id)
         if not job.behaviour.reorder:  # with reorder, accepted is held until after completed
             self._dispatcher.deliver(job, EVENT_ACCEPTED, self._accepted_payload(job))
 
@@ -91,9 +87,7 @@ class Engine:
             payload = job.behaviour.outcome_payload
             use_payload = payload is not None and status != "canceled"
             outcome = dict(payload or {}) if use_payload else default_outcome(job, status)
-        return self._store.transition(
-            job_id, ACTIVE_STATUSES, status, outcome=outcome, finished_at=time.time()
-        )
+        return self._store.transition(job_id, ACTIVE_STATUSES, status, outcome=outcome, finished_at=time.time())
 
     def _announce_completion(self, job: Job) -> None:
         payload = {

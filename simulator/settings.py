@@ -59,9 +59,7 @@ def _backoff(key: str, value: Any) -> tuple[float, ...]:
         raise SettingsError(f"{key} must be a list of seconds, got {value!r}") from None
 
 
-def load_settings(
-    config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
+def load_settings(config: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Build :class:`Settings`; raise :class:`SettingsError` with a message naming the key."""
     config = config or {}
     environ = os.environ if environ is None else environ
@@ -87,7 +85,5 @@ def load_settings(
         accept_delay_s=num("SIMULATOR_ACCEPT_DELAY_S", 0.5),
         complete_delay_s=num("SIMULATOR_COMPLETE_DELAY_S", 2.0),
         webhook_timeout_s=timeout_s,
-        retry_backoff_s=_backoff(
-            "SIMULATOR_RETRY_BACKOFF_S", _lookup("SIMULATOR_RETRY_BACKOFF_S", config, environ)
-        ),
+        retry_backoff_s=_backoff("SIMULATOR_RETRY_BACKOFF_S", _lookup("SIMULATOR_RETRY_BACKOFF_S", config, environ)),
     )

@@ -62,9 +62,7 @@ class Delivery:
     at: float = field(default_factory=time.time)
 
 
-def new_job(
-    idempotency_key: str, reference: str, job_input: Any, callback_url: str, behaviour: Behaviour
-) -> Job:
+def new_job(idempotency_key: str, reference: str, job_input: Any, callback_url: str, behaviour: Behaviour) -> Job:
     return Job(
         job_id="job_" + secrets.token_hex(8),
         idempotency_key=idempotency_key,

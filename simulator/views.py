@@ -72,8 +72,10 @@ def submit_job() -> Response:
                 response.headers["Retry-After"] = str(behaviour.retry_after)
             return response
 
-    job, created = (existing, False) if existing else rt.store.add_or_get(
-        new_job(key, body["reference"], body["input"], body["callback_url"], behaviour)
+    job, created = (
+        (existing, False)
+        if existing
+        else rt.store.add_or_get(new_job(key, body["reference"], body["input"], body["callback_url"], behaviour))
     )
     if created:
         rt.engine.start(job)

@@ -150,7 +150,9 @@ def _text(raw: bytes | bytearray | str) -> str:
         raise InvalidJson(str(exc)) from None
 
 
-def strict_loads(raw: bytes | bytearray | str, *, max_depth: int = DEFAULT_MAX_DEPTH + 1, what: str = "the body") -> Any:
+def strict_loads(
+    raw: bytes | bytearray | str, *, max_depth: int = DEFAULT_MAX_DEPTH + 1, what: str = "the body"
+) -> Any:
     """``json.loads`` for untrusted JSON, refused (TooDeep) past ``max_depth`` before parsing, and
     with every other way it can fail turned into InvalidJson.
 

@@ -48,8 +48,9 @@ def parse_event(body: bytes | dict[str, Any], limits: JsonLimits | None = None) 
         try:
             data = strict_loads(body, max_depth=limits.max_depth + 1)
         except TooDeep as exc:
-            raise MalformedEvent(f"body nested {exc.depth} levels deep: the outcome may have at most "
-                                 f"{limits.max_depth}") from None
+            raise MalformedEvent(
+                f"body nested {exc.depth} levels deep: the outcome may have at most {limits.max_depth}"
+            ) from None
         except InvalidJson as exc:
             raise MalformedEvent(f"body is not valid JSON: {exc}") from None
         outcome = data.get("outcome") if isinstance(data, dict) else None

@@ -21,6 +21,7 @@ SECRET_PREFIX = "whsec_"
 DEFAULT_TOLERANCE_S = 300
 _MAX_HEADER_LEN = 4096
 
+
 #: The header names a request may carry, in order of preference: Standard Webhooks' own, then the
 #: ones vendors sending through Svix use for the very same scheme. A request is read with one set
 #: only: if any ``webhook-*`` name is present, that set is used (and must be complete) and every
@@ -93,10 +94,7 @@ def sign(secrets_: str | Iterable[str], msg_id: str, timestamp: int, body: bytes
     if isinstance(secrets_, str):
         secrets_ = [secrets_]
     ts = str(int(timestamp))
-    sigs = [
-        "v1," + base64.b64encode(_signature(decode_secret(s), msg_id, ts, body)).decode("ascii")
-        for s in secrets_
-    ]
+    sigs = ["v1," + base64.b64encode(_signature(decode_secret(s), msg_id, ts, body)).decode("ascii") for s in secrets_]
     if not sigs:
         raise ValueError("at least one secret is needed to sign")
     return SignedHeaders(msg_id, ts, " ".join(sigs))

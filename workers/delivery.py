@@ -37,7 +37,15 @@ def deliver(
     headers["Content-Type"] = "application/json"
     headers["User-Agent"] = "Liaison-Relay/1"
     response = call(
-        "POST", url, timeout=(min(5.0, timeout_s), timeout_s), idempotent=True, deadline_s=timeout_s,
-        max_body_bytes=max_response_bytes, truncate=True, guard=allow, data=body, headers=headers,
+        "POST",
+        url,
+        timeout=(min(5.0, timeout_s), timeout_s),
+        idempotent=True,
+        deadline_s=timeout_s,
+        max_body_bytes=max_response_bytes,
+        truncate=True,
+        guard=allow,
+        data=body,
+        headers=headers,
     )
     return response.status_code

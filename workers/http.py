@@ -95,8 +95,16 @@ def call(
     target = f"{method} {_host(url)}"
     with transport.Call(deadline_s) as state:
         try:
-            response = transport.send(state, method, url, timeout=timeout, max_body_bytes=max_body_bytes,
-                                      truncate=truncate, guard=guard, **kwargs)
+            response = transport.send(
+                state,
+                method,
+                url,
+                timeout=timeout,
+                max_body_bytes=max_body_bytes,
+                truncate=truncate,
+                guard=guard,
+                **kwargs,
+            )
         except Refused as exc:
             raise OutboundRefused(str(exc), failure=Failure.REFUSED) from None
         except transport.BodyTooLarge as exc:

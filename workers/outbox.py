@@ -42,12 +42,18 @@ class Publisher:
         for row in rows:
             try:
                 self.celery.send_task(
-                    TASK_FOR_KIND[row.kind], args=[row.id], retry=True, retry_policy=PUBLISH_RETRY,
+                    TASK_FOR_KIND[row.kind],
+                    args=[row.id],
+                    retry=True,
+                    retry_policy=PUBLISH_RETRY,
                     headers={"liaison_message_id": row.message_id},
                 )
             except (OperationalError, KombuError, OSError) as exc:
-                log.warning("outbox publish failed, left for the sweep: %s", type(exc).__name__,
-                            extra={"outbox_id": row.id, "message_id": row.message_id})
+                log.warning(
+                    "outbox publish failed, left for the sweep: %s",
+                    type(exc).__name__,
+                    extra={"outbox_id": row.id, "message_id": row.message_id},
+                )
                 break  # the broker is down: the rest would fail the same way
             sent.append(row.id)
         return sent
@@ -66,8 +72,11 @@ class Publisher:
         with self.db.transaction() as session:
             session.execute(
                 update(OutboxMessage)
-                .where(OutboxMessage.id.in_([r.id for r in rows]), OutboxMessage.dispatched_at.is_(None),
-                       OutboxMessage.done_at.is_(None))
+                .where(
+                    OutboxMessage.id.in_([r.id for r in rows]),
+                    OutboxMessage.dispatched_at.is_(None),
+                    OutboxMessage.done_at.is_(None),
+                )
                 .values(dispatched_at=stamp)
             )
         sent = self._send(rows)
@@ -98,8 +107,11 @@ class Publisher:
                     OutboxMessage.parked_reason.is_(None),
                     or_(
                         # never published (broker down, crash after commit)
-                        and_(OutboxMessage.dispatched_at.is_(None), OutboxMessage.next_attempt_at.is_(None),
-                             OutboxMessage.created_at <= now - timedelta(seconds=grace_s)),
+                        and_(
+                            OutboxMessage.dispatched_at.is_(None),
+                            OutboxMessage.next_attempt_at.is_(None),
+                            OutboxMessage.created_at <= now - timedelta(seconds=grace_s),
+                        ),
                         # a long wait held in the database, now due
                         and_(OutboxMessage.dispatched_at.is_(None), OutboxMessage.next_attempt_at <= now),
                         # published, but neither done nor retried within the lease: the message was lost

@@ -45,7 +45,10 @@ class ReconcileReport:
 
 
 def reconcile(
-    ctx: Liaison, now: datetime, *, sleep: Callable[[float], None] = time.sleep,
+    ctx: Liaison,
+    now: datetime,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> ReconcileReport:
     """One run over every provider, each under its lease and within ``reconcile_max_run_s``."""
@@ -65,8 +68,14 @@ def reconcile(
 
 
 def _reconcile_provider(
-    ctx: Liaison, name: str, now: datetime, report: ReconcileReport, *,
-    sleep: Callable[[float], None], clock: Callable[[], float], until: float,
+    ctx: Liaison,
+    name: str,
+    now: datetime,
+    report: ReconcileReport,
+    *,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+    until: float,
 ) -> None:
     """Quiet tasks of one provider, oldest first, in batches, paced by its rate limit."""
     provider, ps = ctx.providers[name], ctx.settings.providers[name]
@@ -108,7 +117,9 @@ def _reconcile_provider(
             return
 
 
-def _row_failed(ctx: Liaison, name: str, task: QuietTask, exc: BaseException, now: datetime, report: ReconcileReport) -> None:
+def _row_failed(
+    ctx: Liaison, name: str, task: QuietTask, exc: BaseException, now: datetime, report: ReconcileReport
+) -> None:
     report.failed += 1
     with ctx.db.transaction() as session:
         record_row_failure(session, f"reconcile:{name}", task.correlation_id, exc, now)

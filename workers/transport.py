@@ -17,6 +17,7 @@ One ``requests.Session`` per call: nothing pooled crosses a prefork fork or outl
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import threading
@@ -81,10 +82,8 @@ class Call:
         with self._lock:
             self.expired = True
             for sock in self._sockets:
-                try:
+                with contextlib.suppress(OSError):  # already closed or never connected
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:  # already closed or never connected
-                    pass
 
     def __enter__(self) -> Call:
         self._timer.start()
@@ -94,8 +93,9 @@ class Call:
         self._timer.cancel()
 
 
-def _connection_class(base: type[HTTPConnection], call: Call, pinned: Sequence[IPAddress] | None,
-                      connector: Connector) -> type[HTTPConnection]:
+def _connection_class(
+    base: type[HTTPConnection], call: Call, pinned: Sequence[IPAddress] | None, connector: Connector
+) -> type[HTTPConnection]:
     class Connection(base):  # type: ignore[valid-type, misc]
         """urllib3's connection, opening its socket to the checked addresses under the deadline."""
 
@@ -109,8 +109,12 @@ def _connection_class(base: type[HTTPConnection], call: Call, pinned: Sequence[I
                     last = TimeoutError("call deadline passed")
                     break
                 try:
-                    sock = connector((address, self.port), min(timeout, remaining) if timeout else remaining,
-                                     source_address=self.source_address, socket_options=self.socket_options)
+                    sock = connector(
+                        (address, self.port),
+                        min(timeout, remaining) if timeout else remaining,
+                        source_address=self.source_address,
+                        socket_options=self.socket_options,
+                    )
                 except socket.gaierror as exc:  # only without pinning: a name we did not resolve
                     raise NameResolutionError(self.host, self, exc) from exc
                 except OSError as exc:
@@ -135,10 +139,13 @@ class _Adapter(HTTPAdapter):
 
     def __init__(self, call: Call, pinned: Sequence[IPAddress] | None, connector: Connector) -> None:
         self._classes = {
-            scheme: type(f"{pool.__name__}ForCall", (pool,),
-                         {"ConnectionCls": _connection_class(conn, call, pinned, connector)})
-            for scheme, pool, conn in (("http", HTTPConnectionPool, HTTPConnection),
-                                       ("https", HTTPSConnectionPool, HTTPSConnection))
+            scheme: type(
+                f"{pool.__name__}ForCall", (pool,), {"ConnectionCls": _connection_class(conn, call, pinned, connector)}
+            )
+            for scheme, pool, conn in (
+                ("http", HTTPConnectionPool, HTTPConnection),
+                ("https", HTTPSConnectionPool, HTTPSConnection),
+            )
         }
         super().__init__(pool_connections=1, pool_maxsize=1, max_retries=0)
 
@@ -205,8 +212,15 @@ def send(
         session.mount("https://", adapter)
         headers = {"Accept-Encoding": "identity", **kwargs.pop("headers", {})}
         connect_s, read_s = timeout
-        response = session.request(method, url, timeout=(min(connect_s, call.deadline_s), read_s),
-                                   allow_redirects=False, stream=True, headers=headers, **kwargs)
+        response = session.request(
+            method,
+            url,
+            timeout=(min(connect_s, call.deadline_s), read_s),
+            allow_redirects=False,
+            stream=True,
+            headers=headers,
+            **kwargs,
+        )
         try:
             body = _read_capped(response, max_body_bytes, truncate)
         finally:

@@ -52,8 +52,9 @@ CHOICES = {
 ID = f"int(max={MAX_ID})"
 
 
-def _int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi: int, *,
-             json: bool = False) -> int | None:
+def _int_arg(
+    source: dict[str, Any], name: str, default: int | None, lo: int, hi: int, *, json: bool = False
+) -> int | None:
     """A whole number from the query string (text) or, with ``json``, a JSON body (a JSON integer
     only: not "5", 5.5 or true)."""
     value = source.get(name, default)
@@ -104,7 +105,9 @@ def _json_object() -> dict[str, Any]:
 def dead_letter_filter(source: dict[str, Any], *, json: bool = False) -> DeadLetterFilter:
     state = _choice(source, "state", "open")
     return DeadLetterFilter(
-        state=None if state == "all" else state, kind=_choice(source, "kind"), fault=_choice(source, "fault"),
+        state=None if state == "all" else state,
+        kind=_choice(source, "kind"),
+        fault=_choice(source, "fault"),
         provider=_text(source, "provider"),
         older_than_s=_int_arg(source, "older_than_s", None, 0, 10**9, json=json),
         newer_than_s=_int_arg(source, "newer_than_s", None, 0, 10**9, json=json),
@@ -220,7 +223,9 @@ def enable_endpoint() -> tuple[Response, int]:
 def list_tasks() -> Response:
     """Operators' view across clients; ``retrying=true`` lists tasks retrying right now."""
     if request.args.get("retrying") not in ("true", "1"):
-        raise ValidationFailed("only retrying=true is supported here", errors=[{"field": "retrying", "message": "true"}])
+        raise ValidationFailed(
+            "only retrying=true is supported here", errors=[{"field": "retrying", "message": "true"}]
+        )
     limit = _limit(request.args)
     after = _int_arg(request.args, "after_id", None, 0, MAX_ID)
     items = queries.retrying_tasks(db_session(), limit, after)

@@ -32,16 +32,26 @@ def _time(value: Any) -> str | None:
 
 
 def key_body(key: ApiKey) -> dict[str, Any]:
-    return {"id": key.id, "prefix": key.prefix, "state": key.state, "created_at": _time(key.created_at),
-            "retired_at": _time(key.retired_at), "revoked_at": _time(key.revoked_at)}
+    return {
+        "id": key.id,
+        "prefix": key.prefix,
+        "state": key.state,
+        "created_at": _time(key.created_at),
+        "retired_at": _time(key.retired_at),
+        "revoked_at": _time(key.revoked_at),
+    }
 
 
 def client_body(session: Session, client: Client) -> dict[str, Any]:
     """A client as operators see it: never a key or a secret, only how many there are."""
     return {
-        "name": client.name, "callback_url": client.callback_url, "callback_origins": client.callback_origins,
-        "disabled": client.disabled_at is not None, "disabled_at": _time(client.disabled_at),
-        "secrets": len(client.callback_secrets), "keys": [key_body(k) for k in credentials.keys(session, client)],
+        "name": client.name,
+        "callback_url": client.callback_url,
+        "callback_origins": client.callback_origins,
+        "disabled": client.disabled_at is not None,
+        "disabled_at": _time(client.disabled_at),
+        "secrets": len(client.callback_secrets),
+        "keys": [key_body(k) for k in credentials.keys(session, client)],
         "created_at": _time(client.created_at),
     }
 

@@ -45,13 +45,17 @@ def receive(provider: str) -> tuple[Response, int]:
         metrics.webhook_rejected(provider, "too_large")
         raise
     try:
-        message_id = verify(settings.webhook_secrets, request.headers, body, time.time(), ctx.settings.webhook_tolerance_s)
+        message_id = verify(
+            settings.webhook_secrets, request.headers, body, time.time(), ctx.settings.webhook_tolerance_s
+        )
     except SignatureError as exc:
         reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
         raise _reject(provider, reason, Unauthorized(f"signature rejected: {exc.reason}", reason=exc.reason)) from None
     bind(message_id=message_id)
     if len(message_id) > 200 or "\x00" in message_id:  # PostgreSQL text cannot hold NUL
-        raise _reject(provider, "malformed", BadRequest("webhook-id (svix-id) must be at most 200 characters, without NUL"))
+        raise _reject(
+            provider, "malformed", BadRequest("webhook-id (svix-id) must be at most 200 characters, without NUL")
+        )
     try:
         event = parse_event(body, ctx.settings.outcome_limits)
     except EventTooLarge as exc:

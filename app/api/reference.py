@@ -52,17 +52,21 @@ def _anchor(method: str, path: str) -> str:
 
 
 def _operation(method: str, path: str, op: dict[str, Any]) -> list[str]:
-    out = [f'<div class="op" id="{_anchor(method, path)}"><h3><span class="m">{method}</span> '
-           f"<code>{escape(path)}</code></h3><p>{escape(op.get('summary', ''))}</p>"]
+    out = [
+        f'<div class="op" id="{_anchor(method, path)}"><h3><span class="m">{method}</span> '
+        f"<code>{escape(path)}</code></h3><p>{escape(op.get('summary', ''))}</p>"
+    ]
     if op.get("description"):
         out.append(f"<p>{escape(op['description'])}</p>")
     schemes = [name for requirement in op.get("security", []) for name in requirement]
     out.append(f"<p>Authentication: {escape(', '.join(schemes) or 'none')}</p>")
     if params := op.get("parameters"):
         out.append("<table><tr><th>parameter</th><th>in</th><th>required</th><th>schema</th></tr>")
-        out += [f"<tr><td><code>{escape(p['name'])}</code><br>{escape(p.get('description', ''))}</td>"
-                f"<td>{p['in']}</td><td>{'yes' if p.get('required') else 'no'}</td><td>{_json(p['schema'])}</td></tr>"
-                for p in params]
+        out += [
+            f"<tr><td><code>{escape(p['name'])}</code><br>{escape(p.get('description', ''))}</td>"
+            f"<td>{p['in']}</td><td>{'yes' if p.get('required') else 'no'}</td><td>{_json(p['schema'])}</td></tr>"
+            for p in params
+        ]
         out.append("</table>")
     if body := op.get("requestBody"):
         for media, content in body["content"].items():
@@ -79,18 +83,25 @@ def render(doc: dict[str, Any]) -> str:
     """The document as one self-contained HTML page."""
     info = doc["info"]
     ops = [(m, p, o) for p, item in doc["paths"].items() for m, o in item.items() if m in METHODS]
-    out = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(info['title'])} API</title>"
-           f"<style>{STYLE}</style></head><body><h1>{escape(info['title'])} API {escape(info['version'])}</h1>",
-           f"<p>{escape(info.get('description', ''))}</p>",
-           '<p>Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).</p><h2>Authentication</h2><ul>']
-    out += [f"<li><code>{escape(name)}</code>: {escape(s.get('scheme', ''))} — {escape(s.get('description', ''))}</li>"
-            for name, s in doc["components"]["securitySchemes"].items()]
+    out = [
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(info['title'])} API</title>"
+        f"<style>{STYLE}</style></head><body><h1>{escape(info['title'])} API {escape(info['version'])}</h1>",
+        f"<p>{escape(info.get('description', ''))}</p>",
+        '<p>Machine-readable: <a href="openapi.json">openapi.json</a> (OpenAPI 3.1).</p><h2>Authentication</h2><ul>',
+    ]
+    out += [
+        f"<li><code>{escape(name)}</code>: {escape(s.get('scheme', ''))} — {escape(s.get('description', ''))}</li>"
+        for name, s in doc["components"]["securitySchemes"].items()
+    ]
     out.append("</ul><h2>Operations</h2>")
     for tag in doc.get("tags", []):
         tagged = [(m, p, o) for m, p, o in ops if tag["name"] in o.get("tags", [])]
         out.append(f"<h3>{escape(tag['name'])}</h3><p>{escape(tag.get('description', ''))}</p><ul>")
-        out += [f'<li><a href="#{_anchor(m, p)}"><span class="m">{m}</span> <code>{escape(p)}</code></a> '
-                f"{escape(o.get('summary', ''))}</li>" for m, p, o in tagged]
+        out += [
+            f'<li><a href="#{_anchor(m, p)}"><span class="m">{m}</span> <code>{escape(p)}</code></a> '
+            f"{escape(o.get('summary', ''))}</li>"
+            for m, p, o in tagged
+        ]
         out.append("</ul>")
     for method, path, op in ops:
         out += _operation(method, path, op)

@@ -68,31 +68,55 @@ def decode_cursor(cursor: str) -> int:
 
 def dead_letter_body(letter: DeadLetter) -> dict[str, Any]:
     return {
-        "id": letter.id, "kind": letter.kind, "fault": letter.fault, "state": letter.state,
-        "message_id": letter.message_id, "correlation_id": letter.correlation_id, "provider": letter.provider,
-        "error": letter.error, "attempts": letter.attempts, "replay_count": letter.replay_count,
-        "first_failed_at": _time(letter.first_failed_at), "last_failed_at": _time(letter.last_failed_at),
-        "closed_at": _time(letter.closed_at), "payload": letter.payload,
+        "id": letter.id,
+        "kind": letter.kind,
+        "fault": letter.fault,
+        "state": letter.state,
+        "message_id": letter.message_id,
+        "correlation_id": letter.correlation_id,
+        "provider": letter.provider,
+        "error": letter.error,
+        "attempts": letter.attempts,
+        "replay_count": letter.replay_count,
+        "first_failed_at": _time(letter.first_failed_at),
+        "last_failed_at": _time(letter.last_failed_at),
+        "closed_at": _time(letter.closed_at),
+        "payload": letter.payload,
     }
 
 
 def incident_body(incident: Incident) -> dict[str, Any]:
     return {
-        "id": incident.id, "kind": incident.kind, "subject": incident.subject,
-        "correlation_id": incident.correlation_id, "detail": incident.detail, "owner": incident.owner,
-        "opened_at": _time(incident.opened_at), "resolved_at": _time(incident.resolved_at),
+        "id": incident.id,
+        "kind": incident.kind,
+        "subject": incident.subject,
+        "correlation_id": incident.correlation_id,
+        "detail": incident.detail,
+        "owner": incident.owner,
+        "opened_at": _time(incident.opened_at),
+        "resolved_at": _time(incident.resolved_at),
     }
 
 
 def orphan_body(orphan: OrphanEvent) -> dict[str, Any]:
     return {
-        "id": orphan.id, "source": orphan.source, "message_id": orphan.message_id,
-        "vendor_job_id": orphan.vendor_job_id, "state": orphan.state, "payload": orphan.payload,
-        "received_at": _time(orphan.received_at), "resolved_at": _time(orphan.resolved_at),
+        "id": orphan.id,
+        "source": orphan.source,
+        "message_id": orphan.message_id,
+        "vendor_job_id": orphan.vendor_job_id,
+        "state": orphan.state,
+        "payload": orphan.payload,
+        "received_at": _time(orphan.received_at),
+        "resolved_at": _time(orphan.resolved_at),
     }
 
 
 def endpoint_body(endpoint: CallbackEndpoint) -> dict[str, Any]:
     """``url`` is stored stripped (no userinfo, query or fragment): see ``webhooks.urls``."""
-    return {"id": endpoint.id, "client": endpoint.client.name, "url": endpoint.url,
-            "disabled_at": _time(endpoint.disabled_at), "reason": endpoint.disabled_reason}
+    return {
+        "id": endpoint.id,
+        "client": endpoint.client.name,
+        "url": endpoint.url,
+        "disabled_at": _time(endpoint.disabled_at),
+        "reason": endpoint.disabled_reason,
+    }

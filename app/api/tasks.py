@@ -39,7 +39,9 @@ def json_body(deep_field: str | None = None) -> Any:
         return strict_loads(request.get_data(cache=True), max_depth=limit + 1)
     except TooDeep as exc:
         field = deep_field or "body"
-        message = f"nested too deeply: at most {limit} levels (the request was {exc.depth} deep, the body object included)"
+        message = (
+            f"nested too deeply: at most {limit} levels (the request was {exc.depth} deep, the body object included)"
+        )
         raise ValidationFailed(f"{field} is nested too deeply", errors=[{"field": field, "message": message}]) from None
     except InvalidJson as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
@@ -64,15 +66,21 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     now = utcnow()
     req = parse_submit(
-        json_body(deep_field="input"), providers=ctx.settings.providers, default_provider=ctx.settings.default_provider,
-        client_callback_url=client.callback_url, now=now, client_callback_origins=client.callback_origins,
-        input_limits=ctx.settings.input_limits, outbound_allow=ctx.settings.outbound_allow,
+        json_body(deep_field="input"),
+        providers=ctx.settings.providers,
+        default_provider=ctx.settings.default_provider,
+        client_callback_url=client.callback_url,
+        now=now,
+        client_callback_origins=client.callback_origins,
+        input_limits=ctx.settings.input_limits,
+        outbound_allow=ctx.settings.outbound_allow,
     )
     session = db_session()
     for attempt in (1, 2):
         try:
-            result = service.submit_task(session, client, req, key, now,
-                                         max_open_tasks=max_open_tasks(ctx.settings, client))
+            result = service.submit_task(
+                session, client, req, key, now, max_open_tasks=max_open_tasks(ctx.settings, client)
+            )
             session.commit()
             break
         except IntegrityError:

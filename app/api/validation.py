@@ -20,8 +20,15 @@ from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
 CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 FIELDS = {
-    "input", "correlation_id", "provider", "callback_url", "acceptance_timeout_s",
-    "acceptance_deadline", "execution_timeout_s", "execution_deadline", "on_deadline",
+    "input",
+    "correlation_id",
+    "provider",
+    "callback_url",
+    "acceptance_timeout_s",
+    "acceptance_deadline",
+    "execution_timeout_s",
+    "execution_deadline",
+    "on_deadline",
 }
 MAX_TIMEOUT_S = 366 * 24 * 3600
 
@@ -82,7 +89,9 @@ def _deadline(
         except ValueError:
             when = None
         if when is None or when.tzinfo is None:
-            errors.append({"field": deadline_key, "message": "an ISO 8601 time with an offset, e.g. 2026-01-01T12:00:00Z"})
+            errors.append(
+                {"field": deadline_key, "message": "an ISO 8601 time with an offset, e.g. 2026-01-01T12:00:00Z"}
+            )
             return None
         if when <= now:
             errors.append({"field": deadline_key, "message": "must be in the future"})
@@ -129,14 +138,18 @@ def parse_submit(
             errors.append({"field": "input", "message": str(exc)})
 
     correlation_id = body.get("correlation_id")
-    if correlation_id is not None and (not isinstance(correlation_id, str) or not CORRELATION_ID.fullmatch(correlation_id)):
+    if correlation_id is not None and (
+        not isinstance(correlation_id, str) or not CORRELATION_ID.fullmatch(correlation_id)
+    ):
         errors.append({"field": "correlation_id", "message": "1–200 characters of A-Z a-z 0-9 . _ : @ -"})
 
     provider = body.get("provider", default_provider)
     if provider is None:
         errors.append({"field": "provider", "message": "required: more than one provider is configured"})
     elif not isinstance(provider, str) or provider not in providers:
-        errors.append({"field": "provider", "message": f"unknown provider; configured: {', '.join(sorted(providers)) or 'none'}"})
+        errors.append(
+            {"field": "provider", "message": f"unknown provider; configured: {', '.join(sorted(providers)) or 'none'}"}
+        )
     provider_settings = providers.get(provider) if isinstance(provider, str) else None
 
     callback_url = body.get("callback_url")

@@ -34,8 +34,9 @@ class LiaisonGroup(AppGroup):
             startup.fail(startup.broker_failure(liaison().settings.broker_url, exc), startup.EXIT_UNAVAILABLE)
 
 
-@click.group("liaison", cls=LiaisonGroup,
-             help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo.")
+@click.group(
+    "liaison", cls=LiaisonGroup, help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo."
+)
 @click.pass_context
 @with_appcontext
 def group(ctx: click.Context) -> None:

@@ -48,9 +48,14 @@ def _on_client(name: str, action: Callable[[Session, Client], T]) -> T:
 
 
 def key_row(key: ApiKey) -> dict[str, Any]:
-    return {"id": key.id, "prefix": key.prefix, "state": key.state, "created_at": key.created_at.isoformat(),
-            "retired_at": key.retired_at and key.retired_at.isoformat(),
-            "revoked_at": key.revoked_at and key.revoked_at.isoformat()}
+    return {
+        "id": key.id,
+        "prefix": key.prefix,
+        "state": key.state,
+        "created_at": key.created_at.isoformat(),
+        "retired_at": key.retired_at and key.retired_at.isoformat(),
+        "revoked_at": key.revoked_at and key.revoked_at.isoformat(),
+    }
 
 
 def _echo_json(value: Any) -> None:
@@ -88,16 +93,27 @@ def clients_create(name: str, callback_url: str | None, origins: tuple[str, ...]
 @json_option
 def clients_list(as_json: bool) -> None:
     """List clients (names, callback URLs, state; never keys or secrets)."""
+
     def rows(session: Session) -> list[dict[str, Any]]:
         return [
-            {"name": c.name, "callback_url": c.callback_url and strip_url(c.callback_url), "secrets": len(c.callback_secrets),
-             "keys": len(credentials.live_keys(session, c)), "origins": ",".join(c.callback_origins) or None,
-             "disabled": c.disabled_at is not None, "created_at": c.created_at.isoformat()}
+            {
+                "name": c.name,
+                "callback_url": c.callback_url and strip_url(c.callback_url),
+                "secrets": len(c.callback_secrets),
+                "keys": len(credentials.live_keys(session, c)),
+                "origins": ",".join(c.callback_origins) or None,
+                "disabled": c.disabled_at is not None,
+                "created_at": c.created_at.isoformat(),
+            }
             for c in session.scalars(select(Client).order_by(Client.name))
         ]
 
-    emit(_in_transaction(rows), ["name", "callback_url", "secrets", "keys", "origins", "disabled", "created_at"],
-         as_json, "no clients yet")
+    emit(
+        _in_transaction(rows),
+        ["name", "callback_url", "secrets", "keys", "origins", "disabled", "created_at"],
+        as_json,
+        "no clients yet",
+    )
 
 
 # --- API keys -------------------------------------------------------------------------------------
@@ -117,6 +133,7 @@ def clients_keys(name: str, as_json: bool) -> None:
 @json_option
 def clients_rotate_key(name: str, as_json: bool) -> None:
     """Add a new API key (printed once). The old key stays valid until `retire-keys`."""
+
     def rotate(session: Session, client: Client) -> tuple[str, dict[str, Any], int]:
         new = credentials.rotate_key(session, client, utcnow())
         return new.api_key, key_row(new.row), len(credentials.live_keys(session, client))
@@ -126,7 +143,9 @@ def clients_rotate_key(name: str, as_json: bool) -> None:
         _echo_json({"name": name, "api_key": api_key, "key": row, "live_keys": live})
         return
     click.echo(f"new api key: {api_key}  (id {row['id']}, prefix {row['prefix']})")
-    click.echo(f"{name} has {live} valid key(s); run `clients retire-keys {name}` once the domain app uses the new one.")
+    click.echo(
+        f"{name} has {live} valid key(s); run `clients retire-keys {name}` once the domain app uses the new one."
+    )
 
 
 @clients_group.command("retire-keys")
@@ -138,7 +157,9 @@ def clients_retire_keys(name: str, as_json: bool) -> None:
     if as_json:
         _echo_json({"name": name, "retired": retired})
         return
-    click.echo(f"retired {len(retired)} key(s) of {name}: {', '.join(str(k['prefix'] or k['id']) for k in retired) or '-'}")
+    click.echo(
+        f"retired {len(retired)} key(s) of {name}: {', '.join(str(k['prefix'] or k['id']) for k in retired) or '-'}"
+    )
 
 
 @clients_group.command("revoke-key")
@@ -147,6 +168,7 @@ def clients_retire_keys(name: str, as_json: bool) -> None:
 @json_option
 def clients_revoke_key(name: str, key: str, as_json: bool) -> None:
     """Revoke one API key at once; KEY is its id or its display prefix (see `clients keys`)."""
+
     def revoke(session: Session, client: Client) -> tuple[dict[str, Any], int]:
         row = key_row(credentials.revoke_key(session, client, key, utcnow()))
         return row, len(credentials.live_keys(session, client))
@@ -168,7 +190,8 @@ def _set_disabled(name: str, disabled: bool, as_json: bool) -> None:
     if as_json:
         _echo_json({"name": name, "disabled": disabled})
         return
-    click.echo(f"{name} is {'disabled: its API requests get 403; tasks in flight still finish and relay' if disabled else 'enabled'}")
+    now = "disabled: its API requests get 403; tasks in flight still finish and relay" if disabled else "enabled"
+    click.echo(f"{name} is {now}")
 
 
 @clients_group.command("disable")
@@ -201,8 +224,10 @@ def clients_add_secret(name: str, as_json: bool) -> None:
         _echo_json({"name": name, "callback_secret": secret, "secrets": count})
         return
     click.echo(f"new callback secret: {secret}")
-    click.echo(f"{name} now signs callbacks with {count} secret(s); run `clients retire-secrets {name}` "
-               "once the domain app verifies with the new one.")
+    click.echo(
+        f"{name} now signs callbacks with {count} secret(s); run `clients retire-secrets {name}` "
+        "once the domain app verifies with the new one."
+    )
 
 
 @clients_group.command("retire-secrets")
@@ -242,8 +267,9 @@ def clients_origins(name: str, add: tuple[str, ...], remove: tuple[str, ...], as
 @click.option("--max-open", type=click.IntRange(min=1), help="Non-final tasks the client may have.")
 @click.option("--default", "reset", is_flag=True, help="Drop the overrides: the LIAISON_CLIENT_* defaults apply.")
 @json_option
-def clients_limits(name: str, submit_rate: float | None, burst: int | None, max_open: int | None,
-                   reset: bool, as_json: bool) -> None:
+def clients_limits(
+    name: str, submit_rate: float | None, burst: int | None, max_open: int | None, reset: bool, as_json: bool
+) -> None:
     """Show or override a client's limits (issue 8); options not given stay as they are."""
     settings = liaison().settings
     with liaison().db.transaction() as session:
@@ -260,9 +286,15 @@ def clients_limits(name: str, submit_rate: float | None, burst: int | None, max_
             client.max_open_tasks = max_open
         row = {
             "name": name,
-            "submit_rate_per_s": client.submit_rate_per_s if client.submit_rate_per_s is not None else settings.client_submit_rate_per_s,
+            "submit_rate_per_s": client.submit_rate_per_s
+            if client.submit_rate_per_s is not None
+            else settings.client_submit_rate_per_s,
             "submit_burst": client.submit_burst if client.submit_burst is not None else settings.client_submit_burst,
-            "max_open_tasks": client.max_open_tasks if client.max_open_tasks is not None else settings.client_max_open_tasks,
-            "overridden": [k for k in ("submit_rate_per_s", "submit_burst", "max_open_tasks") if getattr(client, k) is not None],
+            "max_open_tasks": client.max_open_tasks
+            if client.max_open_tasks is not None
+            else settings.client_max_open_tasks,
+            "overridden": [
+                k for k in ("submit_rate_per_s", "submit_burst", "max_open_tasks") if getattr(client, k) is not None
+            ],
         }
     emit_one(row, as_json)

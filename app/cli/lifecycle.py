@@ -38,7 +38,12 @@ def orphans_list(state: str, limit: int, as_json: bool) -> None:
         rows = [orphan_body(o) for o in queries.orphans(session, None if state == "all" else state, limit)]
     for row in rows:
         row["type"] = row["payload"].get("type")
-    emit(rows, ["id", "source", "type", "vendor_job_id", "state", "received_at", "message_id"], as_json, "no orphan events")
+    emit(
+        rows,
+        ["id", "source", "type", "vendor_job_id", "state", "received_at", "message_id"],
+        as_json,
+        "no orphan events",
+    )
 
 
 @orphans.command("attach")
@@ -75,9 +80,11 @@ def reconcile(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(report)))
         return
-    click.echo(f"checked {report.checked} tasks ({', '.join(f'{k}: {v}' for k, v in report.by_provider.items()) or 'none'}), "
-               f"applied {report.applied}, unknown jobs {report.unknown}, errors {report.errors}, "
-               f"re-driven submits {report.redriven}")
+    click.echo(
+        f"checked {report.checked} tasks ({', '.join(f'{k}: {v}' for k, v in report.by_provider.items()) or 'none'}), "
+        f"applied {report.applied}, unknown jobs {report.unknown}, errors {report.errors}, "
+        f"re-driven submits {report.redriven}"
+    )
     if report.skipped:
         click.echo(f"skipped (another run holds their lease): {', '.join(report.skipped)}")
     if report.unfinished:
@@ -90,6 +97,7 @@ def reconcile(as_json: bool) -> None:
 def check_deadlines(as_json: bool) -> None:
     """Escalate tasks past their acceptance or execution deadline, once per deadline (what beat runs
     every minute, here and now)."""
-    total = run_check_deadlines(liaison(), utcnow(), max_batches=10_000,
-                progress=lambda n: click.echo(f"  escalated {n} so far", err=True))
+    total = run_check_deadlines(
+        liaison(), utcnow(), max_batches=10_000, progress=lambda n: click.echo(f"  escalated {n} so far", err=True)
+    )
     click.echo(json.dumps({"escalated": total}) if as_json else f"escalated {total} overdue tasks")

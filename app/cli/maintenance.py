@@ -54,7 +54,9 @@ def prune(as_json: bool) -> None:
     (what beat runs hourly)."""
     ctx = liaison()
     removed = prune_processed_messages(
-        ctx.db, utcnow(), ctx.settings.processed_retention_s,
+        ctx.db,
+        utcnow(),
+        ctx.settings.processed_retention_s,
         progress=lambda n: click.echo(f"  removed {n} so far", err=True),
     )
     if as_json:
@@ -68,12 +70,20 @@ def prune(as_json: bool) -> None:
 @click.option("--web-url", default="http://127.0.0.1:5000", show_default=True, help="Liaison's web process.")
 @click.option("--vendor-url", default="http://127.0.0.1:5001", show_default=True, help="The vendor simulator.")
 @click.option("--timeout", default=180, show_default=True, help="Seconds to wait for every task to finish.")
-@click.option("--callback-port", default=5002, show_default=True,
-              help="Where the demo's domain app listens on 127.0.0.1; LIAISON_OUTBOUND_ALLOW must list it.")
+@click.option(
+    "--callback-port",
+    default=5002,
+    show_default=True,
+    help="Where the demo's domain app listens on 127.0.0.1; LIAISON_OUTBOUND_ALLOW must list it.",
+)
 def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int) -> None:
     """Submit a handful of tasks (some set to fail) and follow each one to its final state."""
-    ok = run_demo(current_app._get_current_object(),  # type: ignore[attr-defined]  # the proxy is typed as Flask itself
-                   web_url=web_url, vendor_url=vendor_url, timeout_s=timeout,
-                  callback_port=callback_port)
+    ok = run_demo(
+        current_app._get_current_object(),  # type: ignore[attr-defined]  # the proxy is typed as Flask itself
+        web_url=web_url,
+        vendor_url=vendor_url,
+        timeout_s=timeout,
+        callback_port=callback_port,
+    )
     if not ok:
         raise SystemExit(1)

@@ -37,4 +37,5 @@ def emit_one(row: dict[str, Any], as_json: bool) -> None:
         return
     width = max(len(k) for k in row)
     for key, value in row.items():
-        click.echo(f"{key.ljust(width)}  {json.dumps(value, default=str) if isinstance(value, (dict, list)) else _cell(value, 200)}")
+        text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else _cell(value, 200)
+        click.echo(f"{key.ljust(width)}  {text}")

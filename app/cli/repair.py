@@ -38,6 +38,7 @@ def register(group: AppGroup) -> None:
     for command in (dead_letters, incidents, endpoints, tasks):
         group.add_command(command)
 
+
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,13 +51,25 @@ def _run(action: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 def filter_options(func: F) -> F:
-    for option in reversed([
-        click.option("--kind", type=click.Choice(DEAD_LETTER_KINDS), help="What failed."),
-        click.option("--fault", type=click.Choice(["caller", "system"]), help="Whose fault it is."),
-        click.option("--provider", help="The external system's name."),
-        click.option("--older-than", "older_than_s", type=click.IntRange(0), help="Last failed at least this many seconds ago."),
-        click.option("--newer-than", "newer_than_s", type=click.IntRange(0), help="Last failed at most this many seconds ago."),
-    ]):
+    for option in reversed(
+        [
+            click.option("--kind", type=click.Choice(DEAD_LETTER_KINDS), help="What failed."),
+            click.option("--fault", type=click.Choice(["caller", "system"]), help="Whose fault it is."),
+            click.option("--provider", help="The external system's name."),
+            click.option(
+                "--older-than",
+                "older_than_s",
+                type=click.IntRange(0),
+                help="Last failed at least this many seconds ago.",
+            ),
+            click.option(
+                "--newer-than",
+                "newer_than_s",
+                type=click.IntRange(0),
+                help="Last failed at most this many seconds ago.",
+            ),
+        ]
+    ):
         func = option(func)
     return func
 
@@ -71,13 +84,17 @@ def dead_letters() -> None:
 @click.option("--state", type=click.Choice(["open", "replayed", "discarded", "all"]), default="open", show_default=True)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
 @json_option
-def dl_list(state: str, limit: int, as_json: bool, **flt: object) -> None:
+def dl_list(state: str, limit: int, as_json: bool, **flt: Any) -> None:
     """List dead letters, oldest first."""
     with liaison().db.transaction() as session:
-        flt_ = DeadLetterFilter(state=None if state == "all" else state, **flt)  # type: ignore[arg-type]
+        flt_ = DeadLetterFilter(state=None if state == "all" else state, **flt)
         rows = [dead_letter_body(d) for d in queries.dead_letters(session, flt_, utcnow(), limit)]
-    emit(rows, ["id", "kind", "fault", "state", "correlation_id", "provider", "attempts", "last_failed_at", "error"],
-         as_json, "no dead letters")
+    emit(
+        rows,
+        ["id", "kind", "fault", "state", "correlation_id", "provider", "attempts", "last_failed_at", "error"],
+        as_json,
+        "no dead letters",
+    )
 
 
 @dead_letters.command("show")
@@ -104,12 +121,14 @@ def dl_replay(letter_id: int) -> None:
 @filter_options
 @click.option("--limit", type=click.IntRange(1), help="Replay at most this many.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def dl_replay_many(limit: int | None, yes: bool, **flt: object) -> None:
+def dl_replay_many(limit: int | None, yes: bool, **flt: Any) -> None:
     """Replay every open dead letter matching the filter, in batches, showing progress."""
     if not yes:
         click.confirm("Replay every open dead letter matching this filter?", abort=True)
     replayed, skipped = _run(
-        replay_matching, DeadLetterFilter(**flt), limit=limit,  # type: ignore[arg-type]
+        replay_matching,
+        DeadLetterFilter(**flt),
+        limit=limit,
         progress=lambda done, skip: click.echo(f"  replayed {done}, skipped {skip} so far", err=True),
     )
     click.echo(f"replayed {replayed} dead letters, skipped {skipped}")
@@ -227,7 +246,12 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
                 raise click.ClickException(f"no client named {client_name!r}")
             query = query.where(ExternalTask.client_id == client.id)
         rows = [operator_task_body(t) for t in session.scalars(query.options(joinedload(ExternalTask.client)))]
-    emit(rows, ["correlation_id", "client", "state", "provider", "attempts", "updated_at", "last_error"], as_json, "no tasks")
+    emit(
+        rows,
+        ["correlation_id", "client", "state", "provider", "attempts", "updated_at", "last_error"],
+        as_json,
+        "no tasks",
+    )
 
 
 @tasks.command("retrying")
@@ -237,5 +261,9 @@ def tasks_retrying(limit: int, as_json: bool) -> None:
     """Tasks with a failed attempt and another one scheduled."""
     with liaison().db.transaction() as session:
         rows = [operator_task_body(t) for t in queries.retrying_tasks(session, limit)]
-    emit(rows, ["correlation_id", "client", "state", "provider", "attempts", "next_attempt_at", "last_error"], as_json,
-         "no task is retrying")
+    emit(
+        rows,
+        ["correlation_id", "client", "state", "provider", "attempts", "next_attempt_at", "last_error"],
+        as_json,
+        "no task is retrying",
+    )

@@ -80,8 +80,9 @@ def _outbox_context(celery_app: Celery, outbox_id: Any) -> dict[str, Any]:
     try:
         with flask_app.extensions["liaison"].db.engine.connect() as conn:
             row = conn.execute(
-                select(OutboxMessage.correlation_id, OutboxMessage.message_id, OutboxMessage.attempts)
-                .where(OutboxMessage.id == outbox_id)
+                select(OutboxMessage.correlation_id, OutboxMessage.message_id, OutboxMessage.attempts).where(
+                    OutboxMessage.id == outbox_id
+                )
             ).first()
     except SQLAlchemyError as exc:
         # The task itself will hit the same problem and report it; a log context is not worth failing for.

@@ -73,8 +73,15 @@ class BusinessCollector(Collector):
     """Scrape-time gauges for one Liaison app (its database, its Celery queues)."""
 
     def __init__(
-        self, db: Database, celery: Celery, providers: Iterable[str], *, queues: Iterable[str] | None = None,
-        statement_timeout_ms: int = 2000, broker_timeout_s: float = 2.0, cache_s: float = 0.0,
+        self,
+        db: Database,
+        celery: Celery,
+        providers: Iterable[str],
+        *,
+        queues: Iterable[str] | None = None,
+        statement_timeout_ms: int = 2000,
+        broker_timeout_s: float = 2.0,
+        cache_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.db = db
@@ -104,7 +111,8 @@ class BusinessCollector(Collector):
             "liaison_scrape_source_up", "1 if this scrape could read the source, else 0.", labels=["source"]
         )
         took = GaugeMetricFamily(
-            "liaison_scrape_source_duration_seconds", "Time this scrape spent reading the source.",
+            "liaison_scrape_source_duration_seconds",
+            "Time this scrape spent reading the source.",
             labels=["source"],
         )
         for source, read in (("database", self._database), ("broker", self._broker)):
@@ -135,8 +143,9 @@ class BusinessCollector(Collector):
                 # A slow scrape must not pile up on a struggling database.
                 conn.execute(text(f"SET LOCAL statement_timeout = {int(self.statement_timeout_ms)}"))
             tasks = conn.execute(
-                select(ExternalTask.state, ExternalTask.provider, func.count())
-                .group_by(ExternalTask.state, ExternalTask.provider)
+                select(ExternalTask.state, ExternalTask.provider, func.count()).group_by(
+                    ExternalTask.state, ExternalTask.provider
+                )
             ).all()
             dead = conn.execute(
                 select(DeadLetter.kind, DeadLetter.fault, func.count())
@@ -163,7 +172,9 @@ class BusinessCollector(Collector):
 
         dead_counts = {(kind, fault): 0 for kind in DEAD_LETTER_KINDS for fault in FAULTS}
         dead_counts.update({(kind, fault): n for kind, fault, n in dead})
-        family = out.gauge("liaison_dead_letters_open", "Dead letters not yet replayed or discarded.", ["kind", "fault"])
+        family = out.gauge(
+            "liaison_dead_letters_open", "Dead letters not yet replayed or discarded.", ["kind", "fault"]
+        )
         for (kind, fault), n in sorted(dead_counts.items()):
             family.add_metric([kind, fault], n)
 
@@ -173,11 +184,15 @@ class BusinessCollector(Collector):
         for kind, n in sorted(incident_counts.items()):
             family.add_metric([kind], n)
 
-        out.gauge("liaison_orphan_events_open", "Vendor events for jobs no task knows yet.").add_metric([], orphans or 0)
+        out.gauge("liaison_orphan_events_open", "Vendor events for jobs no task knows yet.").add_metric(
+            [], orphans or 0
+        )
 
-        pending = {kind: (0, None) for kind in OutboxKind.ALL}
+        pending = dict.fromkeys(OutboxKind.ALL, (0, None))
         pending.update({kind: (n, oldest) for kind, n, oldest in outbox})
-        count = out.gauge("liaison_outbox_pending", "Outbox rows not done (to publish, in flight or awaiting a retry).", ["kind"])
+        count = out.gauge(
+            "liaison_outbox_pending", "Outbox rows not done (to publish, in flight or awaiting a retry).", ["kind"]
+        )
         age = out.gauge(
             "liaison_outbox_oldest_pending_age_seconds",
             "Age of the oldest outbox row not done (0 when none); relay rows may legitimately wait hours for a retry.",

@@ -43,8 +43,12 @@ def _on_request_started(_sender: Flask, **_: object) -> None:
     supplied = request.headers.get(REQUEST_ID_HEADER, "")
     g.request_id = supplied if _REQUEST_ID.fullmatch(supplied) else uuid.uuid4().hex
     clear()
-    bind(request_id=g.request_id, method=request.method, path=request.path,
-         correlation_id=(request.view_args or {}).get("correlation_id"))
+    bind(
+        request_id=g.request_id,
+        method=request.method,
+        path=request.path,
+        correlation_id=(request.view_args or {}).get("correlation_id"),
+    )
 
 
 def _on_request_finished(_sender: Flask, response: Response, **_: object) -> None:

@@ -23,12 +23,14 @@ def vendor_secret() -> str:
 
 @pytest.fixture(scope="session")
 def vendor(vendor_secret: str) -> Iterator[ServerThread]:
-    app = simulator.create_app({
-        "SIMULATOR_WEBHOOK_SECRET": vendor_secret,
-        "SIMULATOR_ACCEPT_DELAY_S": 0.1,
-        "SIMULATOR_COMPLETE_DELAY_S": 0.3,
-        "SIMULATOR_RETRY_BACKOFF_S": "0.1,0.2,0.4,0.8",
-    })
+    app = simulator.create_app(
+        {
+            "SIMULATOR_WEBHOOK_SECRET": vendor_secret,
+            "SIMULATOR_ACCEPT_DELAY_S": 0.1,
+            "SIMULATOR_COMPLETE_DELAY_S": 0.3,
+            "SIMULATOR_RETRY_BACKOFF_S": "0.1,0.2,0.4,0.8",
+        }
+    )
     with ServerThread(app) as server:
         yield server
         requests.post(server.url + "/_sim/reset", timeout=5)
@@ -46,7 +48,10 @@ PAIRS = [("sqlite", "redis"), ("postgres", "rabbitmq")]
 
 
 def _stack(
-    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory,
+    request: pytest.FixtureRequest,
+    vendor: ServerThread,
+    vendor_secret: str,
+    tmp_path_factory,
     extra_env: dict[str, str] | None = None,
 ) -> Iterator[Stack]:
     db, broker = request.param
@@ -54,26 +59,39 @@ def _stack(
     services.require(broker_url, broker)
     tmp = tmp_path_factory.mktemp(f"{db}-{broker}")
     database_url = request.getfixturevalue("postgres_url") if db == "postgres" else f"sqlite:///{tmp / 'liaison.db'}"
-    built = build_stack(f"{db}-{broker}", database_url=database_url, broker_url=broker_url,
-                        vendor_url=vendor.url, vendor_secret=vendor_secret, tmp=tmp, extra_env=extra_env)
+    built = build_stack(
+        f"{db}-{broker}",
+        database_url=database_url,
+        broker_url=broker_url,
+        vendor_url=vendor.url,
+        vendor_secret=vendor_secret,
+        tmp=tmp,
+        extra_env=extra_env,
+    )
     yield built
     built.close()
 
 
 @pytest.fixture(scope="module", params=COMBOS, ids=lambda c: f"{c[0]}-{c[1]}")
-def stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+def stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
+) -> Iterator[Stack]:
     """Every database × every broker: for the flow itself."""
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory)
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
-def pair_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+def pair_stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
+) -> Iterator[Stack]:
     """Both databases and both brokers, in two stacks: for API and webhook edge cases."""
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory)
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
-def held_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+def held_stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
+) -> Iterator[Stack]:
     """Relay waits longer than the longest Celery countdown allowed: they are held in the database."""
     extra = {"LIAISON_MAX_COUNTDOWN_S": "1", "LIAISON_RELAY_SCHEDULE_S": "3"}
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)

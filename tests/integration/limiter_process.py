@@ -2,7 +2,8 @@
 
     python -m tests.integration.limiter_process STORAGE URL NAMESPACE RATE BURST CALLS START_AT OUT
 
-NAMESPACE keeps this run's key apart from everything else. STORAGE is ``redis`` or ``database`` (URL is then the Redis or the database URL). The process waits
+NAMESPACE keeps this run's key apart from everything else. STORAGE is ``redis`` or ``database``
+(URL is then the Redis or the database URL). The process waits
 until the wall clock reaches START_AT (so its peers start together), then makes CALLS ``status``
 calls through ``RateLimitedProvider`` -- the class every worker uses -- with a refused slot retried
 after its ``retry_after_s``, as a worker's retry would. It writes one JSON line to OUT: the wall-clock

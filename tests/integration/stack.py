@@ -31,7 +31,9 @@ METRICS_TOKEN = "test-metrics-token-" + uuid.uuid4().hex
 METRICS_AUTH = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
-def liaison_env(*, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, public_url: str) -> dict[str, str]:
+def liaison_env(
+    *, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, public_url: str
+) -> dict[str, str]:
     """Settings for tests: short retry policies so failures play out in seconds."""
     return {
         "DATABASE_URL": database_url,
@@ -120,10 +122,15 @@ class Stack:
         # (models.publishing) would publish the row at commit, and this row must stay unpublished.
         with Session(self.db.engine, expire_on_commit=False) as session, session.begin():
             client = authenticate(session, api_key)
-            req = parse_submit(body, providers=self.settings.providers, default_provider="sim",
-                               client_callback_url=client.callback_url, now=now,
-                               client_callback_origins=client.callback_origins,
-                               outbound_allow=self.settings.outbound_allow)
+            req = parse_submit(
+                body,
+                providers=self.settings.providers,
+                default_provider="sim",
+                client_callback_url=client.callback_url,
+                now=now,
+                client_callback_origins=client.callback_origins,
+                outbound_allow=self.settings.outbound_allow,
+            )
             result = service.submit_task(session, client, req, None, now)
             return result.task.correlation_id, result.outbox[0].id
 
@@ -137,24 +144,32 @@ class Stack:
         query = select(ExternalTask.reference).where(ExternalTask.correlation_id == correlation_id)
         if api_key is not None:
             query = query.join(ApiKey, ApiKey.client_id == ExternalTask.client_id).where(
-                ApiKey.key_hash == hash_api_key(api_key))
+                ApiKey.key_hash == hash_api_key(api_key)
+            )
         with self.db.transaction() as session:
             return session.scalars(query).one()
 
-    def submit(self, api_key: str, body: dict[str, Any], key: str | None = None, url: str | None = None) -> requests.Response:
+    def submit(
+        self, api_key: str, body: dict[str, Any], key: str | None = None, url: str | None = None
+    ) -> requests.Response:
         headers = {"Authorization": f"Bearer {api_key}"}
         if key:
             headers["Idempotency-Key"] = key
         return requests.post(f"{url or self.web.url}/api/v1/tasks", json=body, headers=headers, timeout=10)
 
     def get(self, api_key: str, correlation_id: str) -> dict[str, Any]:
-        response = requests.get(f"{self.web.url}/api/v1/tasks/{correlation_id}",
-                                headers={"Authorization": f"Bearer {api_key}"}, timeout=10)
+        response = requests.get(
+            f"{self.web.url}/api/v1/tasks/{correlation_id}", headers={"Authorization": f"Bearer {api_key}"}, timeout=10
+        )
         response.raise_for_status()
         return response.json()
 
     def wait_for_task(
-        self, api_key: str, correlation_id: str, until: Callable[[dict[str, Any]], bool] | None = None, timeout: float = 20
+        self,
+        api_key: str,
+        correlation_id: str,
+        until: Callable[[dict[str, Any]], bool] | None = None,
+        timeout: float = 20,
     ) -> dict[str, Any]:
         until = until or (lambda body: body["state"] in TERMINAL)
         deadline = time.monotonic() + timeout
@@ -169,7 +184,9 @@ class Stack:
     def internal(self, path: str, base_url: str | None = None, **kwargs: Any) -> requests.Response:
         """GET an internal surface (``/metrics``, ``/readyz``) with the metrics token."""
         headers = {**METRICS_AUTH, **kwargs.pop("headers", {})}
-        return requests.get(f"{base_url or self.web.url}{path}", headers=headers, timeout=kwargs.pop("timeout", 10), **kwargs)
+        return requests.get(
+            f"{base_url or self.web.url}{path}", headers=headers, timeout=kwargs.pop("timeout", 10), **kwargs
+        )
 
     def admin(self, method: str, path: str, **kwargs: Any) -> requests.Response:
         headers = {"Authorization": f"Bearer {self.settings.admin_token}"}
@@ -183,7 +200,13 @@ class Stack:
 
 
 def build_stack(
-    name: str, *, database_url: str, broker_url: str, vendor_url: str, vendor_secret: str, tmp: Path,
+    name: str,
+    *,
+    database_url: str,
+    broker_url: str,
+    vendor_url: str,
+    vendor_secret: str,
+    tmp: Path,
     extra_env: dict[str, str] | None = None,
 ) -> Stack:
     exit_stack = ExitStack()
@@ -193,8 +216,11 @@ def build_stack(
 
     port = free_port()
     env = liaison_env(
-        database_url=database_url, broker_url=broker_url, vendor_url=vendor_url,
-        vendor_secret=vendor_secret, public_url=f"http://127.0.0.1:{port}",
+        database_url=database_url,
+        broker_url=broker_url,
+        vendor_url=vendor_url,
+        vendor_secret=vendor_secret,
+        public_url=f"http://127.0.0.1:{port}",
     )
     env["LIAISON_VAR_DIR"] = str(tmp)
     # The outbound guard refuses loopback: let exactly the pretend domain app's port through, one
@@ -202,8 +228,11 @@ def build_stack(
     # extra_env's LIAISON_OUTBOUND_ALLOW besides.
     extra = dict(extra_env or {})
     spare_port = free_port()
-    allow = [callback_server.url.removeprefix("http://"), f"127.0.0.1:{spare_port}",
-             extra.pop("LIAISON_OUTBOUND_ALLOW", "")]
+    allow = [
+        callback_server.url.removeprefix("http://"),
+        f"127.0.0.1:{spare_port}",
+        extra.pop("LIAISON_OUTBOUND_ALLOW", ""),
+    ]
     env["LIAISON_OUTBOUND_ALLOW"] = ",".join(a for a in allow if a)
     env.update(extra)
     queue = f"liaison-test-{uuid.uuid4().hex[:8]}"
@@ -216,8 +245,15 @@ def build_stack(
     exit_stack.callback(delete_queues, celery, app.extensions["liaison"].settings)
     # One worker consumes both the work queue and the relay queue (production runs one of each).
     exit_stack.enter_context(
-        start_worker(celery, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING",
-                     shutdown_timeout=30, queues=[queue, app.extensions["liaison"].settings.relay_queue])
+        start_worker(
+            celery,
+            pool="threads",
+            concurrency=4,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=30,
+            queues=[queue, app.extensions["liaison"].settings.relay_queue],
+        )
     )
     return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack, spare_port)
 

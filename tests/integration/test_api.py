@@ -96,7 +96,9 @@ def test_generated_correlation_id_and_paginated_list(pair_stack: Stack) -> None:
     seen, cursor = [], None
     while True:
         params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
-        page = requests.get(f"{pair_stack.web.url}/api/v1/tasks", params=params, headers=_auth(api_key), timeout=5).json()
+        page = requests.get(
+            f"{pair_stack.web.url}/api/v1/tasks", params=params, headers=_auth(api_key), timeout=5
+        ).json()
         seen += [t["correlation_id"] for t in page["tasks"]]
         cursor = page["next_cursor"]
         if not cursor:
@@ -104,14 +106,20 @@ def test_generated_correlation_id_and_paginated_list(pair_stack: Stack) -> None:
     assert seen == list(reversed(made))
     bad = requests.get(f"{pair_stack.web.url}/api/v1/tasks", params={"cursor": "!!"}, headers=_auth(api_key), timeout=5)
     assert bad.status_code == 400
-    bad = requests.get(f"{pair_stack.web.url}/api/v1/tasks", params={"state": "sleeping"}, headers=_auth(api_key), timeout=5)
+    bad = requests.get(
+        f"{pair_stack.web.url}/api/v1/tasks", params={"state": "sleeping"}, headers=_auth(api_key), timeout=5
+    )
     assert bad.status_code == 422
 
 
 def test_deadlines_are_stored_in_utc(pair_stack: Stack) -> None:
     api_key, _, _ = pair_stack.new_client()
-    body = {"input": "x", "acceptance_timeout_s": 60, "execution_deadline": "2099-01-01T12:00:00+02:00",
-            "on_deadline": "cancel"}
+    body = {
+        "input": "x",
+        "acceptance_timeout_s": 60,
+        "execution_deadline": "2099-01-01T12:00:00+02:00",
+        "on_deadline": "cancel",
+    }
     task = pair_stack.submit(api_key, body).json()
     assert task["execution_deadline"] == "2099-01-01T10:00:00Z"
     assert task["acceptance_deadline"].endswith("Z") and task["on_deadline"] == "cancel"
@@ -173,11 +181,19 @@ def test_correlation_id_no_task_can_have_is_404(pair_stack: Stack, method: str, 
     assert r.status_code == 404 and r.headers["Content-Type"] == PROBLEM
 
 
-def _admin(stack: Stack, method: str, path: str, *, body: bytes | None = None, content_type: str = "application/json",
-           params: dict[str, str] | None = None) -> requests.Response:
+def _admin(
+    stack: Stack,
+    method: str,
+    path: str,
+    *,
+    body: bytes | None = None,
+    content_type: str = "application/json",
+    params: dict[str, str] | None = None,
+) -> requests.Response:
     headers = {"Authorization": f"Bearer {stack.settings.admin_token}", "Content-Type": content_type}
-    return requests.request(method, f"{stack.web.url}/admin/v1{path}", data=body, params=params, headers=headers,
-                            timeout=10)
+    return requests.request(
+        method, f"{stack.web.url}/admin/v1{path}", data=body, params=params, headers=headers, timeout=10
+    )
 
 
 BEYOND_BIGINT = str(10**30)
@@ -203,8 +219,13 @@ def test_admin_ids_beyond_a_database_integer_are_404(pair_stack: Stack, method: 
 
 @pytest.mark.parametrize(
     "path",
-    ["/dead-letters/replay", "/incidents/1/assign", "/incidents/1/resolve", "/callback-endpoints/enable",
-     "/orphans/1/attach"],
+    [
+        "/dead-letters/replay",
+        "/incidents/1/assign",
+        "/incidents/1/resolve",
+        "/callback-endpoints/enable",
+        "/orphans/1/attach",
+    ],
 )
 @pytest.mark.parametrize("body", [b"[]", b'["http://x"]', b'"text"', b"5", b"null"])
 def test_admin_body_that_is_not_an_object_is_422(pair_stack: Stack, path: str, body: bytes) -> None:
@@ -216,21 +237,40 @@ def test_admin_body_that_is_not_an_object_is_422(pair_stack: Stack, path: str, b
 @pytest.mark.parametrize(
     "method, path, kwargs, status, field",
     [
-        pytest.param("POST", "/dead-letters/replay", {"body": b'{"provider": ["sim"]}'}, 422, "provider",
-                     id="provider-not-a-string"),
+        pytest.param(
+            "POST",
+            "/dead-letters/replay",
+            {"body": b'{"provider": ["sim"]}'},
+            422,
+            "provider",
+            id="provider-not-a-string",
+        ),
         pytest.param("GET", "/dead-letters", {"params": {"provider": "a\x00b"}}, 422, "provider", id="provider-nul"),
         pytest.param("GET", "/incidents", {"params": {"kind": "a\x00b"}}, 422, "kind", id="kind-nul"),
-        pytest.param("POST", "/callback-endpoints/enable", {"body": b'{"url": "http://[::1/x"}'}, 422, "url",
-                     id="broken-ipv6-url"),
+        pytest.param(
+            "POST",
+            "/callback-endpoints/enable",
+            {"body": b'{"url": "http://[::1/x"}'},
+            422,
+            "url",
+            id="broken-ipv6-url",
+        ),
         pytest.param("POST", "/dead-letters/replay", {"body": b'{"limit": NaN}'}, 400, None, id="NaN"),
         pytest.param("POST", "/dead-letters/replay", {"body": b'{"limit": 1e400}'}, 400, None, id="overflows-to-inf"),
-        pytest.param("POST", "/dead-letters/replay", {"body": b'{"limit": ' + b"9" * 5000 + b"}"}, 400, None,
-                     id="int-past-4300-digits"),
+        pytest.param(
+            "POST",
+            "/dead-letters/replay",
+            {"body": b'{"limit": ' + b"9" * 5000 + b"}"},
+            400,
+            None,
+            id="int-past-4300-digits",
+        ),
         pytest.param("POST", "/incidents/1/assign", {"body": b'{"owner": "\\ud800"}'}, 400, None, id="lone-surrogate"),
         pytest.param("POST", "/orphans/1/attach", {"body": b'{"correlation_id": "a\\u0000"}'}, 400, None, id="nul"),
         pytest.param("POST", "/dead-letters/replay", {"body": b"[" * 100_000}, 422, "body", id="nested-too-deeply"),
-        pytest.param("POST", "/incidents/1/resolve", {"body": b"note=x", "content_type": "text/plain"}, 415, None,
-                     id="not-json"),
+        pytest.param(
+            "POST", "/incidents/1/resolve", {"body": b"note=x", "content_type": "text/plain"}, 415, None, id="not-json"
+        ),
     ],
 )
 def test_admin_malformed_input_is_a_4xx_problem(

@@ -45,21 +45,26 @@ def _plant_poison(stack: Stack, correlation_id: str, *columns: str, **values: ob
     placeholder = ":poison" if stack.db.is_sqlite else "CAST(:poison AS jsonb)"
     assignments = ", ".join(f"{column} = {placeholder}" for column in columns)
     with stack.db.transaction() as session:
-        session.execute(text(f"UPDATE external_tasks SET {assignments} WHERE correlation_id = :cid"),
-                        {"poison": _nested_object(POISON_DEPTH), "cid": correlation_id})
+        session.execute(
+            text(f"UPDATE external_tasks SET {assignments} WHERE correlation_id = :cid"),
+            {"poison": _nested_object(POISON_DEPTH), "cid": correlation_id},
+        )
         if values:
             session.execute(update(ExternalTask).where(ExternalTask.correlation_id == correlation_id).values(**values))
 
 
 def _incidents(stack: Stack, correlation_id: str, kind: str) -> list[Incident]:
     with stack.db.transaction() as session:
-        return list(session.scalars(select(Incident).where(Incident.correlation_id == correlation_id,
-                                                           Incident.kind == kind)))
+        return list(
+            session.scalars(select(Incident).where(Incident.correlation_id == correlation_id, Incident.kind == kind))
+        )
 
 
 def _column(stack: Stack, correlation_id: str, column: str) -> object:
     with stack.db.transaction() as session:
-        return session.scalar(select(getattr(ExternalTask, column)).where(ExternalTask.correlation_id == correlation_id))
+        return session.scalar(
+            select(getattr(ExternalTask, column)).where(ExternalTask.correlation_id == correlation_id)
+        )
 
 
 def _wait(condition, timeout: float = 30, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
@@ -70,6 +75,7 @@ def _wait(condition, timeout: float = 30, what: str = "condition") -> None:  # t
 
 
 # --- (a) refused at the edge ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("depth", [960, 970, 100_000])
 def test_deep_input_is_a_422_field_error_and_stores_nothing(pair_stack: Stack, depth: int) -> None:
@@ -109,8 +115,14 @@ def _post_raw_event(stack: Stack, secret: str, body: bytes) -> requests.Response
 @pytest.mark.parametrize("depth", [40, 960, 100_000])
 def test_a_deep_outcome_webhook_is_refused_with_a_400(pair_stack: Stack, vendor_secret: str, depth: int) -> None:
     job_id = f"job_{uuid.uuid4().hex}"
-    body = (b'{"type": "job.completed", "job_id": "' + job_id.encode() + b'", "status": "succeeded", "outcome": {"a": '
-            + b"[" * depth + b"]" * depth + b"}}")
+    body = (
+        b'{"type": "job.completed", "job_id": "'
+        + job_id.encode()
+        + b'", "status": "succeeded", "outcome": {"a": '
+        + b"[" * depth
+        + b"]" * depth
+        + b"}}"
+    )
     response = _post_raw_event(pair_stack, vendor_secret, body)
     assert response.status_code == 400, response.text
     assert response.headers["Content-Type"] == PROBLEM and "at most 32" in response.json()["detail"]
@@ -127,6 +139,7 @@ def test_a_large_outcome_webhook_is_refused_with_a_413(pair_stack: Stack, vendor
 
 # --- (b) beat jobs and reconciliation go on for everyone else ---------------------------------
 
+
 def test_deep_input_is_refused_and_a_deadline_still_escalates_for_another_tenant(pair_stack: Stack) -> None:
     poison_key, _, poison_path = pair_stack.new_client()
     normal_key, _, normal_path = pair_stack.new_client()
@@ -134,32 +147,50 @@ def test_deep_input_is_refused_and_a_deadline_still_escalates_for_another_tenant
     with pair_stack.db.transaction() as session:  # no sweep may submit it: it sits at the vendor, long overdue
         task_id = session.scalar(select(ExternalTask.id).where(ExternalTask.correlation_id == poison))
         session.execute(update(OutboxMessage).where(OutboxMessage.task_id == task_id).values(done_at=utcnow()))
-    _plant_poison(pair_stack, poison, "input", "outcome", state="submitted",
-                  vendor_job_id=f"job_poison_{uuid.uuid4().hex}",
-                  acceptance_deadline=utcnow() - timedelta(minutes=2))  # first in the batch
+    _plant_poison(
+        pair_stack,
+        poison,
+        "input",
+        "outcome",
+        state="submitted",
+        vendor_job_id=f"job_poison_{uuid.uuid4().hex}",
+        acceptance_deadline=utcnow() - timedelta(minutes=2),
+    )  # first in the batch
     normal = due_work.overdue_task(pair_stack, normal_key)
 
     pair_stack.celery.send_task("liaison.check_deadlines")  # the real beat task on the real worker
 
-    pair_stack.wait_for_task(normal_key, normal,
-                             until=lambda b: "deadline.exceeded" in [e["kind"] for e in b["timeline"]])
-    pair_stack.callbacks.wait_for(lambda _: any(r.json()["type"] == "task.deadline_exceeded"
-                                                for r in pair_stack.callbacks.posts_to(normal_path)), timeout=20)
+    pair_stack.wait_for_task(
+        normal_key, normal, until=lambda b: "deadline.exceeded" in [e["kind"] for e in b["timeline"]]
+    )
+    pair_stack.callbacks.wait_for(
+        lambda _: any(r.json()["type"] == "task.deadline_exceeded" for r in pair_stack.callbacks.posts_to(normal_path)),
+        timeout=20,
+    )
     assert len(_incidents(pair_stack, normal, "deadline_exceeded")) == 1
     # The poison row itself escalates too (nothing about it needed its input or outcome), and its
     # relay is delivered: the relay does not load them either.
     assert _column(pair_stack, poison, "acceptance_escalated_at") is not None
     assert len(_incidents(pair_stack, poison, "deadline_exceeded")) == 1
-    pair_stack.callbacks.wait_for(lambda _: any(r.json()["type"] == "task.deadline_exceeded"
-                                                for r in pair_stack.callbacks.posts_to(poison_path)), timeout=20)
+    pair_stack.callbacks.wait_for(
+        lambda _: any(r.json()["type"] == "task.deadline_exceeded" for r in pair_stack.callbacks.posts_to(poison_path)),
+        timeout=20,
+    )
 
 
 def _running_job(stack: Stack, correlation_id: str) -> str:
     """A job at the simulator that is running and tells nobody (its webhooks are dropped)."""
     simulate = {"drop": ["job.accepted", "job.completed"], "complete_delay_s": 60}
-    job = stack.vendor("POST", "/jobs", headers={"Idempotency-Key": correlation_id},
-                       json={"reference": correlation_id, "input": {"simulate": simulate},
-                             "callback_url": stack.settings.public_url + "/webhooks/sim"}).json()
+    job = stack.vendor(
+        "POST",
+        "/jobs",
+        headers={"Idempotency-Key": correlation_id},
+        json={
+            "reference": correlation_id,
+            "input": {"simulate": simulate},
+            "callback_url": stack.settings.public_url + "/webhooks/sim",
+        },
+    ).json()
     _wait(lambda: stack.vendor("GET", f"/jobs/{job['job_id']}").json()["status"] == "running", what="job running")
     return job["job_id"]
 
@@ -171,16 +202,29 @@ def test_deep_outcome_is_refused_and_reconcile_still_applies_another_tenants_new
     # A stored 960-deep input and outcome on a task the vendor says is running: reconciliation
     # claims it, asks, and applies "accepted" without loading either.
     poison, _ = pair_stack.unpublished_task(poison_key, {"input": "x"})
-    _plant_poison(pair_stack, poison, "input", "outcome", state="submitted", vendor_job_id=_running_job(pair_stack, poison),
-                  checked_at=utcnow() - timedelta(days=40))
+    _plant_poison(
+        pair_stack,
+        poison,
+        "input",
+        "outcome",
+        state="submitted",
+        vendor_job_id=_running_job(pair_stack, poison),
+        checked_at=utcnow() - timedelta(days=40),
+    )
     # A vendor whose status answer carries an outcome past the depth limit: refused and recorded.
     deep, _ = pair_stack.unpublished_task(deep_key, {"input": "x"})
     deep_job = _running_job(pair_stack, deep)
-    pair_stack.vendor("POST", f"/_sim/jobs/{deep_job}/complete",
-                      json={"status": "succeeded", "outcome": json.loads(_nested_object(40))})
+    pair_stack.vendor(
+        "POST",
+        f"/_sim/jobs/{deep_job}/complete",
+        json={"status": "succeeded", "outcome": json.loads(_nested_object(40))},
+    )
     with pair_stack.db.transaction() as session:
-        session.execute(update(ExternalTask).where(ExternalTask.correlation_id == deep).values(
-            state="accepted", vendor_job_id=deep_job, checked_at=utcnow() - timedelta(days=40)))
+        session.execute(
+            update(ExternalTask)
+            .where(ExternalTask.correlation_id == deep)
+            .values(state="accepted", vendor_job_id=deep_job, checked_at=utcnow() - timedelta(days=40))
+        )
     normal = due_work.quiet_finished_task(pair_stack, normal_key)
 
     report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)  # it returns: the run did not crash
@@ -256,6 +300,7 @@ def test_a_row_failing_inside_a_deadline_batch_is_isolated(pair_stack: Stack, mo
 
 # --- (c) the submit of a poison row is dead-lettered, not looped --------------------------------
 
+
 def test_the_submit_of_a_stored_poison_input_is_dead_lettered_as_the_callers(pair_stack: Stack) -> None:
     api_key, _, path = pair_stack.new_client()
     cid, outbox_id = pair_stack.unpublished_task(api_key, {"input": "replaced below"})
@@ -275,12 +320,18 @@ def test_the_submit_of_a_stored_poison_input_is_dead_lettered_as_the_callers(pai
     assert _column(pair_stack, cid, "state") == "failed"
     with pair_stack.db.transaction() as session:
         assert session.get(OutboxMessage, outbox_id).done_at is not None  # nothing left to loop on
-    pair_stack.callbacks.wait_for(lambda _: any(r.json()["type"] == "task.completed" and r.json()["state"] == "failed"
-                                                for r in pair_stack.callbacks.posts_to(path)), timeout=20)
+    pair_stack.callbacks.wait_for(
+        lambda _: any(
+            r.json()["type"] == "task.completed" and r.json()["state"] == "failed"
+            for r in pair_stack.callbacks.posts_to(path)
+        ),
+        timeout=20,
+    )
     assert pair_stack.vendor("GET", f"/jobs?reference={cid}").json()["jobs"] == []
 
 
 # --- beat jobs select neither input nor outcome -------------------------------------------------
+
 
 @contextmanager
 def _selects_of_this_thread(stack: Stack) -> Iterator[list[str]]:
@@ -300,7 +351,7 @@ def _selects_of_this_thread(stack: Stack) -> Iterator[list[str]]:
 
 
 def _select_list(statement: str) -> str:
-    return statement[:statement.upper().find(" FROM ")]
+    return statement[: statement.upper().find(" FROM ")]
 
 
 def test_beat_jobs_and_reconciliation_select_neither_input_nor_outcome(pair_stack: Stack, vendor_secret: str) -> None:

@@ -38,8 +38,9 @@ def tarpit() -> Iterator[Tarpit]:
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
-def attack_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory,
-                 tarpit: Tarpit) -> Iterator[Stack]:
+def attack_stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory, tarpit: Tarpit
+) -> Iterator[Stack]:
     extra = {"LIAISON_OUTBOUND_ALLOW": f"127.0.0.1:{tarpit.port}", "LIAISON_RELAY_TIMEOUT_S": "3"}
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
 
@@ -71,8 +72,9 @@ def poll(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
 
 def relay_letters(stack: Stack, cid: str) -> list[DeadLetter]:
     with stack.db.transaction() as session:
-        letters = session.scalars(select(DeadLetter).where(DeadLetter.correlation_id == cid,
-                                                           DeadLetter.kind == "relay")).all()
+        letters = session.scalars(
+            select(DeadLetter).where(DeadLetter.correlation_id == cid, DeadLetter.kind == "relay")
+        ).all()
         session.expunge_all()
         return list(letters)
 
@@ -120,7 +122,9 @@ def test_the_simulators_reset_is_refused_at_submit(attack_stack: Stack) -> None:
     cid = f"keep-{uuid.uuid4().hex[:8]}"
     assert attack_stack.submit(api_key, {"correlation_id": cid, "input": {"x": 1}}).status_code == 202
     poll("the simulator to have the job", lambda: sim_has_job(attack_stack, cid))
-    response = attack_stack.submit(api_key, {"input": {"x": 1}, "callback_url": f"{attack_stack.vendor_url}/_sim/reset"})
+    response = attack_stack.submit(
+        api_key, {"input": {"x": 1}, "callback_url": f"{attack_stack.vendor_url}/_sim/reset"}
+    )
     assert response.status_code == 422 and response.json()["errors"][0]["message"].startswith(REFUSAL)
     assert sim_has_job(attack_stack, cid)  # not reset
 
@@ -160,8 +164,13 @@ def _assert_refused_at_delivery(stack: Stack, api_key: str, listener: CountingLi
 
 @pytest.mark.parametrize(
     "template",
-    ["http://127.0.0.1:{p}/cb", "http://localhost:{p}/cb", "http://0x7f.1:{p}/cb", "http://u:p@127.0.0.1:{p}/cb",
-     "{vendor}/_sim/reset"],
+    [
+        "http://127.0.0.1:{p}/cb",
+        "http://localhost:{p}/cb",
+        "http://0x7f.1:{p}/cb",
+        "http://u:p@127.0.0.1:{p}/cb",
+        "{vendor}/_sim/reset",
+    ],
 )
 def test_a_registered_internal_callback_url_is_a_caller_dead_letter(
     attack_stack: Stack, listener: CountingListener, template: str
@@ -175,7 +184,9 @@ def test_a_name_that_resolves_to_loopback_is_refused_at_delivery(
 ) -> None:
     stub_dns["callbacks.test"] = ["127.0.0.1"]
     api_key = attack_stack.new_client()[0]
-    response = attack_stack.submit(api_key, {"input": {"x": 1}, "callback_url": f"http://callbacks.test:{listener.port}/"})
+    response = attack_stack.submit(
+        api_key, {"input": {"x": 1}, "callback_url": f"http://callbacks.test:{listener.port}/"}
+    )
     assert response.status_code == 202  # a name: only delivery can know where it points
     cid = response.json()["correlation_id"]
     letters = poll("the relays to be dead-lettered", lambda: relay_letters(attack_stack, cid))
@@ -193,8 +204,11 @@ def test_a_tarpit_endpoint_is_cut_off_at_the_relay_deadline(attack_stack: Stack,
     api_key = client_with_callback(attack_stack, f"http://127.0.0.1:{tarpit.port}/cb")
     cid = f"tarpit-{uuid.uuid4().hex[:8]}"
     assert attack_stack.submit(api_key, {"correlation_id": cid, "input": {"x": 1}}).status_code == 202
-    letters = poll("the tarpitted relays to be dead-lettered", lambda: len(relay_letters(attack_stack, cid)) == 2 and
-                   relay_letters(attack_stack, cid), timeout=120)
+    letters = poll(
+        "the tarpitted relays to be dead-lettered",
+        lambda: len(relay_letters(attack_stack, cid)) == 2 and relay_letters(attack_stack, cid),
+        timeout=120,
+    )
     max_attempts = attack_stack.settings.relay_max_attempts
     for letter in letters:
         assert letter.attempts == max_attempts and letter.fault == "system"

@@ -41,13 +41,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
-def capped_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+def capped_stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
+) -> Iterator[Stack]:
     # The tarpit listens on a loopback port of its own: the outbound guard must let it through here
     # (tests/integration/test_attacks_ssrf.py shows what it refuses).
     # The relay's own call deadline is what cuts a tarpit off (test_attacks_ssrf.py); it is long here
     # so that A's relays hold their slot and the cap is what keeps B's callback moving.
-    extra = {"LIAISON_RELAY_CLIENT_CONCURRENCY": str(CAP), "LIAISON_RELAY_SLOT_WAIT_S": "0.5",
-             "LIAISON_OUTBOUND_ALLOW": "127.0.0.1", "LIAISON_RELAY_TIMEOUT_S": "120"}
+    extra = {
+        "LIAISON_RELAY_CLIENT_CONCURRENCY": str(CAP),
+        "LIAISON_RELAY_SLOT_WAIT_S": "0.5",
+        "LIAISON_OUTBOUND_ALLOW": "127.0.0.1",
+        "LIAISON_RELAY_TIMEOUT_S": "120",
+    }
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
 
 
@@ -67,8 +73,13 @@ def _wait(condition: Callable[[], bool], what: str, timeout: float = 90) -> None
 
 def _relays(stack: Stack, correlation_ids: list[str]) -> list[OutboxMessage]:
     with stack.db.transaction() as session:
-        return list(session.scalars(select(OutboxMessage).where(
-            OutboxMessage.kind == OutboxKind.RELAY, OutboxMessage.correlation_id.in_(correlation_ids))))
+        return list(
+            session.scalars(
+                select(OutboxMessage).where(
+                    OutboxMessage.kind == OutboxKind.RELAY, OutboxMessage.correlation_id.in_(correlation_ids)
+                )
+            )
+        )
 
 
 def _slot_waits() -> float:
@@ -93,7 +104,8 @@ def test_a_tarpit_endpoint_does_not_delay_another_tenants_callback(capped_stack:
     b_id = f"tarpit-b-{tag}"
     assert stack.submit(key_b, {"correlation_id": b_id, "input": "fast endpoint"}).status_code == 202
     stack.callbacks.wait_for(
-        lambda reqs: any(r.path == path_b and r.json()["type"] == "task.completed" for r in reqs), timeout=90)
+        lambda reqs: any(r.path == path_b and r.json()["type"] == "task.completed" for r in reqs), timeout=90
+    )
 
     # B was served while A's relays are still stuck: the tarpit never held more than A's share.
     assert tarpit.open <= CAP and tarpit.max_open <= CAP
@@ -114,11 +126,31 @@ def _worker(env: dict[str, str], queue: str, pool: str = "threads") -> Iterator[
     """A worker process consuming one queue only (an in-process test worker cannot run beside the
     stack's: stopping one stops every worker of the process)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "app.make_celery", "worker", "--pool", pool, "--concurrency", "1",
-         "-Q", queue, "--loglevel", "WARNING", "--without-mingle", "--without-gossip",
-         "-n", f"iso-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "app.make_celery",
+            "worker",
+            "--pool",
+            pool,
+            "--concurrency",
+            "1",
+            "-Q",
+            queue,
+            "--loglevel",
+            "WARNING",
+            "--without-mingle",
+            "--without-gossip",
+            "-n",
+            f"iso-{uuid.uuid4().hex[:6]}@%h",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         yield proc
@@ -134,10 +166,18 @@ def _worker(env: dict[str, str], queue: str, pool: str = "threads") -> Iterator[
 @contextmanager
 def _side_app(stack: Stack, vendor_secret: str, tmp_path: Path, **extra: str) -> Iterator[tuple[Flask, dict[str, str]]]:
     """A Liaison on the stack's database and broker but its own queues, with no worker of its own."""
-    env = liaison_env(database_url=stack.settings.database_url, broker_url=stack.settings.broker_url,
-                      vendor_url=stack.vendor_url, vendor_secret=vendor_secret, public_url=stack.settings.public_url)
-    env.update(LIAISON_VAR_DIR=str(tmp_path), LIAISON_QUEUE=f"{stack.queue}-{uuid.uuid4().hex[:6]}",
-               LIAISON_OUTBOUND_ALLOW="127.0.0.1")
+    env = liaison_env(
+        database_url=stack.settings.database_url,
+        broker_url=stack.settings.broker_url,
+        vendor_url=stack.vendor_url,
+        vendor_secret=vendor_secret,
+        public_url=stack.settings.public_url,
+    )
+    env.update(
+        LIAISON_VAR_DIR=str(tmp_path),
+        LIAISON_QUEUE=f"{stack.queue}-{uuid.uuid4().hex[:6]}",
+        LIAISON_OUTBOUND_ALLOW="127.0.0.1",
+    )
     env.update(extra)
     app = create_app(Settings.from_env(env))
     try:
@@ -152,8 +192,17 @@ def _relay_row(stack: Stack, correlation_id: str) -> OutboxMessage:
     the engine, not one of the app's sessionmaker, whose publish hook would publish it at commit)."""
     with Session(stack.db.engine, expire_on_commit=False) as session, session.begin():
         task = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id)).one()
-        return add_outbox(session, OutboxKind.RELAY, task, utcnow(), type="task.accepted", correlation_id=correlation_id,
-                          state="accepted", outcome=None, occurred_at=utcnow().isoformat())
+        return add_outbox(
+            session,
+            OutboxKind.RELAY,
+            task,
+            utcnow(),
+            type="task.accepted",
+            correlation_id=correlation_id,
+            state="accepted",
+            outcome=None,
+            occurred_at=utcnow().isoformat(),
+        )
 
 
 def _row(stack: Stack, outbox_id: int) -> OutboxMessage:
@@ -187,7 +236,9 @@ def test_relays_run_on_their_own_queue(capped_stack: Stack, vendor_secret: str, 
 
         with _worker(env, relay_queue.name) as proc:
             try:
-                _wait(lambda: _row(stack, relay.id).done_at is not None, "the relay-queue worker delivered it", timeout=90)
+                _wait(
+                    lambda: _row(stack, relay.id).done_at is not None, "the relay-queue worker delivered it", timeout=90
+                )
             except AssertionError:
                 proc.terminate()
                 raise AssertionError(f"worker output:\n{proc.communicate(timeout=30)[0][-2000:]}") from None
@@ -196,16 +247,24 @@ def test_relays_run_on_their_own_queue(capped_stack: Stack, vendor_secret: str, 
 
 @pytest.mark.timeout(240)
 def test_a_relay_past_its_soft_time_limit_is_a_failed_attempt(
-    capped_stack: Stack, vendor_secret: str, tmp_path: Path, tarpit: Tarpit,
+    capped_stack: Stack,
+    vendor_secret: str,
+    tmp_path: Path,
+    tarpit: Tarpit,
 ) -> None:
     """In the prefork pool Celery's soft limit fires inside the call to the tarpit: the attempt is
     recorded as failed and retried per policy (not lost until the sweep's lease runs out)."""
     stack = capped_stack
     # The call's own deadline (LIAISON_RELAY_TIMEOUT_S) is set past the soft limit, so the soft
     # limit is what ends this attempt.
-    limits = {"LIAISON_TASK_SOFT_TIME_LIMIT_S": "3", "LIAISON_TASK_TIME_LIMIT_S": "20",
-              "LIAISON_RELAY_SCHEDULE_S": "30", "LIAISON_RELAY_MAX_ATTEMPTS": "3",
-              "LIAISON_RELAY_TIMEOUT_S": "15", "LIAISON_OUTBOUND_ALLOW": "127.0.0.1"}
+    limits = {
+        "LIAISON_TASK_SOFT_TIME_LIMIT_S": "3",
+        "LIAISON_TASK_TIME_LIMIT_S": "20",
+        "LIAISON_RELAY_SCHEDULE_S": "30",
+        "LIAISON_RELAY_MAX_ATTEMPTS": "3",
+        "LIAISON_RELAY_TIMEOUT_S": "15",
+        "LIAISON_OUTBOUND_ALLOW": "127.0.0.1",
+    }
     with _side_app(stack, vendor_secret, tmp_path, **limits) as (app, env):
         api_key, _, _ = stack.new_client()
         cid, _ = stack.unpublished_task(api_key, {"input": "slow endpoint", "callback_url": f"{tarpit.url}/a"})

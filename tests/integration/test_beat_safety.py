@@ -24,13 +24,17 @@ def test_pruning_ten_thousand_rows_in_batches_keeps_newer_ones(pair_stack: Stack
     retention = pair_stack.settings.processed_retention_s
     old = now - timedelta(seconds=retention + 3600)
     with pair_stack.db.transaction() as session:
-        session.execute(insert(ProcessedMessage), [
-            {"source": source, "message_id": f"old-{i}", "message_type": "job.accepted", "processed_at": old}
-            for i in range(10_000)
-        ] + [
-            {"source": source, "message_id": f"new-{i}", "message_type": "job.accepted", "processed_at": now}
-            for i in range(50)
-        ])
+        session.execute(
+            insert(ProcessedMessage),
+            [
+                {"source": source, "message_id": f"old-{i}", "message_type": "job.accepted", "processed_at": old}
+                for i in range(10_000)
+            ]
+            + [
+                {"source": source, "message_id": f"new-{i}", "message_type": "job.accepted", "processed_at": now}
+                for i in range(50)
+            ],
+        )
     progress: list[int] = []
     removed = prune_processed_messages(pair_stack.db, now, retention, progress=progress.append)
     assert removed == 10_000
@@ -46,9 +50,10 @@ def test_two_prunes_at_once_delete_each_row_once(pair_stack: Stack) -> None:
     old = now - timedelta(seconds=retention + 60)
     source = f"prune2-{uuid.uuid4().hex[:8]}"
     with pair_stack.db.transaction() as session:
-        session.execute(insert(ProcessedMessage), [
-            {"source": source, "message_id": str(i), "message_type": "x", "processed_at": old} for i in range(3000)
-        ])
+        session.execute(
+            insert(ProcessedMessage),
+            [{"source": source, "message_id": str(i), "message_type": "x", "processed_at": old} for i in range(3000)],
+        )
     results = twice_at_once(lambda: prune_processed_messages(pair_stack.db, now, retention, batch=500))
     assert sum(results) == 3000
 
@@ -60,17 +65,21 @@ def test_two_deadline_checks_at_once_escalate_each_task_once(pair_stack: Stack) 
 
     def run() -> int:
         with pair_stack.db.transaction() as session:
-            escalated, rows = escalate_due(session, later, 500)
+            escalated, _rows = escalate_due(session, later, 500)
         return escalated
 
     twice_at_once(run)
     with pair_stack.db.transaction() as session:
         for cid in cids:
             task_id = session.scalar(text("SELECT id FROM external_tasks WHERE correlation_id = :c").bindparams(c=cid))
-            events = session.scalar(select(func.count()).select_from(TaskEvent).where(
-                TaskEvent.task_id == task_id, TaskEvent.kind == "deadline.exceeded"))
-            relays = session.scalars(select(OutboxMessage).where(
-                OutboxMessage.task_id == task_id, OutboxMessage.kind == "relay")).all()
+            events = session.scalar(
+                select(func.count())
+                .select_from(TaskEvent)
+                .where(TaskEvent.task_id == task_id, TaskEvent.kind == "deadline.exceeded")
+            )
+            relays = session.scalars(
+                select(OutboxMessage).where(OutboxMessage.task_id == task_id, OutboxMessage.kind == "relay")
+            ).all()
             assert events == 1
             assert [r.payload["type"] for r in relays] == ["task.deadline_exceeded"]
 

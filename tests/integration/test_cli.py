@@ -30,12 +30,21 @@ def fails(stack: Stack, *args: str) -> str:
 
 def test_clients_commands(pair_stack: Stack) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
-    created = json.loads(run(pair_stack, "clients", "create", name, "--callback-url", "https://shop.example/cb", "--json").output)
+    created = json.loads(
+        run(pair_stack, "clients", "create", name, "--callback-url", "https://shop.example/cb", "--json").output
+    )
     listed = run(pair_stack, "clients", "list").output
     assert name in listed and "CALLBACK_URL" in listed and created["callback_secret"] not in listed
     assert "exists already" in fails(pair_stack, "clients", "create", name)
-    for internal in ("http://127.0.0.1:9/cb", "http://0x7f.1:9/cb", "http://localhost:9/cb", "http://u:p@shop.example/cb"):
-        assert "refused by the outbound guard" in fails(pair_stack, "clients", "create", name + "-x", "--callback-url", internal)
+    for internal in (
+        "http://127.0.0.1:9/cb",
+        "http://0x7f.1:9/cb",
+        "http://localhost:9/cb",
+        "http://u:p@shop.example/cb",
+    ):
+        assert "refused by the outbound guard" in fails(
+            pair_stack, "clients", "create", name + "-x", "--callback-url", internal
+        )
     assert "no client named" in fails(pair_stack, "clients", "add-secret", "nobody-" + name)
     assert "no such command" in fails(pair_stack, "clients", "rotate-secret", name).lower()
 
@@ -48,13 +57,17 @@ def test_clients_secret_commands_keep_the_newest(pair_stack: Stack) -> None:
     added = json.loads(run(pair_stack, "clients", "add-secret", name, "--json").output)
     assert added["secrets"] == 2 and added["callback_secret"] != first
     assert json.loads(run(pair_stack, "clients", "retire-secrets", name, "--json").output) == {
-        "name": name, "retired": 1, "secrets": 1}
+        "name": name,
+        "retired": 1,
+        "secrets": 1,
+    }
     with pair_stack.db.transaction() as session:
         assert credentials.find_client(session, name).callback_secrets == [added["callback_secret"]]
     cid = f"cli-secret-{uuid.uuid4().hex[:8]}"
     pair_stack.submit(api_key, {"correlation_id": cid, "input": "x"})
-    reqs = pair_stack.callbacks.wait_for(lambda rs: any(r.path == path and r.json()["correlation_id"] == cid for r in rs),
-                                         timeout=20)
+    reqs = pair_stack.callbacks.wait_for(
+        lambda rs: any(r.path == path and r.json()["correlation_id"] == cid for r in rs), timeout=20
+    )
     callback = next(r for r in reqs if r.path == path and r.json()["correlation_id"] == cid)
     verify([added["callback_secret"]], callback.headers, callback.body, time.time())
     assert "secret(s)" in run(pair_stack, "clients", "add-secret", name).output
@@ -97,28 +110,49 @@ def test_clients_disable_enable_and_origins(pair_stack: Stack) -> None:
     ours = pair_stack.callback_server.url
     assert "not restricted" in run(pair_stack, "clients", "origins", name).output
     assert "default callback_url" in fails(pair_stack, "clients", "origins", name, "--add", "https://elsewhere.example")
-    assert json.loads(run(pair_stack, "clients", "origins", name, "--add", ours.upper().replace("HTTP:", "http:"),
-                          "--json").output)["origins"] == [ours]
+    assert json.loads(
+        run(pair_stack, "clients", "origins", name, "--add", ours.upper().replace("HTTP:", "http:"), "--json").output
+    )["origins"] == [ours]
     assert run(pair_stack, "clients", "origins", name).output.strip() == ours
     assert pair_stack.submit(api_key, {"input": "x", "callback_url": "http://127.0.0.2:9/cb"}).status_code == 422
     assert pair_stack.submit(api_key, {"input": "x", "callback_url": ours + path}).status_code == 202
     assert "http(s)://host" in fails(pair_stack, "clients", "origins", name, "--add", "https://x.example/path")
     created = f"cli-origins-{uuid.uuid4().hex[:8]}"
-    assert "default callback_url" in fails(pair_stack, "clients", "create", created, "--callback-url",
-                                           "https://shop.example/cb", "--origin", "https://other.example")
-    run(pair_stack, "clients", "create", created, "--callback-url", "https://shop.example/cb", "--origin", "https://shop.example")
+    assert "default callback_url" in fails(
+        pair_stack,
+        "clients",
+        "create",
+        created,
+        "--callback-url",
+        "https://shop.example/cb",
+        "--origin",
+        "https://other.example",
+    )
+    run(
+        pair_stack,
+        "clients",
+        "create",
+        created,
+        "--callback-url",
+        "https://shop.example/cb",
+        "--origin",
+        "https://shop.example",
+    )
     assert "https://shop.example" in run(pair_stack, "clients", "origins", created).output
 
 
 def _status(stack: Stack, api_key: str) -> int:
-    return requests.get(f"{stack.web.url}/api/v1/tasks", headers={"Authorization": f"Bearer {api_key}"},
-                        timeout=10).status_code
+    return requests.get(
+        f"{stack.web.url}/api/v1/tasks", headers={"Authorization": f"Bearer {api_key}"}, timeout=10
+    ).status_code
 
 
 def test_task_commands(pair_stack: Stack) -> None:
     api_key, _, _ = pair_stack.new_client()
     cid = f"cli-task-{uuid.uuid4().hex[:8]}"
-    pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"transient_failures": 1, "retry_after": 2}}})
+    pair_stack.submit(
+        api_key, {"correlation_id": cid, "input": {"simulate": {"transient_failures": 1, "retry_after": 2}}}
+    )
     pair_stack.wait_for_task(api_key, cid, until=lambda b: b["retrying"])
     assert cid in run(pair_stack, "tasks", "retrying").output
     pair_stack.wait_for_task(api_key, cid)
@@ -137,8 +171,11 @@ def test_dead_letter_and_incident_commands(pair_stack: Stack) -> None:
         pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"reject": True}}})
         letters.append(pair_stack.wait_for_task(api_key, cid)["outcome"]["dead_letter_id"])
     first, second, third = letters
-    listed = json.loads(run(pair_stack, "dead-letters", "list", "--kind", "submit", "--fault", "caller",
-                            "--limit", "10000", "--json").output)
+    listed = json.loads(
+        run(
+            pair_stack, "dead-letters", "list", "--kind", "submit", "--fault", "caller", "--limit", "10000", "--json"
+        ).output
+    )
     assert set(letters) <= {d["id"] for d in listed}
     assert "caller" in run(pair_stack, "dead-letters", "show", str(first)).output
     assert "replayed" in run(pair_stack, "dead-letters", "replay", str(first)).output
@@ -152,11 +189,15 @@ def test_dead_letter_and_incident_commands(pair_stack: Stack) -> None:
     cid = f"cli-inc-{uuid.uuid4().hex[:8]}"
     pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"reject": True}}})
     pair_stack.wait_for_task(api_key, cid)
-    incidents = json.loads(run(pair_stack, "incidents", "list", "--kind", "submit_failed", "--limit", "10000", "--json").output)
+    incidents = json.loads(
+        run(pair_stack, "incidents", "list", "--kind", "submit_failed", "--limit", "10000", "--json").output
+    )
     incident = next(i["id"] for i in incidents if i["correlation_id"] == cid)
     assert "assigned to ops-anna" in run(pair_stack, "incidents", "assign", str(incident), "ops-anna").output
     run(pair_stack, "incidents", "resolve", str(incident), "--note", "vendor fixed their validation")
-    resolved = json.loads(run(pair_stack, "incidents", "list", "--state", "resolved", "--limit", "10000", "--json").output)
+    resolved = json.loads(
+        run(pair_stack, "incidents", "list", "--state", "resolved", "--limit", "10000", "--json").output
+    )
     mine = next(i for i in resolved if i["id"] == incident)
     assert mine["owner"] == "ops-anna" and "vendor fixed" in mine["detail"]
 
@@ -167,11 +208,15 @@ def test_endpoint_commands(pair_stack: Stack) -> None:
     pair_stack.callbacks.set_status(path, 410)
     cid = f"cli-gone-{uuid.uuid4().hex[:8]}"
     pair_stack.submit(api_key, {"correlation_id": cid, "input": "x"})
-    pair_stack.wait_for_task(api_key, cid, until=lambda b: [e["kind"] for e in b["timeline"]].count("relay.parked") == 2)
+    pair_stack.wait_for_task(
+        api_key, cid, until=lambda b: [e["kind"] for e in b["timeline"]].count("relay.parked") == 2
+    )
     assert url in run(pair_stack, "endpoints", "list").output
     pair_stack.callbacks.set_status(path, 204)
     assert "2 waiting relays released" in run(pair_stack, "endpoints", "enable", url).output
-    pair_stack.callbacks.wait_for(lambda reqs: len([r for r in reqs if r.path == path and r.status == 204]) == 2, timeout=10)
+    pair_stack.callbacks.wait_for(
+        lambda reqs: len([r for r in reqs if r.path == path and r.status == 204]) == 2, timeout=10
+    )
     assert "not disabled" in fails(pair_stack, "endpoints", "enable", url)
 
 
@@ -193,8 +238,11 @@ def test_orphan_commands(pair_stack: Stack, vendor_secret: str) -> None:
 
 def test_maintenance_commands_do_their_work(pair_stack: Stack) -> None:
     api_key, _, _ = pair_stack.new_client()
-    overdue, lost, quiet = (due_work.overdue_task(pair_stack, api_key), due_work.lost_submit(pair_stack, api_key),
-                            due_work.quiet_finished_task(pair_stack, api_key))
+    overdue, lost, quiet = (
+        due_work.overdue_task(pair_stack, api_key),
+        due_work.lost_submit(pair_stack, api_key),
+        due_work.quiet_finished_task(pair_stack, api_key),
+    )
     old = due_work.old_processed_message(pair_stack)
     assert "latest migration" in run(pair_stack, "db", "upgrade").output
 
@@ -211,6 +259,16 @@ def test_maintenance_commands_do_their_work(pair_stack: Stack) -> None:
 
 
 def test_demo_command(pair_stack: Stack) -> None:
-    result = run(pair_stack, "demo", "--web-url", pair_stack.web.url, "--vendor-url", pair_stack.vendor_url, "--timeout", "60",
-                 "--callback-port", str(pair_stack.spare_port))
+    result = run(
+        pair_stack,
+        "demo",
+        "--web-url",
+        pair_stack.web.url,
+        "--vendor-url",
+        pair_stack.vendor_url,
+        "--timeout",
+        "60",
+        "--callback-port",
+        str(pair_stack.spare_port),
+    )
     assert "demo finished: 7/7 tasks final" in result.output

@@ -47,8 +47,9 @@ bearer = "${LIAISON_CONTRACT_ADMIN_TOKEN}"
 #: One stack keeps the run short; PostgreSQL, because it refuses more than SQLite does (NUL in
 #: text, integers past 64 bits), so a 5xx hiding there shows.
 @pytest.fixture(scope="module", params=[("postgres", "rabbitmq")], ids=lambda c: f"{c[0]}-{c[1]}")
-def contract_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def contract_stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     db, broker = request.param
     broker_url = services.BROKERS[broker]
     services.require(broker_url, broker)
@@ -60,8 +61,15 @@ def contract_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_
         database_url = f"sqlite:///{tmp / 'liaison.db'}"
     # A submit rate that lets the run reach the success paths (429 itself is tests/integration/test_limits.py's).
     extra = {"LIAISON_CLIENT_SUBMIT_RATE_PER_S": "1000", "LIAISON_CLIENT_SUBMIT_BURST": "1000"}
-    stack = build_stack(f"contract-{db}-{broker}", database_url=database_url, broker_url=broker_url,
-                        vendor_url=vendor.url, vendor_secret=vendor_secret, tmp=tmp, extra_env=extra)
+    stack = build_stack(
+        f"contract-{db}-{broker}",
+        database_url=database_url,
+        broker_url=broker_url,
+        vendor_url=vendor.url,
+        vendor_secret=vendor_secret,
+        tmp=tmp,
+        extra_env=extra,
+    )
     try:
         yield stack
     finally:
@@ -91,8 +99,12 @@ def test_every_documented_operation_answers_as_documented(contract_stack: Stack,
 
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
-    env = {**os.environ, "NO_COLOR": "1", "LIAISON_CONTRACT_API_KEY": api_key,
-           "LIAISON_CONTRACT_ADMIN_TOKEN": stack.settings.admin_token}
+    env = {
+        **os.environ,
+        "NO_COLOR": "1",
+        "LIAISON_CONTRACT_API_KEY": api_key,
+        "LIAISON_CONTRACT_ADMIN_TOKEN": stack.settings.admin_token,
+    }
     document = requests.get(f"{stack.web.url}/api/v1/openapi.json", timeout=10).json()
     # The domain apps' API first: the admin API may then retire the client's key or disable it
     # (schemathesis finds its name in GET /admin/v1/clients), which would leave only 401s and 403s.
@@ -112,16 +124,40 @@ def test_every_documented_operation_answers_as_documented(contract_stack: Stack,
 
 def _run(stack: Stack, config: Path, env: dict[str, str], reports: Path, api: str) -> subprocess.CompletedProcess[str]:
     command = [
-        sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
-        f"{stack.web.url}/api/v1/openapi.json", "--url", stack.web.url, "--include-path-regex", f"^{api}",
-        "--checks", "all", "--exclude-checks", EXCLUDED_CHECKS,
-        "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED), "--workers", "1",
-        "--request-timeout", "20", "--suppress-health-check", "all",
-        "--report", "junit", "--report-dir", str(reports),
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(config),
+        "run",
+        f"{stack.web.url}/api/v1/openapi.json",
+        "--url",
+        stack.web.url,
+        "--include-path-regex",
+        f"^{api}",
+        "--checks",
+        "all",
+        "--exclude-checks",
+        EXCLUDED_CHECKS,
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--seed",
+        str(SEED),
+        "--workers",
+        "1",
+        "--request-timeout",
+        "20",
+        "--suppress-health-check",
+        "all",
+        "--report",
+        "junit",
+        "--report-dir",
+        str(reports),
     ]
     # cwd: schemathesis keeps a cache folder in its working directory; not in the repository.
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False,
-                            cwd=reports.parent)
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=reports.parent
+    )
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "output.txt").write_text(result.stdout + result.stderr)
     return result

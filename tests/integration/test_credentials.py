@@ -16,8 +16,9 @@ from webhooks.signing import SignatureError, verify
 
 
 def _status(stack: Stack, api_key: str, correlation_id: str = "no-such-task") -> int:
-    return requests.get(f"{stack.web.url}/api/v1/tasks/{correlation_id}",
-                        headers={"Authorization": f"Bearer {api_key}"}, timeout=10).status_code
+    return requests.get(
+        f"{stack.web.url}/api/v1/tasks/{correlation_id}", headers={"Authorization": f"Bearer {api_key}"}, timeout=10
+    ).status_code
 
 
 def _job_id(stack: Stack, correlation_id: str) -> str:
@@ -27,11 +28,18 @@ def _job_id(stack: Stack, correlation_id: str) -> str:
 def _completed(stack: Stack, path: str, correlation_id: str) -> Any:
     """The task.completed callback for ``correlation_id`` on ``path``, once it has arrived."""
     reqs = stack.callbacks.wait_for(
-        lambda rs: any(r.path == path and r.json()["type"] == "task.completed"
-                       and r.json()["correlation_id"] == correlation_id for r in rs),
-        timeout=20, message=f"task.completed for {correlation_id}")
-    return next(r for r in reqs if r.path == path and r.json()["type"] == "task.completed"
-                and r.json()["correlation_id"] == correlation_id)
+        lambda rs: any(
+            r.path == path and r.json()["type"] == "task.completed" and r.json()["correlation_id"] == correlation_id
+            for r in rs
+        ),
+        timeout=20,
+        message=f"task.completed for {correlation_id}",
+    )
+    return next(
+        r
+        for r in reqs
+        if r.path == path and r.json()["type"] == "task.completed" and r.json()["correlation_id"] == correlation_id
+    )
 
 
 def test_api_keys_rotate_with_an_overlap_then_the_old_one_is_retired(pair_stack: Stack) -> None:
@@ -64,8 +72,9 @@ def test_a_revoked_key_is_refused_at_once(pair_stack: Stack) -> None:
     assert _status(pair_stack, second["api_key"]) == 404  # authenticated: the task is what is missing
     revoked = pair_stack.admin("POST", f"/clients/{name}/keys/{second['key']['prefix']}/revoke")
     assert revoked.status_code == 200 and revoked.json()["state"] == "revoked"
-    refused = requests.get(f"{pair_stack.web.url}/api/v1/tasks", headers={"Authorization": f"Bearer {second['api_key']}"},
-                           timeout=10)
+    refused = requests.get(
+        f"{pair_stack.web.url}/api/v1/tasks", headers={"Authorization": f"Bearer {second['api_key']}"}, timeout=10
+    )
     assert refused.status_code == 401 and refused.headers["Content-Type"] == "application/problem+json"
     assert _status(pair_stack, first) == 404  # the other key is untouched
     by_id = pair_stack.admin("GET", f"/clients/{name}").json()["keys"][-1]["id"]
@@ -80,7 +89,10 @@ def test_a_disabled_client_is_refused_but_its_tasks_in_flight_finish_and_relay(p
     name = pair_stack.client_name(api_key)
     cid = f"disabled-{uuid.uuid4().hex[:8]}"
     # it would finish by itself in 60 s: the test finishes it at the vendor once the client is disabled
-    assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"complete_delay_s": 60}}}).status_code == 202
+    assert (
+        pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"complete_delay_s": 60}}}).status_code
+        == 202
+    )
     pair_stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "accepted")
 
     assert pair_stack.admin("POST", f"/clients/{name}/disable").json()["disabled"] is True
@@ -96,8 +108,11 @@ def test_a_disabled_client_is_refused_but_its_tasks_in_flight_finish_and_relay(p
         assert response.headers["Content-Type"] == "application/problem+json"
         assert "disabled" in response.json()["detail"]
 
-    pair_stack.vendor("POST", f"/_sim/jobs/{_job_id(pair_stack, cid)}/complete",
-                      json={"status": "succeeded", "outcome": {"while": "disabled"}})
+    pair_stack.vendor(
+        "POST",
+        f"/_sim/jobs/{_job_id(pair_stack, cid)}/complete",
+        json={"status": "succeeded", "outcome": {"while": "disabled"}},
+    )
     callback = _completed(pair_stack, path, cid).json()
     assert callback["state"] == "succeeded" and callback["outcome"] == {"while": "disabled"}
 
@@ -164,4 +179,6 @@ def test_callback_urls_outside_the_clients_origins_are_refused(pair_stack: Stack
     removed = pair_stack.admin("POST", f"/clients/{name}/origins", json={"remove": [ours]})
     assert removed.status_code == 422  # the default callback_url would fall outside the rest
     # removing every origin lifts the restriction
-    assert pair_stack.admin("POST", f"/clients/{name}/origins", json={"remove": [ours, elsewhere]}).json() == {"origins": []}
+    assert pair_stack.admin("POST", f"/clients/{name}/origins", json={"remove": [ours, elsewhere]}).json() == {
+        "origins": []
+    }

@@ -29,7 +29,12 @@ def vendor_down(pair_stack: Stack) -> Iterator[None]:
 def test_vendor_down_then_up_retries_with_growing_delays(pair_stack: Stack) -> None:
     api_key, _, _ = pair_stack.new_client()
     cid = f"backoff-{uuid.uuid4().hex[:8]}"
-    assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"transient_failures": 3}}}).status_code == 202
+    assert (
+        pair_stack.submit(
+            api_key, {"correlation_id": cid, "input": {"simulate": {"transient_failures": 3}}}
+        ).status_code
+        == 202
+    )
     body = pair_stack.wait_for_task(api_key, cid)
     assert body["state"] == "succeeded" and body["retrying"] is False
     failures = [e for e in body["timeline"] if e["kind"] == "submit.attempt_failed"]
@@ -65,10 +70,14 @@ def test_a_retry_after_past_the_cap_is_not_retried_but_dead_lettered(pair_stack:
 def test_permanent_rejection_is_a_caller_dead_letter_at_once(pair_stack: Stack) -> None:
     api_key, _, path = pair_stack.new_client()
     cid = f"caller-{uuid.uuid4().hex[:8]}"
-    assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"reject": True}}}).status_code == 202
+    assert (
+        pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"reject": True}}}).status_code == 202
+    )
     body = pair_stack.wait_for_task(api_key, cid)
     assert body["state"] == "failed" and body["attempts"] == 1
-    letters = pair_stack.admin("GET", "/dead-letters", params={"kind": "submit", "fault": "caller", "limit": 500}).json()["items"]
+    letters = pair_stack.admin(
+        "GET", "/dead-letters", params={"kind": "submit", "fault": "caller", "limit": 500}
+    ).json()["items"]
     letter = next(d for d in letters if d["correlation_id"] == cid)
     assert letter["attempts"] == 1 and "422" in letter["error"] and letter["provider"] == "sim"
     assert body["outcome"]["dead_letter_id"] == letter["id"]
@@ -103,7 +112,9 @@ def test_vendor_down_for_good_then_replay_completes_with_the_same_idempotency_ke
     assert pair_stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][ref] == 7
     open_now = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "limit": 500}).json()["items"]
     assert not any(i["correlation_id"] == cid for i in open_now)  # resolved by the replay, kept in history
-    history = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "state": "resolved", "limit": 500}).json()
+    history = pair_stack.admin(
+        "GET", "/incidents", params={"kind": "submit_failed", "state": "resolved", "limit": 500}
+    ).json()
     assert any(i["correlation_id"] == cid for i in history["items"])
     types = lambda: [(r.json()["type"], r.json()["state"]) for r in pair_stack.callbacks.posts_to(path)]  # noqa: E731
     pair_stack.callbacks.wait_for(lambda _: ("task.completed", "succeeded") in types(), timeout=10)
@@ -113,7 +124,9 @@ def test_vendor_down_for_good_then_replay_completes_with_the_same_idempotency_ke
 def test_retry_is_not_scheduled_past_the_execution_deadline(pair_stack: Stack, vendor_down: None) -> None:
     api_key, _, _ = pair_stack.new_client()
     cid = f"deadline-{uuid.uuid4().hex[:8]}"
-    assert pair_stack.submit(api_key, {"correlation_id": cid, "input": "x", "execution_timeout_s": 1}).status_code == 202
+    assert (
+        pair_stack.submit(api_key, {"correlation_id": cid, "input": "x", "execution_timeout_s": 1}).status_code == 202
+    )
     body = pair_stack.wait_for_task(api_key, cid)
     assert body["state"] == "failed" and body["attempts"] < 6
     assert "execution deadline" in body["outcome"]["error"]
@@ -160,7 +173,8 @@ def test_a_delivered_retry_no_longer_shows_the_task_as_retrying(pair_stack: Stac
     retrying = pair_stack.wait_for_task(api_key, cid, until=lambda b: b["retrying"])
     assert retrying["state"] == "accepted" and "500" in retrying["last_error"]
     done = pair_stack.wait_for_task(
-        api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]], timeout=15)
+        api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]], timeout=15
+    )
     assert done["state"] == "accepted"
     assert (done["retrying"], done["last_error"], done["next_attempt_at"]) == (False, None, None)
     listed = pair_stack.admin("GET", "/tasks", params={"retrying": "true", "limit": 500}).json()["items"]
@@ -173,18 +187,24 @@ def test_410_disables_the_endpoint_nothing_is_lost_and_reenabling_delivers(pair_
     pair_stack.callbacks.set_status(path, 410)
     cid = f"gone-{uuid.uuid4().hex[:8]}"
     assert pair_stack.submit(api_key, {"correlation_id": cid, "input": "x"}).status_code == 202
-    body = pair_stack.wait_for_task(api_key, cid, until=lambda b: [e["kind"] for e in b["timeline"]].count("relay.parked") == 2)
+    body = pair_stack.wait_for_task(
+        api_key, cid, until=lambda b: [e["kind"] for e in b["timeline"]].count("relay.parked") == 2
+    )
     assert body["state"] == "succeeded"
     assert len(pair_stack.callbacks.posts_to(path)) == 1  # one 410, then no more calls
     endpoints = pair_stack.admin("GET", "/callback-endpoints").json()["items"]
     assert any(e["url"] == url for e in endpoints)
-    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "callback_endpoint_disabled", "limit": 500}).json()["items"]
+    incidents = pair_stack.admin(
+        "GET", "/incidents", params={"kind": "callback_endpoint_disabled", "limit": 500}
+    ).json()["items"]
     assert any(url in i["detail"] for i in incidents)
 
     pair_stack.callbacks.set_status(path, 204)
     released = pair_stack.admin("POST", "/callback-endpoints/enable", json={"url": url})
     assert released.status_code == 202 and released.json()["released"] == 2
-    pair_stack.callbacks.wait_for(lambda reqs: len([r for r in reqs if r.path == path and r.status == 204]) == 2, timeout=10)
+    pair_stack.callbacks.wait_for(
+        lambda reqs: len([r for r in reqs if r.path == path and r.status == 204]) == 2, timeout=10
+    )
     delivered = sorted(r.json()["type"] for r in pair_stack.callbacks.posts_to(path) if r.status == 204)
     assert delivered == ["task.accepted", "task.completed"]
     assert not any(e["url"] == url for e in pair_stack.admin("GET", "/callback-endpoints").json()["items"])

@@ -54,7 +54,9 @@ def test_duplicate_webhook_five_times_in_parallel_applies_once(stack: Stack, ven
     event = {"type": "job.completed", "job_id": _job_id(stack, cid), "status": "succeeded", "outcome": {"x": 1}}
     message_id = f"msg_{uuid.uuid4().hex}"
     with ThreadPoolExecutor(5) as pool:
-        responses = list(pool.map(lambda _: post_event(stack.web.url, vendor_secret, event, message_id=message_id), range(5)))
+        responses = list(
+            pool.map(lambda _: post_event(stack.web.url, vendor_secret, event, message_id=message_id), range(5))
+        )
 
     assert [r.status_code for r in responses] == [200] * 5
     assert sorted(r.json()["status"] for r in responses) == ["applied"] + ["duplicate"] * 4

@@ -19,11 +19,19 @@ def test_a_long_wait_is_held_in_the_database_and_re_driven_by_the_sweep(held_sta
     api_key, _, path = held_stack.new_client()
     held_stack.callbacks.set_status(path, [500, 204])
     cid = f"held-{uuid.uuid4().hex[:8]}"
-    assert held_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.accepted"]}}}).status_code == 202
-    body = held_stack.wait_for_task(api_key, cid, until=lambda b: "relay.attempt_failed" in [e["kind"] for e in b["timeline"]])
+    assert (
+        held_stack.submit(
+            api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.accepted"]}}}
+        ).status_code
+        == 202
+    )
+    body = held_stack.wait_for_task(
+        api_key, cid, until=lambda b: "relay.attempt_failed" in [e["kind"] for e in b["timeline"]]
+    )
     with held_stack.db.transaction() as session:
-        row = session.scalars(select(OutboxMessage).where(
-            OutboxMessage.correlation_id == cid, OutboxMessage.kind == "relay")).one()
+        row = session.scalars(
+            select(OutboxMessage).where(OutboxMessage.correlation_id == cid, OutboxMessage.kind == "relay")
+        ).one()
         # 3 s (±20 %) is longer than the 1 s allowed as a Celery countdown: held, not at the broker.
         assert row.dispatched_at is None and row.next_attempt_at is not None
         due = row.next_attempt_at

@@ -59,13 +59,22 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
 ) -> None:
     api_key, _, path = pair_stack.new_client()
     cid = f"late-{uuid.uuid4().hex[:8]}"
-    body = {"correlation_id": cid, "input": {"simulate": SILENT}, "acceptance_timeout_s": 60, "execution_timeout_s": 120}
+    body = {
+        "correlation_id": cid,
+        "input": {"simulate": SILENT},
+        "acceptance_timeout_s": 60,
+        "execution_timeout_s": 120,
+    }
     task = pair_stack.submit(api_key, body).json()
     pair_stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "submitted")
     acceptance, execution = _at(task["acceptance_deadline"]), _at(task["execution_deadline"])
 
     def escalations() -> list[str]:
-        return [e["detail"]["deadline"] for e in pair_stack.get(api_key, cid)["timeline"] if e["kind"] == "deadline.exceeded"]
+        return [
+            e["detail"]["deadline"]
+            for e in pair_stack.get(api_key, cid)["timeline"]
+            if e["kind"] == "deadline.exceeded"
+        ]
 
     # The database is shared with other tests: look at this task's timeline, not at global counts.
     _escalate(pair_stack, acceptance - timedelta(seconds=1))
@@ -73,20 +82,31 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
     _escalate(pair_stack, acceptance + timedelta(seconds=5))
     _escalate(pair_stack, acceptance + timedelta(seconds=6))
     assert escalations() == ["acceptance"]  # once per deadline
-    pair_stack.callbacks.wait_for(lambda _: ("task.deadline_exceeded", "acceptance") in _types(pair_stack, path), timeout=10)
+    pair_stack.callbacks.wait_for(
+        lambda _: ("task.deadline_exceeded", "acceptance") in _types(pair_stack, path), timeout=10
+    )
     assert pair_stack.get(api_key, cid)["state"] == "submitted"  # non-interrupting
 
     _escalate(pair_stack, execution + timedelta(seconds=30))
     _escalate(pair_stack, execution + timedelta(seconds=31))
     assert escalations() == ["acceptance", "execution"]
-    pair_stack.callbacks.wait_for(lambda _: ("task.deadline_exceeded", "execution") in _types(pair_stack, path), timeout=10)
+    pair_stack.callbacks.wait_for(
+        lambda _: ("task.deadline_exceeded", "execution") in _types(pair_stack, path), timeout=10
+    )
     exceeded = [r.json() for r in pair_stack.callbacks.posts_to(path) if r.json()["type"] == "task.deadline_exceeded"]
     assert sorted(e["deadline"] for e in exceeded) == ["acceptance", "execution"]
     assert next(e for e in exceeded if e["deadline"] == "execution")["late_by_s"] == 30.0
-    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "deadline_exceeded", "limit": 500}).json()["items"]
+    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "deadline_exceeded", "limit": 500}).json()[
+        "items"
+    ]
     assert len([i for i in incidents if i["correlation_id"] == cid]) == 2
 
-    event = {"type": "job.completed", "job_id": _job_id(pair_stack, cid), "status": "succeeded", "outcome": {"late": True}}
+    event = {
+        "type": "job.completed",
+        "job_id": _job_id(pair_stack, cid),
+        "status": "succeeded",
+        "outcome": {"late": True},
+    }
     assert post_event(pair_stack.web.url, vendor_secret, event).json()["status"] == "applied"
     assert pair_stack.wait_for_task(api_key, cid)["state"] == "succeeded"
     pair_stack.callbacks.wait_for(lambda _: ("task.completed", None) in _types(pair_stack, path), timeout=10)
@@ -95,8 +115,12 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
 def test_on_deadline_cancel_cancels_at_the_vendor(pair_stack: Stack) -> None:
     api_key, _, path = pair_stack.new_client()
     cid = f"cancel-on-deadline-{uuid.uuid4().hex[:8]}"
-    body = {"correlation_id": cid, "input": {"simulate": {"complete_delay_s": 60}},
-            "execution_timeout_s": 30, "on_deadline": "cancel"}
+    body = {
+        "correlation_id": cid,
+        "input": {"simulate": {"complete_delay_s": 60}},
+        "execution_timeout_s": 30,
+        "on_deadline": "cancel",
+    }
     task = pair_stack.submit(api_key, body).json()
     pair_stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "accepted")
     _escalate(pair_stack, _at(task["execution_deadline"]) + timedelta(seconds=1))
@@ -106,8 +130,11 @@ def test_on_deadline_cancel_cancels_at_the_vendor(pair_stack: Stack) -> None:
     assert kinds.index("deadline.exceeded") < kinds.index("state.cancel_requested") < kinds.index("state.canceled")
     assert pair_stack.vendor("GET", f"/jobs/{_job_id(pair_stack, cid)}").json()["status"] == "canceled"
     pair_stack.callbacks.wait_for(
-        lambda reqs: any(r.path == path and r.json()["type"] == "task.completed" and r.json()["state"] == "canceled"
-                         for r in reqs), timeout=10)
+        lambda reqs: any(
+            r.path == path and r.json()["type"] == "task.completed" and r.json()["state"] == "canceled" for r in reqs
+        ),
+        timeout=10,
+    )
 
 
 def test_cancel_flow_with_idempotency_key(pair_stack: Stack) -> None:
@@ -125,11 +152,12 @@ def test_cancel_flow_with_idempotency_key(pair_stack: Stack) -> None:
     assert again.status_code == 202
     # The vendor's webhook may confirm before or after the cancel task records its call: wait for both.
     done = pair_stack.wait_for_task(
-        api_key, cid,
-        until=lambda b: b["state"] == "canceled" and "cancel.sent" in [e["kind"] for e in b["timeline"]])
+        api_key, cid, until=lambda b: b["state"] == "canceled" and "cancel.sent" in [e["kind"] for e in b["timeline"]]
+    )
     assert [e["kind"] for e in done["timeline"]].count("cancel.sent") == 1
     pair_stack.callbacks.wait_for(
-        lambda reqs: any(r.path == path and r.json().get("state") == "canceled" for r in reqs), timeout=10)
+        lambda reqs: any(r.path == path and r.json().get("state") == "canceled" for r in reqs), timeout=10
+    )
     final = requests.post(url, json={}, headers={"Authorization": f"Bearer {api_key}"}, timeout=5)
     assert final.status_code == 409 and final.json()["state"] == "canceled"
     # The first request's key is honoured even now the task is final: same answer, not a 409.
@@ -146,12 +174,18 @@ def test_a_cancel_the_vendor_refuses_is_a_system_dead_letter(pair_stack: Stack) 
     api_key, _, _ = pair_stack.new_client()
     cid, _ = pair_stack.unpublished_task(api_key, {"input": "x"})
     with pair_stack.db.transaction() as session:  # submitted long ago; the vendor has since lost the job
-        session.execute(update(ExternalTask).where(ExternalTask.correlation_id == cid)
-                        .values(state="submitted", vendor_job_id=f"job_lost_{uuid.uuid4().hex[:8]}"))
-    response = requests.post(f"{pair_stack.web.url}/api/v1/tasks/{cid}/cancel",
-                             headers={"Authorization": f"Bearer {api_key}"}, timeout=5)
+        session.execute(
+            update(ExternalTask)
+            .where(ExternalTask.correlation_id == cid)
+            .values(state="submitted", vendor_job_id=f"job_lost_{uuid.uuid4().hex[:8]}")
+        )
+    response = requests.post(
+        f"{pair_stack.web.url}/api/v1/tasks/{cid}/cancel", headers={"Authorization": f"Bearer {api_key}"}, timeout=5
+    )
     assert response.status_code == 202
-    body = pair_stack.wait_for_task(api_key, cid, until=lambda b: "cancel.dead_lettered" in [e["kind"] for e in b["timeline"]])
+    body = pair_stack.wait_for_task(
+        api_key, cid, until=lambda b: "cancel.dead_lettered" in [e["kind"] for e in b["timeline"]]
+    )
     letter = next(e for e in body["timeline"] if e["kind"] == "cancel.dead_lettered")
     assert letter["detail"]["fault"] == "system" and "404" in letter["detail"]["error"]
 
@@ -163,15 +197,22 @@ def test_cancel_before_the_vendor_knows_the_job_never_submits(pair_stack: Stack,
     cid = f"cancel-early-{uuid.uuid4().hex[:8]}"
     pair_stack.submit(api_key, {"correlation_id": cid, "input": "x"})
     pair_stack.wait_for_task(api_key, cid, until=lambda b: b["retrying"])
-    response = requests.post(f"{pair_stack.web.url}/api/v1/tasks/{cid}/cancel",
-                             headers={"Authorization": f"Bearer {api_key}"}, timeout=5)
+    response = requests.post(
+        f"{pair_stack.web.url}/api/v1/tasks/{cid}/cancel", headers={"Authorization": f"Bearer {api_key}"}, timeout=5
+    )
     assert response.status_code == 202 and response.json()["state"] == "canceled"
     pair_stack.vendor("POST", "/_sim/config", json={})
-    body = pair_stack.wait_for_task(api_key, cid, until=lambda b: "submit.skipped" in [e["kind"] for e in b["timeline"]])
+    body = pair_stack.wait_for_task(
+        api_key, cid, until=lambda b: "submit.skipped" in [e["kind"] for e in b["timeline"]]
+    )
     assert body["state"] == "canceled"
     assert pair_stack.vendor("GET", f"/jobs?reference={pair_stack.reference(cid)}").json()["jobs"] == []
-    pair_stack.callbacks.wait_for(lambda reqs: any(
-        r.path == path and r.json()["type"] == "task.completed" and r.json()["state"] == "canceled" for r in reqs), timeout=10)
+    pair_stack.callbacks.wait_for(
+        lambda reqs: any(
+            r.path == path and r.json()["type"] == "task.completed" and r.json()["state"] == "canceled" for r in reqs
+        ),
+        timeout=10,
+    )
 
 
 def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_changes_nothing(
@@ -194,8 +235,11 @@ def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_ch
         reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)
     assert job_id not in calls  # final now: nothing left to ask about
 
-    late = post_event(pair_stack.web.url, vendor_secret,
-                      {"type": "job.completed", "job_id": job_id, "status": "succeeded", "outcome": {"n": 7}})
+    late = post_event(
+        pair_stack.web.url,
+        vendor_secret,
+        {"type": "job.completed", "job_id": job_id, "status": "succeeded", "outcome": {"n": 7}},
+    )
     assert late.json()["status"] == "ignored"
     pair_stack.callbacks.wait_for(lambda reqs: len([r for r in reqs if r.path == path]) == 2, timeout=10)
     assert [r.json()["type"] for r in pair_stack.callbacks.posts_to(path)] == ["task.accepted", "task.completed"]
@@ -208,7 +252,9 @@ def test_reconcile_redrives_a_task_never_submitted_and_flags_a_job_the_vendor_do
     stuck, _ = pair_stack.unpublished_task(api_key, {"input": "never reached the broker"})
     ghost, ghost_outbox = pair_stack.unpublished_task(api_key, {"input": "x"})
     with pair_stack.db.transaction() as session:  # the vendor answered, then forgot the job
-        vendor_events.record_submission(session, session.get(OutboxMessage, ghost_outbox), f"job_gone_{uuid.uuid4().hex}", utcnow())
+        vendor_events.record_submission(
+            session, session.get(OutboxMessage, ghost_outbox), f"job_gone_{uuid.uuid4().hex}", utcnow()
+        )
 
     report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)
     assert report.redriven >= 1 and report.unknown >= 1
@@ -224,7 +270,9 @@ def _accepted_tasks(stack: Stack, api_key: str, prefix: str, n: int) -> list[str
     (SKIP LOCKED) would otherwise pass over."""
     cids = [f"{prefix}-{i}-{uuid.uuid4().hex[:6]}" for i in range(n)]
     for cid in cids:
-        stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"], "complete_delay_s": 60}}})
+        stack.submit(
+            api_key, {"correlation_id": cid, "input": {"simulate": {"drop": ["job.completed"], "complete_delay_s": 60}}}
+        )
     for cid in cids:
         stack.wait_for_task(api_key, cid, until=lambda b: "relay.delivered" in [e["kind"] for e in b["timeline"]])
     return cids
@@ -305,8 +353,11 @@ def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair
 
     def webhook() -> None:
         with pair_stack.db.transaction() as session:
-            results.append(vendor_events.receive_event(
-                session, "sim", f"msg_{uuid.uuid4().hex}", VendorEvent(EventType.ACCEPTED, job_id), utcnow()))
+            results.append(
+                vendor_events.receive_event(
+                    session, "sim", f"msg_{uuid.uuid4().hex}", VendorEvent(EventType.ACCEPTED, job_id), utcnow()
+                )
+            )
 
     with pair_stack.db.transaction() as session:
         vendor_events.record_submission(session, service.claim_outbox(session, outbox_id), job_id, utcnow())
@@ -333,7 +384,9 @@ def test_orphans_attach_and_discard(pair_stack: Stack, vendor_secret: str, vendo
     stray_job = f"job_{uuid.uuid4().hex}"
     stray = post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": stray_job})
     assert stray.json()["status"] == "orphan"
-    orphans = {o["vendor_job_id"]: o for o in pair_stack.admin("GET", "/orphans", params={"limit": 500}).json()["items"]}
+    orphans = {
+        o["vendor_job_id"]: o for o in pair_stack.admin("GET", "/orphans", params={"limit": 500}).json()["items"]
+    }
 
     with pair_stack.db.transaction() as session:
         assert flag_stale_orphans(session, utcnow() + timedelta(hours=2), 3600, 500) >= 2
@@ -373,8 +426,11 @@ def test_attaching_resolves_the_orphan_incident(pair_stack: Stack, vendor_secret
     post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id})
     with pair_stack.db.transaction() as session:
         flag_stale_orphans(session, utcnow() + timedelta(hours=2), 3600, 500)
-    orphan = next(o for o in pair_stack.admin("GET", "/orphans", params={"limit": 500}).json()["items"]
-                  if o["vendor_job_id"] == job_id)
+    orphan = next(
+        o
+        for o in pair_stack.admin("GET", "/orphans", params={"limit": 500}).json()["items"]
+        if o["vendor_job_id"] == job_id
+    )
     assert pair_stack.admin("POST", f"/orphans/{orphan['id']}/attach", json={"correlation_id": cid}).status_code == 202
     with pair_stack.db.transaction() as session:
         incident = session.scalars(select(Incident).where(Incident.subject == f"orphan:{orphan['id']}")).one()
@@ -384,16 +440,25 @@ def test_attaching_resolves_the_orphan_incident(pair_stack: Stack, vendor_secret
 def test_beat_jobs_run_as_celery_tasks_on_the_worker(pair_stack: Stack, vendor_secret: str) -> None:
     """What beat sends, by name, to the real worker; reconcile through the admin API's trigger."""
     api_key, _, _ = pair_stack.new_client()
-    overdue, lost, quiet = (due_work.overdue_task(pair_stack, api_key), due_work.lost_submit(pair_stack, api_key),
-                            due_work.quiet_finished_task(pair_stack, api_key))
+    overdue, lost, quiet = (
+        due_work.overdue_task(pair_stack, api_key),
+        due_work.lost_submit(pair_stack, api_key),
+        due_work.quiet_finished_task(pair_stack, api_key),
+    )
     old, orphan = due_work.old_processed_message(pair_stack), due_work.stale_orphan(pair_stack, vendor_secret)
-    for name in ("liaison.sweep_outbox", "liaison.check_deadlines", "liaison.prune_processed_messages",
-                 "liaison.flag_stale_orphans"):
+    for name in (
+        "liaison.sweep_outbox",
+        "liaison.check_deadlines",
+        "liaison.prune_processed_messages",
+        "liaison.flag_stale_orphans",
+    ):
         pair_stack.celery.send_task(name)
     assert pair_stack.admin("POST", "/reconcile").status_code == 202
 
     assert pair_stack.wait_for_task(api_key, lost)["state"] == "succeeded"
-    pair_stack.wait_for_task(api_key, overdue, until=lambda b: "deadline.exceeded" in [e["kind"] for e in b["timeline"]])
+    pair_stack.wait_for_task(
+        api_key, overdue, until=lambda b: "deadline.exceeded" in [e["kind"] for e in b["timeline"]]
+    )
     assert pair_stack.wait_for_task(api_key, quiet)["outcome"] == {"quiet": True}
     deadline = time.monotonic() + 20
     while due_work.processed_message_exists(pair_stack, *old) or not due_work.orphan_flagged(pair_stack, orphan):

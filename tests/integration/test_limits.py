@@ -48,7 +48,9 @@ LIMITS_ENV = {
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
-def limits_stack(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Stack]:
+def limits_stack(
+    request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
+) -> Iterator[Stack]:
     """SQLite + Redis (limits kept in Redis) and PostgreSQL + RabbitMQ (limits kept in the database)."""
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=LIMITS_ENV)
 
@@ -63,8 +65,12 @@ def _rate_limited(stack: Stack, scope: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
     text = stack.internal("/metrics").text
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == "liaison_rate_limited_total" and sample.labels.get("scope") == scope)
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "liaison_rate_limited_total" and sample.labels.get("scope") == scope
+    )
 
 
 def _quiet(cid: str) -> dict[str, Any]:
@@ -73,6 +79,7 @@ def _quiet(cid: str) -> dict[str, Any]:
 
 
 # --- per-client submit rate limit ---------------------------------------------------------------
+
 
 def test_a_burst_from_one_client_gets_429s_with_retry_after_and_another_client_is_unaffected(
     limits_stack: Stack,
@@ -86,8 +93,10 @@ def test_a_burst_from_one_client_gets_429s_with_retry_after_and_another_client_i
     elapsed = time.monotonic() - started
     accepted = [r for r in answers if r.status_code == 202]
     limited = [r for r in answers if r.status_code == 429]
-    print(f"\n[{limits_stack.name}] submit rate {SUBMIT_RATE}/s burst {SUBMIT_BURST}: {sent} requests in "
-          f"{elapsed:.2f}s -> {len(accepted)} x 202, {len(limited)} x 429")
+    print(
+        f"\n[{limits_stack.name}] submit rate {SUBMIT_RATE}/s burst {SUBMIT_BURST}: {sent} requests in "
+        f"{elapsed:.2f}s -> {len(accepted)} x 202, {len(limited)} x 429"
+    )
     assert len(accepted) + len(limited) == sent
     # The burst goes through; beyond it, no more than the rate allows over the time the requests took.
     assert SUBMIT_BURST <= len(accepted) <= SUBMIT_BURST + SUBMIT_RATE * elapsed + 1e-6
@@ -131,6 +140,7 @@ def test_the_cli_sets_and_resets_a_clients_limits(limits_stack: Stack) -> None:
 
 # --- per-client cap on open tasks ---------------------------------------------------------------
 
+
 def test_the_open_task_cap_holds_under_concurrent_submits_and_frees_as_tasks_end(limits_stack: Stack) -> None:
     api_key, _, _ = limits_stack.new_client()
     cap = 3
@@ -161,8 +171,12 @@ def test_the_open_task_cap_holds_under_concurrent_submits_and_frees_as_tasks_end
     first = next(cid for cid, r in answers.items() if r.status_code == 202)
     assert limits_stack.submit(api_key, _quiet(first), key=first).status_code == 200
     # Once one task is final, one more fits.
-    cancel = requests.post(f"{limits_stack.web.url}/api/v1/tasks/{first}/cancel",
-                           headers={"Authorization": f"Bearer {api_key}"}, json={}, timeout=10)
+    cancel = requests.post(
+        f"{limits_stack.web.url}/api/v1/tasks/{first}/cancel",
+        headers={"Authorization": f"Bearer {api_key}"},
+        json={},
+        timeout=10,
+    )
     assert cancel.status_code == 202
     limits_stack.wait_for_task(api_key, first, timeout=60)
     late = [cid for cid, r in answers.items() if r.status_code == 429]
@@ -171,6 +185,7 @@ def test_the_open_task_cap_holds_under_concurrent_submits_and_frees_as_tasks_end
 
 
 # --- the provider rate limit in the worker ------------------------------------------------------
+
 
 class _CountingLimiter:
     """Spy: the real limiter, with its refusals counted per key."""
@@ -205,10 +220,14 @@ def test_a_submit_refused_a_provider_slot_waits_without_using_an_attempt(limits_
     assert _rate_limited(limits_stack, "provider") >= counted_before + 1
     with limits_stack.db.transaction() as session:
         tasks = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id.in_(cids))).all()
-        outbox = session.scalars(select(OutboxMessage).where(OutboxMessage.correlation_id.in_(cids),
-                                                             OutboxMessage.kind == "submit")).all()
-        failed = session.scalars(select(TaskEvent.kind).where(TaskEvent.task_id.in_([t.id for t in tasks]),
-                                                               TaskEvent.kind.like("%attempt_failed"))).all()
+        outbox = session.scalars(
+            select(OutboxMessage).where(OutboxMessage.correlation_id.in_(cids), OutboxMessage.kind == "submit")
+        ).all()
+        failed = session.scalars(
+            select(TaskEvent.kind).where(
+                TaskEvent.task_id.in_([t.id for t in tasks]), TaskEvent.kind.like("%attempt_failed")
+            )
+        ).all()
     # One attempt each (the one that was sent) and no failed one: waiting for a slot counted none.
     assert [t.attempts for t in tasks] == [1] * len(cids)
     assert [row.attempts for row in outbox] == [0] * len(cids)  # the retry policy's failure count
@@ -265,8 +284,19 @@ def test_the_provider_rate_limit_holds_across_two_worker_processes(
     outs = [tmp_path / f"proc{i}.json" for i in range(2)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.limiter_process", kind, url, namespace, str(RATE), str(BURST),
-             str(CALLS), repr(start_at), str(out)],
+            [
+                sys.executable,
+                "-m",
+                "tests.integration.limiter_process",
+                kind,
+                url,
+                namespace,
+                str(RATE),
+                str(BURST),
+                str(CALLS),
+                repr(start_at),
+                str(out),
+            ],
             cwd=ROOT,
         )
         for out in outs
@@ -275,8 +305,10 @@ def test_the_provider_rate_limit_holds_across_two_worker_processes(
         assert proc.wait(timeout=120) == 0
     results = [json.loads(out.read_text()) for out in outs]
     granted = [t for r in results for t in r["granted"]]
-    print(f"\n[{storage}] two processes, {RATE}/s burst {BURST}: {len(granted)} granted, "
-          f"{sum(r['refused'] for r in results)} refusals, span {max(granted) - min(granted):.2f}s")
+    print(
+        f"\n[{storage}] two processes, {RATE}/s burst {BURST}: {len(granted)} granted, "
+        f"{sum(r['refused'] for r in results)} refusals, span {max(granted) - min(granted):.2f}s"
+    )
     assert len(granted) == 2 * CALLS
     # They really competed: each was refused at least once while the other held the slots.
     assert all(r["refused"] >= 1 for r in results)
@@ -301,8 +333,10 @@ def test_redis_and_the_database_decide_alike(postgres_url: str) -> None:
             a = [DatabaseLimiter(db).acquire(key + str(max_wait), limit, max_wait_s=max_wait, now=t) for t in moments]
             b = [redis_limiter.acquire(key + str(max_wait), limit, max_wait_s=max_wait, now=t) for t in moments]
             assert [d.allowed for d in a] == [d.allowed for d in b]
-            assert all(abs(x.wait_s - y.wait_s) < 1e-9 and abs(x.retry_after_s - y.retry_after_s) < 1e-9
-                       for x, y in zip(a, b, strict=True))
+            assert all(
+                abs(x.wait_s - y.wait_s) < 1e-9 and abs(x.retry_after_s - y.retry_after_s) < 1e-9
+                for x, y in zip(a, b, strict=True)
+            )
             assert any(not d.allowed for d in a) and any(d.allowed for d in a)
     finally:
         redis_limiter.close()
@@ -323,6 +357,7 @@ def test_a_limiter_whose_redis_is_down_fails_open() -> None:
 
 
 # --- /metrics and /readyz behind a token ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", ["/metrics", "/readyz"])
 def test_internal_surfaces_need_the_metrics_token(limits_stack: Stack, path: str) -> None:
@@ -350,6 +385,7 @@ def test_without_a_metrics_token_the_internal_surfaces_are_off(limits_stack: Sta
 
 
 # --- the business gauges are cached ---------------------------------------------------------------
+
 
 class _TaskCounts:
     """Counts the gauges' grouped COUNT over external_tasks, on one engine."""

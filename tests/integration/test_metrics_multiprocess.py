@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,9 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 # --- small helpers -----------------------------------------------------------------------------
 
 
-def _poll(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.1,
-          diagnose: Callable[[], str] = lambda: "") -> Any:
+def _poll(
+    what: str, check: Callable[[], Any], timeout: float, interval: float = 0.1, diagnose: Callable[[], str] = lambda: ""
+) -> Any:
     """``check()`` until it returns something truthy; fail naming ``what`` (and the diagnosis)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -142,10 +143,8 @@ def _stop(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> None:
             return
         except subprocess.TimeoutExpired:
             pass
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait(timeout=10)
 
 
@@ -197,25 +196,68 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
         port = services.free_port()
         url = f"http://127.0.0.1:{port}"
         queue = f"liaison-mp-{uuid.uuid4().hex[:8]}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "DATABASE_", "CELERY_", "PROMETHEUS_"))}
-        env.update(liaison_env(database_url=database_url, broker_url=BROKER_URL, vendor_url=vendor.url,
-                               vendor_secret=vendor_secret, public_url=url))
-        env.update(LIAISON_QUEUE=queue, LIAISON_VAR_DIR=str(tmp_path), PROMETHEUS_MULTIPROC_DIR=str(prom),
-                   LIAISON_OUTBOUND_ALLOW=callback_server.url.removeprefix("http://"))
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "DATABASE_", "CELERY_", "PROMETHEUS_"))
+        }
+        env.update(
+            liaison_env(
+                database_url=database_url,
+                broker_url=BROKER_URL,
+                vendor_url=vendor.url,
+                vendor_secret=vendor_secret,
+                public_url=url,
+            )
+        )
+        env.update(
+            LIAISON_QUEUE=queue,
+            LIAISON_VAR_DIR=str(tmp_path),
+            PROMETHEUS_MULTIPROC_DIR=str(prom),
+            LIAISON_OUTBOUND_ALLOW=callback_server.url.removeprefix("http://"),
+        )
         cleanup.callback(_delete_queue, BROKER_URL, queue)
 
         node = f"mp-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
         logs = [tmp_path / "gunicorn.log", tmp_path / "worker.log"]
         gunicorn = _spawn(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--no-control-socket", "--workers", "2",
-             "--threads", "4", "--bind", f"127.0.0.1:{port}", "app:create_app()"],
-            env, logs[0],
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "gunicorn.conf.py",
+                "--no-control-socket",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "app:create_app()",
+            ],
+            env,
+            logs[0],
         )
         cleanup.callback(_stop, gunicorn, signal.SIGINT, 20)  # quick shutdown
         worker = _spawn(
-            [sys.executable, "-m", "celery", "-A", "app.make_celery", "--quiet", "worker", "--pool", "prefork",
-             "--concurrency", "2", "-n", node, "--without-mingle", "--without-gossip"],
-            env, logs[1],
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "app.make_celery",
+                "--quiet",
+                "worker",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                "2",
+                "-n",
+                node,
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            env,
+            logs[1],
         )
         cleanup.callback(_stop, worker, signal.SIGTERM, 30)  # warm shutdown: children run their shutdown hooks
         built = Platform(url, env, prom, gunicorn, worker, callbacks, f"{callback_server.url}/cb/mp", logs)
@@ -247,9 +289,26 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
 def _create_client(platform: Platform) -> str:
     """The operator's way: ``flask --app app liaison clients create`` with the platform's environment."""
     done = subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "app", "liaison", "clients", "create", f"mp-{uuid.uuid4().hex[:8]}",
-         "--callback-url", platform.callback_url, "--json"],
-        cwd=ROOT, env=platform.env, capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            "-m",
+            "flask",
+            "--app",
+            "app",
+            "liaison",
+            "clients",
+            "create",
+            f"mp-{uuid.uuid4().hex[:8]}",
+            "--callback-url",
+            platform.callback_url,
+            "--json",
+        ],
+        cwd=ROOT,
+        env=platform.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])["api_key"]
@@ -266,36 +325,53 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
     auth = {"Authorization": f"Bearer {api_key}"}
     run = uuid.uuid4().hex[:8]
     bodies = [{"correlation_id": f"mp-ok-{run}-{i}", "input": {"n": i}} for i in range(SUCCEEDING)]
-    bodies += [{"correlation_id": f"mp-rejected-{run}-{i}", "input": {"simulate": {"reject": True}}}
-               for i in range(REJECTED)]
+    bodies += [
+        {"correlation_id": f"mp-rejected-{run}-{i}", "input": {"simulate": {"reject": True}}} for i in range(REJECTED)
+    ]
     with ThreadPoolExecutor(len(bodies)) as pool:  # concurrently: both web workers and both children get work
-        responses = list(pool.map(
-            lambda body: requests.post(f"{url}/api/v1/tasks", json=body, timeout=10,
-                                       headers={**auth, "Idempotency-Key": body["correlation_id"]}),
-            bodies,
-        ))
+        responses = list(
+            pool.map(
+                lambda body: requests.post(
+                    f"{url}/api/v1/tasks",
+                    json=body,
+                    timeout=10,
+                    headers={**auth, "Idempotency-Key": body["correlation_id"]},
+                ),
+                bodies,
+            )
+        )
     assert [r.status_code for r in responses] == [202] * len(bodies), [r.text for r in responses]
 
     bad = post_event(url, generate_secret(), {"type": "job.accepted", "job_id": "job_mp_forged"})
     assert bad.status_code == 401, bad.text
 
     def states() -> dict[str, str]:
-        return {b["correlation_id"]: requests.get(f"{url}/api/v1/tasks/{b['correlation_id']}", headers=auth,
-                                                  timeout=10).json()["state"] for b in bodies}
+        return {
+            b["correlation_id"]: requests.get(
+                f"{url}/api/v1/tasks/{b['correlation_id']}", headers=auth, timeout=10
+            ).json()["state"]
+            for b in bodies
+        }
 
     def all_final() -> dict[str, str] | None:
         now = states()
         return now if all(state in ("succeeded", "failed", "canceled") for state in now.values()) else None
 
-    final = _poll("every task to be final", all_final, FLOW_TIMEOUT_S, interval=0.2,
-                  diagnose=lambda: f"{states()}\n{platform.diagnose()}")
+    final = _poll(
+        "every task to be final",
+        all_final,
+        FLOW_TIMEOUT_S,
+        interval=0.2,
+        diagnose=lambda: f"{states()}\n{platform.diagnose()}",
+    )
     assert sorted(final.values()) == ["failed"] * REJECTED + ["succeeded"] * SUCCEEDING, final
 
     # Every state change a client hears of: accepted + completed per succeeding task, and the
     # failure (completed/failed) of the rejected one.
     expected_callbacks = 2 * SUCCEEDING + REJECTED
-    platform.callbacks.wait_for(lambda reqs: len(reqs) >= expected_callbacks, timeout=FLOW_TIMEOUT_S,
-                                message=f"{expected_callbacks} callbacks")
+    platform.callbacks.wait_for(
+        lambda reqs: len(reqs) >= expected_callbacks, timeout=FLOW_TIMEOUT_S, message=f"{expected_callbacks} callbacks"
+    )
 
     def drained() -> bool:  # the database's word that no work is left (no late callback, no retry)
         return sum(v for (name, _), v in scrape(url).items() if name == "liaison_outbox_pending") == 0
@@ -323,10 +399,12 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
         ("liaison_submissions_total", (("provider", "sim"), ("outcome", "dead_lettered"))): REJECTED,
         ("liaison_submissions_total", (("provider", "sim"), ("outcome", "retried"))): 0,
         ("liaison_provider_calls_total", (("provider", "sim"), ("operation", "submit"), ("outcome", "ok"))): SUCCEEDING,
-        ("liaison_provider_calls_total", (("provider", "sim"), ("operation", "submit"),
-                                          ("outcome", "permanent_error"))): REJECTED,
-        ("liaison_provider_call_duration_seconds_count", (("provider", "sim"), ("operation", "submit"))):
-            SUCCEEDING + REJECTED,
+        (
+            "liaison_provider_calls_total",
+            (("provider", "sim"), ("operation", "submit"), ("outcome", "permanent_error")),
+        ): REJECTED,
+        ("liaison_provider_call_duration_seconds_count", (("provider", "sim"), ("operation", "submit"))): SUCCEEDING
+        + REJECTED,
         ("liaison_relay_deliveries_total", (("outcome", "delivered"),)): delivered,
         ("liaison_relay_deliveries_total", (("outcome", "retried"),)): 0,
         ("liaison_relay_delivery_latency_seconds_count", ()): delivered,
@@ -347,15 +425,22 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
 
     # A counter is incremented just after its row is marked done: give the last increments a moment
     # to land (bounded), then every scrape must be exact.
-    _poll("every counter to reach its exact total", lambda: not wrong(scrape(url)), 10, interval=0.2,
-          diagnose=lambda: f"off (scraped, expected): {wrong(scrape(url))}\n{platform.diagnose()}")
+    _poll(
+        "every counter to reach its exact total",
+        lambda: not wrong(scrape(url)),
+        10,
+        interval=0.2,
+        diagnose=lambda: f"off (scraped, expected): {wrong(scrape(url))}\n{platform.diagnose()}",
+    )
 
     # Scrape in concurrent rounds until each gunicorn worker has answered some of them (every scrape
     # counts itself in the answering worker's own file): every answer must be exact.
     web_pids = _children(platform.gunicorn.pid)
     assert len(web_pids) == 2, web_pids
-    metrics_endpoint = ("liaison_http_requests_total",
-                        frozenset({("method", "GET"), ("endpoint", "health.prometheus_metrics"), ("status", "200")}))
+    metrics_endpoint = (
+        "liaison_http_requests_total",
+        frozenset({("method", "GET"), ("endpoint", "health.prometheus_metrics"), ("status", "200")}),
+    )
     answered_by: set[int] = set()
     scrapes = 0
     with ThreadPoolExecutor(4) as pool:

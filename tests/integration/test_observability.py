@@ -145,8 +145,13 @@ def test_request_and_task_logs_share_the_correlation_id_and_hold_no_secret(
 
 
 def _app(tmp_path: Path, *, database_url: str, broker_url: str):  # type: ignore[no-untyped-def]
-    env = {"DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url, "LIAISON_VAR_DIR": str(tmp_path),
-           "LIAISON_LOG_LEVEL": "warning", "LIAISON_METRICS_TOKEN": METRICS_TOKEN}
+    env = {
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker_url,
+        "LIAISON_VAR_DIR": str(tmp_path),
+        "LIAISON_LOG_LEVEL": "warning",
+        "LIAISON_METRICS_TOKEN": METRICS_TOKEN,
+    }
     return create_app(Settings.from_env(env))
 
 
@@ -176,8 +181,14 @@ def test_readyz_names_what_is_not_ready(pair_stack: Stack, tmp_path: Path) -> No
 def _health(stack: Stack, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "DATABASE_", "CELERY_", "PROMETHEUS_"))}
     env.update(CELERY_BROKER_URL=stack.settings.broker_url, LIAISON_VAR_DIR=str(tmp_path), LIAISON_LOG_LEVEL="warning")
-    return subprocess.run([sys.executable, "-m", "app.worker_health", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "app.worker_health", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_worker_health_command_exits_0_only_when_the_worker_answers(pair_stack: Stack, tmp_path: Path) -> None:
@@ -205,16 +216,35 @@ def gunicorn(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     port = services.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "DATABASE_", "CELERY_", "PROMETHEUS_"))}
     env.update(
-        DATABASE_URL=database_url, CELERY_BROKER_URL=services.REDIS_URL, LIAISON_VAR_DIR=str(tmp_path),
-        LIAISON_LOG_FORMAT="json", LIAISON_LOG_LEVEL="info", PROMETHEUS_MULTIPROC_DIR=str(prom),
+        DATABASE_URL=database_url,
+        CELERY_BROKER_URL=services.REDIS_URL,
+        LIAISON_VAR_DIR=str(tmp_path),
+        LIAISON_LOG_FORMAT="json",
+        LIAISON_LOG_LEVEL="info",
+        PROMETHEUS_MULTIPROC_DIR=str(prom),
         LIAISON_METRICS_TOKEN=METRICS_TOKEN,
     )
     log_path = tmp_path / "gunicorn.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "-w", "2", "--bind", f"127.0.0.1:{port}",
-             "--access-logfile", "-", "app:create_app()"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "gunicorn.conf.py",
+                "-w",
+                "2",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--access-logfile",
+                "-",
+                "app:create_app()",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -25,9 +25,16 @@ def _web_behind_a_proxy(stack: Stack, vendor_secret: str) -> tuple[Flask, TcpPro
     broker = urlsplit(stack.settings.broker_url)
     proxy = TcpProxy(broker.hostname, broker.port or (6379 if broker.scheme == "redis" else 5672)).start()
     userinfo = broker.netloc.rpartition("@")[0]
-    proxied_url = stack.settings.broker_url.replace(broker.netloc, f"{userinfo + '@' if userinfo else ''}127.0.0.1:{proxy.port}")
-    env = liaison_env(database_url=stack.settings.database_url, broker_url=proxied_url, vendor_url=stack.vendor_url,
-                      vendor_secret=vendor_secret, public_url=stack.settings.public_url)
+    proxied_url = stack.settings.broker_url.replace(
+        broker.netloc, f"{userinfo + '@' if userinfo else ''}127.0.0.1:{proxy.port}"
+    )
+    env = liaison_env(
+        database_url=stack.settings.database_url,
+        broker_url=proxied_url,
+        vendor_url=stack.vendor_url,
+        vendor_secret=vendor_secret,
+        public_url=stack.settings.public_url,
+    )
     env["LIAISON_VAR_DIR"] = str(stack.settings.broker_folder.parent)
     env["LIAISON_QUEUE"] = stack.queue
     env["LIAISON_OUTBOUND_ALLOW"] = stack.callback_server.url.removeprefix("http://")
@@ -52,8 +59,9 @@ def test_broker_down_at_submit_then_delivered_after_the_sweep(stack: Stack, vend
         # What beat's sweep_outbox does, with the clock moved past the grace period.
         assert publisher.sweep(utcnow() + timedelta(seconds=60), grace_s=10, lease_s=1800) >= 1
         assert stack.wait_for_task(api_key, cid)["state"] == "succeeded"
-        stack.callbacks.wait_for(lambda reqs: any(r.path == path and r.json()["type"] == "task.completed" for r in reqs),
-                                 timeout=10)
+        stack.callbacks.wait_for(
+            lambda reqs: any(r.path == path and r.json()["type"] == "task.completed" for r in reqs), timeout=10
+        )
     proxy.stop()
     web_app.extensions["liaison"].db.dispose()
 

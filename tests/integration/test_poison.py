@@ -39,20 +39,49 @@ def _wait_for_dead_letter(stack: Stack, timeout: float = 30, **where: object) ->
 
 
 @pytest.mark.timeout(120)
-def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(pair_stack: Stack, vendor_secret: str) -> None:
+def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(
+    pair_stack: Stack, vendor_secret: str
+) -> None:
     queue = f"{pair_stack.queue}-poison"
     env = {
         **os.environ,
-        **liaison_env(database_url=pair_stack.settings.database_url, broker_url=pair_stack.settings.broker_url,
-                      vendor_url=pair_stack.vendor_url, vendor_secret=vendor_secret,
-                      public_url=pair_stack.settings.public_url),
-        "LIAISON_QUEUE": queue, "LIAISON_MAX_DELIVERIES": "2", "PYTHONPATH": str(ROOT),
+        **liaison_env(
+            database_url=pair_stack.settings.database_url,
+            broker_url=pair_stack.settings.broker_url,
+            vendor_url=pair_stack.vendor_url,
+            vendor_secret=vendor_secret,
+            public_url=pair_stack.settings.public_url,
+        ),
+        "LIAISON_QUEUE": queue,
+        "LIAISON_MAX_DELIVERIES": "2",
+        "PYTHONPATH": str(ROOT),
     }
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "app.make_celery", "worker", "--pool", "prefork",
-         "--concurrency", "1", "--include", "tests.integration.poison_tasks", "--loglevel", "WARNING",
-         "--without-mingle", "--without-gossip", "-n", f"poison-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "app.make_celery",
+            "worker",
+            "--pool",
+            "prefork",
+            "--concurrency",
+            "1",
+            "--include",
+            "tests.integration.poison_tasks",
+            "--loglevel",
+            "WARNING",
+            "--without-mingle",
+            "--without-gossip",
+            "-n",
+            f"poison-{uuid.uuid4().hex[:6]}@%h",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         # A plain session: the app's sessions publish new outbox rows at commit (models.publishing),
@@ -64,8 +93,9 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(pair_s
             outbox_id = row.id
         # Declared exactly as that worker declares it (RabbitMQ refuses a queue redeclared with other arguments).
         work_queue = work_queues(Settings.from_env(env))[0]
-        pair_stack.celery.send_task("liaison.test.kill_worker", args=[outbox_id], queue=work_queue,
-                                    declare=[work_queue])
+        pair_stack.celery.send_task(
+            "liaison.test.kill_worker", args=[outbox_id], queue=work_queue, declare=[work_queue]
+        )
 
         try:
             letter = _wait_for_dead_letter(pair_stack, outbox_id=outbox_id, timeout=60)
@@ -107,8 +137,12 @@ def test_a_message_that_cannot_be_decoded_is_dead_lettered(pair_stack: Stack) ->
     queue = pair_stack.celery.conf.task_queues[0]
     with pair_stack.celery.connection_for_write() as conn:
         conn.Producer().publish(
-            b"\xff{not json", exchange=queue.exchange, routing_key=queue.routing_key, declare=[queue],
-            content_type="application/json", content_encoding="utf-8",
+            b"\xff{not json",
+            exchange=queue.exchange,
+            routing_key=queue.routing_key,
+            declare=[queue],
+            content_type="application/json",
+            content_encoding="utf-8",
             headers={"id": message_id, "task": "liaison.relay"},
         )
     letter = _wait_for_dead_letter(pair_stack, message_id=message_id[:64])

@@ -151,8 +151,7 @@ def test_new_job_then_idempotent_replay(vendor: Vendor) -> None:
     assert len(state["jobs"]) == 1
     assert state["jobs"][0]["submit_attempts"] == 2
     fetched = requests.get(f"{vendor.url}/jobs/{job['job_id']}", timeout=5).json()
-    assert fetched == {"job_id": job["job_id"], "reference": "ref-1", "status": "queued",
-                       "outcome": None}
+    assert fetched == {"job_id": job["job_id"], "reference": "ref-1", "status": "queued", "outcome": None}
 
 
 def test_bad_requests(vendor: Vendor) -> None:
@@ -161,8 +160,7 @@ def test_bad_requests(vendor: Vendor) -> None:
     missing_key = requests.post(url, json=body, timeout=5)
     assert missing_key.status_code == 400
     assert missing_key.headers["Content-Type"] == "application/problem+json"
-    for bad in ({"reference": "r", "input": {}}, [1], {"reference": 3, "input": 1,
-                                                        "callback_url": "x"}):
+    for bad in ({"reference": "r", "input": {}}, [1], {"reference": 3, "input": 1, "callback_url": "x"}):
         response = requests.post(url, json=bad, headers={"Idempotency-Key": "k"}, timeout=5)
         assert response.status_code == 400, bad
     not_json = requests.post(url, data=b"{nope", headers={"Idempotency-Key": "k"}, timeout=5)
@@ -179,8 +177,7 @@ def test_signed_webhooks_arrive_and_verify(vendor: Vendor) -> None:
     assert types(hooks) == ["job.accepted", "job.completed"]
     for hook in hooks:
         assert hook.headers["content-type"] == "application/json"
-        assert verify([SECRET], hook.headers, hook.body, now=time.time()) == hook.headers[
-            "webhook-id"]
+        assert verify([SECRET], hook.headers, hook.body, now=time.time()) == hook.headers["webhook-id"]
         assert hook.headers["webhook-id"].startswith("msg_")
     assert hooks[0].headers["webhook-id"] != hooks[1].headers["webhook-id"]
     assert hooks[0].json() == {"type": "job.accepted", "job_id": job_id}

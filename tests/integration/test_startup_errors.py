@@ -87,8 +87,11 @@ def test_migrations_need_only_the_database_url(db: str, tmp_path: Path, request:
     """A provider named without its base URL or secrets (and another bad setting) does not stop
     `liaison db upgrade`, nor alembic run directly."""
     url = request.getfixturevalue("postgres_url") if db == "postgres" else f"sqlite:///{tmp_path / 'only-db.db'}"
-    broken = {"LIAISON_PROVIDERS": "foo,bar", "LIAISON_PROVIDER_BAR_BASE_URL": "http://127.0.0.1:1",
-              "LIAISON_MAX_BODY_BYTES": "lots"}
+    broken = {
+        "LIAISON_PROVIDERS": "foo,bar",
+        "LIAISON_PROVIDER_BAR_BASE_URL": "http://127.0.0.1:1",
+        "LIAISON_MAX_BODY_BYTES": "lots",
+    }
     upgraded = run(["flask", "--app", "app", "liaison", "db", "upgrade"], tmp_path, DATABASE_URL=url, **broken)
     assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
     assert "database is at the latest migration" in upgraded.stdout

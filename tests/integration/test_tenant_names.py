@@ -55,8 +55,9 @@ def test_two_clients_use_the_same_correlation_id_independently(pair_stack: Stack
     assert (done_a["state"], done_b["state"]) == ("succeeded", "succeeded")
     assert (done_a["input"], done_b["input"]) == ({"who": "a"}, {"who": "b"})
     for key, who in ((key_a, "a"), (key_b, "b")):
-        listed = requests.get(f"{pair_stack.web.url}/api/v1/tasks", headers={"Authorization": f"Bearer {key}"},
-                              timeout=10).json()["tasks"]
+        listed = requests.get(
+            f"{pair_stack.web.url}/api/v1/tasks", headers={"Authorization": f"Bearer {key}"}, timeout=10
+        ).json()["tasks"]
         assert [(t["correlation_id"], t["input"]) for t in listed] == [(cid, {"who": who})]
 
     # Two separate jobs at the vendor, each under its own globally unique reference (and key).
@@ -65,14 +66,17 @@ def test_two_clients_use_the_same_correlation_id_independently(pair_stack: Stack
     sim = pair_stack.vendor("GET", "/_sim/jobs").json()
     jobs = {j["reference"]: j for j in sim["jobs"] if j["reference"] in (ref_a, ref_b)}
     assert {r: (j["input"], j["idempotency_key"]) for r, j in jobs.items()} == {
-        ref_a: ({"who": "a"}, ref_a), ref_b: ({"who": "b"}, ref_b)}
+        ref_a: ({"who": "a"}, ref_a),
+        ref_b: ({"who": "b"}, ref_b),
+    }
     assert jobs[ref_a]["job_id"] != jobs[ref_b]["job_id"]
     assert (sim["submit_attempts"][ref_a], sim["submit_attempts"][ref_b]) == (1, 1)
     assert (done_a["outcome"]["reference"], done_b["outcome"]["reference"]) == (ref_a, ref_b)
 
     # Each client's callbacks went to its own endpoint, signed with its own secret, about its own job.
     pair_stack.callbacks.wait_for(
-        lambda reqs: all(sum(r.path == p for r in reqs) >= 2 for p in (path_a, path_b)), timeout=15)
+        lambda reqs: all(sum(r.path == p for r in reqs) >= 2 for p in (path_a, path_b)), timeout=15
+    )
     for path, secret, other, ref in ((path_a, secret_a, secret_b, ref_a), (path_b, secret_b, secret_a, ref_b)):
         posts = pair_stack.callbacks.posts_to(path)
         assert [r.json()["type"] for r in posts] == ["task.accepted", "task.completed"]
@@ -112,7 +116,10 @@ def test_a_410_from_one_clients_endpoint_does_not_park_another_clients_callbacks
     done_b = pair_stack.wait_for_task(key_b, cid_b, until=lambda b: _kinds(b).count("relay.delivered") == 2)
     assert "relay.parked" not in _kinds(done_b)
     delivered = [r.json() for r in pair_stack.callbacks.posts_to(path) if r.status == 204]
-    assert [(c["correlation_id"], c["type"]) for c in delivered] == [(cid_b, "task.accepted"), (cid_b, "task.completed")]
+    assert [(c["correlation_id"], c["type"]) for c in delivered] == [
+        (cid_b, "task.accepted"),
+        (cid_b, "task.completed"),
+    ]
 
     # The endpoint list says whose endpoint it is, and shows no secret.
     listed = [e for e in pair_stack.admin("GET", "/callback-endpoints").json()["items"] if e["url"] == shown_url]
@@ -121,9 +128,14 @@ def test_a_410_from_one_clients_endpoint_does_not_park_another_clients_callbacks
     assert name_a in cli_list.output and shown_url in cli_list.output and "s3cret" not in cli_list.output
     with pair_stack.db.transaction() as session:
         endpoints = session.scalars(select(CallbackEndpoint).where(CallbackEndpoint.url == shown_url)).all()
-        targets = session.scalars(select(OutboxMessage.target).where(
-            OutboxMessage.correlation_id.in_([cid_a, cid_b]), OutboxMessage.kind == "relay")).all()
-        details = [(i.subject, i.detail) for i in session.scalars(select(Incident).where(Incident.detail.contains(shown_url)))]
+        targets = session.scalars(
+            select(OutboxMessage.target).where(
+                OutboxMessage.correlation_id.in_([cid_a, cid_b]), OutboxMessage.kind == "relay"
+            )
+        ).all()
+        details = [
+            (i.subject, i.detail) for i in session.scalars(select(Incident).where(Incident.detail.contains(shown_url)))
+        ]
     assert len(endpoints) == 1 and all("s3cret" not in e.url for e in endpoints)
     assert targets and set(targets) == {shown_url}
     assert details and not any("s3cret" in subject + detail for subject, detail in details)
@@ -145,8 +157,9 @@ def test_a_410_from_one_clients_endpoint_does_not_park_another_clients_callbacks
     pair_stack.wait_for_task(key_a, cid_a, until=lambda b: _kinds(b).count("relay.delivered") == 2, timeout=15)
     assert _kinds(pair_stack.get(key_b, cid_b2)).count("relay.delivered") == 0  # B's still wait for B's operator
     # The full URL (as the client configured it) names the same endpoint as its stripped form.
-    assert "2 waiting relays released" in _cli_ok(pair_stack, "endpoints", "enable", f"{shown_url}?{secret_query}",
-                                                  "--client", name_b)
+    assert "2 waiting relays released" in _cli_ok(
+        pair_stack, "endpoints", "enable", f"{shown_url}?{secret_query}", "--client", name_b
+    )
     pair_stack.wait_for_task(key_b, cid_b2, until=lambda b: _kinds(b).count("relay.delivered") == 2, timeout=15)
 
 
@@ -199,7 +212,9 @@ def test_a_cancel_key_reused_on_another_task_is_422_and_that_task_is_untouched(p
     assert pair_stack.wait_for_task(api_key, second)["state"] == "canceled"
 
 
-@pytest.mark.parametrize("body", [{"url": "http://127.0.0.1:9/x", "client": 7}, {"url": "http://127.0.0.1:9/x", "client": ""}])
+@pytest.mark.parametrize(
+    "body", [{"url": "http://127.0.0.1:9/x", "client": 7}, {"url": "http://127.0.0.1:9/x", "client": ""}]
+)
 def test_enable_endpoint_client_must_be_a_name(pair_stack: Stack, body: dict[str, Any]) -> None:
     response = pair_stack.admin("POST", "/callback-endpoints/enable", json=body)
     assert response.status_code == 422 and [e["field"] for e in response.json()["errors"]] == ["client"]

@@ -91,8 +91,9 @@ def test_event_for_an_unknown_job_is_kept_as_an_orphan(pair_stack: Stack, vendor
     with pair_stack.db.transaction() as session:
         orphan = session.scalars(select(OrphanEvent).where(OrphanEvent.vendor_job_id == job_id)).one()
         assert orphan.state == "open" and orphan.payload["type"] == "job.accepted"
-    again = post_event(pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id},
-                       message_id=orphan.message_id)
+    again = post_event(
+        pair_stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id}, message_id=orphan.message_id
+    )
     assert again.json()["status"] == "duplicate"
 
 
@@ -101,8 +102,10 @@ def _malformed_count(stack: Stack) -> float:
     text = stack.internal("/metrics", timeout=5).text
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "liaison_webhooks_rejected_total" and sample.labels == {"provider": "sim",
-                                                                                     "reason": "malformed"}:
+            if sample.name == "liaison_webhooks_rejected_total" and sample.labels == {
+                "provider": "sim",
+                "reason": "malformed",
+            }:
                 return sample.value
     return 0.0
 
@@ -112,14 +115,19 @@ def _malformed_count(stack: Stack) -> float:
     [
         pytest.param(b'{"type": "job.accepted", "job_id": "j", "n": ' + b"1" * 4301 + b"}", id="int-past-4300-digits"),
         pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": NaN}}', id="NaN"),
-        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": Infinity}}',
-                     id="Infinity"),
-        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": -1e400}}',
-                     id="overflows-to-inf"),
+        pytest.param(
+            b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": Infinity}}', id="Infinity"
+        ),
+        pytest.param(
+            b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"x": -1e400}}',
+            id="overflows-to-inf",
+        ),
         pytest.param(b'{"type": "job.accepted", "job_id": "\\ud800"}', id="lone-surrogate-job-id"),
         pytest.param(b'{"type": "job.accepted", "job_id": "j\\u0000"}', id="nul-job-id"),
-        pytest.param(b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"e": "\\u0000"}}',
-                     id="nul-in-outcome"),
+        pytest.param(
+            b'{"type": "job.completed", "job_id": "j", "status": "failed", "outcome": {"e": "\\u0000"}}',
+            id="nul-in-outcome",
+        ),
         pytest.param(b"[" * 100_000, id="nested-too-deeply"),
     ],
 )

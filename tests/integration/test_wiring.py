@@ -27,8 +27,17 @@ def test_beat_schedule_names_registered_tasks(pair_stack: Stack) -> None:
 
 def test_cli_creates_a_client_whose_key_works(pair_stack: Stack) -> None:
     runner = pair_stack.app.test_cli_runner()
-    result = runner.invoke(args=["liaison", "clients", "create", "cli-test-" + pair_stack.queue[-8:],
-                                 "--callback-url", pair_stack.callback_server.url + "/cli", "--json"])
+    result = runner.invoke(
+        args=[
+            "liaison",
+            "clients",
+            "create",
+            "cli-test-" + pair_stack.queue[-8:],
+            "--callback-url",
+            pair_stack.callback_server.url + "/cli",
+            "--json",
+        ]
+    )
     assert result.exit_code == 0, result.output
     created = json.loads(result.output)
     assert created["api_key"].startswith("lk_") and created["callback_secret"].startswith("whsec_")

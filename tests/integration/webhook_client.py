@@ -13,7 +13,12 @@ from webhooks.signing import sign
 
 
 def post_event(
-    web_url: str, secret: str, event: dict[str, Any], *, provider: str = "sim", message_id: str | None = None,
+    web_url: str,
+    secret: str,
+    event: dict[str, Any],
+    *,
+    provider: str = "sim",
+    message_id: str | None = None,
     timestamp: float | None = None,
 ) -> requests.Response:
     body = json.dumps(event).encode()

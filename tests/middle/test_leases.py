@@ -25,7 +25,7 @@ def test_leases_of_different_names_are_independent(db: Database) -> None:
 
 
 def test_slots_count_holders(db: Database) -> None:
-    def take(holder: str, now=NOW) -> str | None:  # noqa: ANN001
+    def take(holder: str, now=NOW) -> str | None:
         with db.transaction() as session:
             return take_slot(session, "relay:shop", 2, holder, now, 60)
 

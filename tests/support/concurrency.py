@@ -15,7 +15,7 @@ def twice_at_once(job: Callable[[], Any]) -> list[Any]:
         barrier.wait()
         try:
             results.append(job())
-        except Exception as exc:  # noqa: BLE001 - re-raised below in the test thread
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=run) for _ in range(2)]

@@ -8,6 +8,7 @@ closed it.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -72,10 +73,8 @@ class _Listener:
 
     def close(self) -> None:
         self._running = False
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._sock.close()
 
     def __enter__(self):  # type: ignore[no-untyped-def]

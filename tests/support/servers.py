@@ -149,9 +149,7 @@ class CallbackRecorder:
             if predicate(snapshot):
                 return snapshot
             if time.monotonic() >= deadline:
-                seen = "\n".join(
-                    f"  {r.status} POST {r.path} {r.body[:200]!r}" for r in snapshot
-                ) or "  (none)"
+                seen = "\n".join(f"  {r.status} POST {r.path} {r.body[:200]!r}" for r in snapshot) or "  (none)"
                 raise AssertionError(
                     f"timed out after {timeout}s waiting for {message or 'predicate'}; "
                     f"{len(snapshot)} request(s) recorded:\n{seen}"

@@ -3,6 +3,7 @@ without stopping the broker every other test (and the worker) is using."""
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
 import threading
@@ -32,18 +33,15 @@ class TcpProxy:
         """Refuse new connections and cut every open one, as a dead broker would."""
         self._running = False
         if self._listener is not None:
-            try:  # wakes the thread blocked in accept(); close() alone leaves the socket listening
+            # Wakes the thread blocked in accept(); close() alone leaves the socket listening.
+            with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             self._listener.close()
             self._listener = None
         with self._lock:
             for conn in self._conns:
-                try:
+                with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 conn.close()
             self._conns.clear()
 

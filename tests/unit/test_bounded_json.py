@@ -36,7 +36,7 @@ def true_depth(value: Any) -> int:
 
 
 #: Strings full of what could fool a scanner: brackets, quotes, backslashes, escapes.
-TRICKY = st.lists(st.sampled_from(list('[]{}"\\/ abc\n\té\u2028') + ["\\u005b", '\\"']), max_size=12).map("".join)
+TRICKY = st.lists(st.sampled_from([*list('[]{}"\\/ abc\n\té\u2028'), "\\u005b", '\\"']), max_size=12).map("".join)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TRICKY,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(TRICKY, children, max_size=4),
@@ -104,7 +104,7 @@ def test_size_is_counted_on_canonical_json() -> None:
     check_bounds({"a": "éé"}, JsonLimits(32, 12), "input")  # {"a":"éé"}: 10 characters, 12 UTF-8 bytes
     with pytest.raises(TooLarge):
         check_bounds({"a": "éé"}, JsonLimits(32, 11), "input")
-    check_bounds({"b": 1,   "a": 2}, JsonLimits(32, len('{"a":2,"b":1}')), "input")  # no spaces counted
+    check_bounds({"b": 1, "a": 2}, JsonLimits(32, len('{"a":2,"b":1}')), "input")  # no spaces counted
     with pytest.raises(TooLarge) as refused:
         check_bounds({"a": "x" * 20}, limits, "input")
     assert refused.value.size == len('{"a":"' + "x" * 20 + '"}') and "input" in str(refused.value)
@@ -125,8 +125,14 @@ PROVIDERS = {"sim": ProviderSettings(name="sim", kind="rest", base_url="http://1
 
 
 def _parse(body: dict[str, Any], limits: JsonLimits) -> Any:
-    return parse_submit(body, providers=PROVIDERS, default_provider="sim", client_callback_url="http://127.0.0.1:2/cb",
-                        now=NOW, input_limits=limits)
+    return parse_submit(
+        body,
+        providers=PROVIDERS,
+        default_provider="sim",
+        client_callback_url="http://127.0.0.1:2/cb",
+        now=NOW,
+        input_limits=limits,
+    )
 
 
 def nest(levels: int) -> Any:
@@ -177,8 +183,9 @@ def test_an_event_outcome_past_the_size_limit_is_too_large() -> None:
 
 
 def test_limit_settings_are_read_and_bounded() -> None:
-    settings_ = Settings.from_env({"LIAISON_MAX_JSON_DEPTH": "8", "LIAISON_MAX_INPUT_BYTES": "2048",
-                                   "LIAISON_MAX_OUTCOME_BYTES": "4096"})
+    settings_ = Settings.from_env(
+        {"LIAISON_MAX_JSON_DEPTH": "8", "LIAISON_MAX_INPUT_BYTES": "2048", "LIAISON_MAX_OUTCOME_BYTES": "4096"}
+    )
     assert settings_.input_limits == JsonLimits(8, 2048) and settings_.outcome_limits == JsonLimits(8, 4096)
     assert Settings.from_env({}).input_limits == JsonLimits(32, 65536)
     with pytest.raises(ConfigError, match="LIAISON_MAX_JSON_DEPTH"):

@@ -4,6 +4,7 @@ it verifies. HTTP goes through a stub ``requests`` adapter (the real server: tes
 from __future__ import annotations
 
 import base64
+import contextlib
 import email.utils
 import json
 import subprocess
@@ -337,10 +338,8 @@ def test_every_bad_callback_is_a_verification_error(case: str) -> None:
 )
 def test_callback_verification_is_total(headers: dict[str, str], body: bytes) -> None:
     """Whatever arrives, the answer is a Callback or a CallbackVerificationError."""
-    try:
+    with contextlib.suppress(CallbackVerificationError):
         verify_callback([SECRET], headers, body)
-    except CallbackVerificationError:
-        pass
 
 
 @pytest.mark.parametrize("secret", ["not-a-secret", "whsec_%%%%", "whsec_"])

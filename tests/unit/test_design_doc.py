@@ -10,8 +10,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SKIP = {".git", ".venv", "var", "__pycache__", ".pytest_cache", ".hypothesis", ".schemathesis", "node_modules"}
 TEXT = {".py", ".md", ".toml", ".txt", ".ini", ".cfg", ".example", ".mako", ".sh", ""}
-SECTIONS = ["Flow", "Domain model", "HTTP API", "Webhooks", "External systems", "Failure handling", "Beat",
-            "Operations", "Layout"]
+SECTIONS = [
+    "Flow",
+    "Domain model",
+    "HTTP API",
+    "Webhooks",
+    "External systems",
+    "Failure handling",
+    "Beat",
+    "Operations",
+    "Layout",
+]
 
 
 def _files() -> list[Path]:
@@ -25,8 +34,13 @@ def _files() -> list[Path]:
 def test_nothing_refers_to_a_design_outside_the_repository() -> None:
     outside = re.compile(r"\.\./shared|shared/DESIGN|DESIGN\.md")
     this = Path(__file__).resolve()
-    hits = [f"{p.relative_to(ROOT)}:{n}" for p in _files() if p.resolve() != this
-            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if outside.search(line)]
+    hits = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in _files()
+        if p.resolve() != this
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if outside.search(line)
+    ]
     assert not hits, f"points outside the repository: {hits}"
 
 
@@ -35,8 +49,12 @@ def test_design_keeps_the_section_numbers_code_cites() -> None:
     assert [int(n) for n, _ in headings] == list(range(1, 10))
     for (_, title), expected in zip(headings, SECTIONS, strict=True):
         assert title.startswith(expected), (title, expected)
-    cited = {int(n) for p in _files() if p.suffix == ".py"
-             for n in re.findall(r"(?:DESIGN|design\.md) §(\d+)", p.read_text(errors="replace"))}
+    cited = {
+        int(n)
+        for p in _files()
+        if p.suffix == ".py"
+        for n in re.findall(r"(?:DESIGN|design\.md) §(\d+)", p.read_text(errors="replace"))
+    }
     assert cited <= set(range(1, 10)), cited
 
 

@@ -19,10 +19,13 @@ from app import settings_docs
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("path", "render", "flag"), [
-    (".env.example", settings_docs.render_env_example, "--env-example"),
-    ("docs/settings.md", settings_docs.render_markdown, "--markdown"),
-])
+@pytest.mark.parametrize(
+    ("path", "render", "flag"),
+    [
+        (".env.example", settings_docs.render_env_example, "--env-example"),
+        ("docs/settings.md", settings_docs.render_markdown, "--markdown"),
+    ],
+)
 def test_settings_files_are_what_the_table_generates(path: str, render: Callable[[], str], flag: str) -> None:
     """Names, defaults and docs of every setting come from foundation/settings.py's table, nowhere else."""
     assert (ROOT / path).read_text() == render(), f"regenerate: python -m app.settings_docs {flag} > {path}"
@@ -45,7 +48,9 @@ def test_settings_page_is_linked_from_the_readme_and_architecture() -> None:
 
 
 def test_every_metric_named_in_the_docs_exists() -> None:
-    code = "".join(p.read_text() for p in [*(ROOT / "app" / "observability").glob("*.py"), ROOT / "foundation" / "metrics.py"])
+    code = "".join(
+        p.read_text() for p in [*(ROOT / "app" / "observability").glob("*.py"), ROOT / "foundation" / "metrics.py"]
+    )
     defined = set(re.findall(r'"(liaison_[a-z_]+)"', code))
     for doc in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))):
         named = set(re.findall(r"\b(liaison_[a-z_]+)", doc.read_text())) - {"liaison_client"}  # the package

@@ -20,8 +20,10 @@ def test_the_example_file_shows_a_password_that_is_refused() -> None:
             check_basic_auth("ops:" + password, examples)
 
 
-@pytest.mark.parametrize("value", ["", "   ", "admin", "admin:", ":" + "p" * 20, "admin:" + "p" * (MIN_PASSWORD_LEN - 1),
-                                   f"{STRONG},other:short"])
+@pytest.mark.parametrize(
+    "value",
+    ["", "   ", "admin", "admin:", ":" + "p" * 20, "admin:" + "p" * (MIN_PASSWORD_LEN - 1), f"{STRONG},other:short"],
+)
 def test_missing_malformed_or_short_is_refused(value: str) -> None:
     with pytest.raises(ConfigError) as info:
         check_basic_auth(value)
@@ -55,6 +57,6 @@ def test_main_exits_nonzero_with_one_sentence(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_procfile_runs_the_check_before_flower() -> None:
-    line = next(l for l in (ENV_EXAMPLE.parent / "Procfile").read_text().splitlines() if l.startswith("flower:"))
+    line = next(ln for ln in (ENV_EXAMPLE.parent / "Procfile").read_text().splitlines() if ln.startswith("flower:"))
     check, _, rest = line.partition("&&")
     assert "python -m workers.flower_check" in check and "flower" in rest

@@ -43,8 +43,10 @@ def refused_as_requests_raises_it() -> requests.ConnectionError:
         (requests.ConnectionError(refused()), Failure.CONNECT_ERROR),
         (requests.ConnectionError(NewConnectionError(None, "refused")), Failure.CONNECT_ERROR),
         # dropped after the request may have left
-        (requests.ConnectionError(ProtocolError("Connection aborted.", ConnectionResetError(104))),
-         Failure.RESET_AFTER_SEND),
+        (
+            requests.ConnectionError(ProtocolError("Connection aborted.", ConnectionResetError(104))),
+            Failure.RESET_AFTER_SEND,
+        ),
         (requests.ConnectionError("Connection aborted."), Failure.RESET_AFTER_SEND),
         (requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead"), Failure.RESET_AFTER_SEND),
         # the request never left
@@ -139,8 +141,10 @@ def test_uncertain_idempotent_call_is_transient(monkeypatch):
     assert type(_call(idempotent=True)) is TransientError
 
 
-@pytest.mark.parametrize(("status", "error"), [(503, TransientError), (429, TransientError), (401, PermanentError),
-                                               (422, PermanentError), (301, PermanentError)])
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(503, TransientError), (429, TransientError), (401, PermanentError), (422, PermanentError), (301, PermanentError)],
+)
 def test_status_failure_message(monkeypatch, status, error):
     monkeypatch.setattr(http.transport, "send", _answering(status, **{"Retry-After": "7"}))
     raised = _call()
@@ -151,5 +155,7 @@ def test_status_failure_message(monkeypatch, status, error):
 
 def test_success_is_returned(monkeypatch):
     monkeypatch.setattr(http.transport, "send", _answering(201))
-    assert http.call("POST", SECRET_URL, timeout=(1, 1), idempotent=False, deadline_s=5,
-                     max_body_bytes=1024).status_code == 201
+    assert (
+        http.call("POST", SECRET_URL, timeout=(1, 1), idempotent=False, deadline_s=5, max_body_bytes=1024).status_code
+        == 201
+    )

@@ -1,9 +1,10 @@
 """The floor plan holds: every import points down (docs/architecture.md#layers).
 
 The contracts live in pyproject.toml (``[tool.importlinter]``); ``lint-imports`` checks every
-import in the seven packages (the six layers and the client), direct or through others. The two top-level modules import-linter
-cannot take as roots (celeryconfig.py, beat_schedule.py) are checked here, and so is the promise
-the layering exists for: importing the pure core loads nothing but the standard library.
+import in the seven packages (the six layers and the client), direct or through others. The two
+top-level modules import-linter cannot take as roots (celeryconfig.py, beat_schedule.py) are
+checked here, and so is the promise the layering exists for: importing the pure core loads
+nothing but the standard library.
 """
 
 from __future__ import annotations
@@ -18,19 +19,44 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: The pure core: what a newcomer can import and unit-test with nothing installed.
 PURE = (
-    "core.states", "core.retry_policy", "core.classify", "core.errors", "core.outbound_guard",
-    "core.origins", "core.rate_limit", "webhooks.signing", "webhooks.events", "webhooks.bounded_json",
+    "core.states",
+    "core.retry_policy",
+    "core.classify",
+    "core.errors",
+    "core.outbound_guard",
+    "core.origins",
+    "core.rate_limit",
+    "webhooks.signing",
+    "webhooks.events",
+    "webhooks.bounded_json",
     "webhooks.urls",
 )
-HEAVY = ("sqlalchemy", "flask", "werkzeug", "celery", "kombu", "requests", "urllib3", "alembic", "structlog",
-         "prometheus_client", "models", "workers", "app", "foundation")
+HEAVY = (
+    "sqlalchemy",
+    "flask",
+    "werkzeug",
+    "celery",
+    "kombu",
+    "requests",
+    "urllib3",
+    "alembic",
+    "structlog",
+    "prometheus_client",
+    "models",
+    "workers",
+    "app",
+    "foundation",
+)
 
 
 def test_import_contracts_are_kept() -> None:
     """``lint-imports`` exits 0 only when every contract is kept; its report names the broken import."""
     result = subprocess.run(
         [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports())"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "0 broken" in result.stdout

@@ -46,10 +46,18 @@ def test_stdlib_and_structlog_lines_are_json_with_the_bound_context(json_lines: 
 
 def test_secrets_are_redacted_by_key_and_by_value(json_lines: io.StringIO) -> None:
     log = logging.getLogger("liaison.test")
-    log.warning("calling with %s and %s", API_KEY, WEBHOOK_SECRET,
-                extra={"api_key": "plain", "headers": {"Authorization": "Bearer abc.def", "webhook-id": "msg_1"}})
-    get_logger().error("config", callback_secret="anything", url="postgresql://app:hunter2@db/liaison",
-                       signature_header="v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=")
+    log.warning(
+        "calling with %s and %s",
+        API_KEY,
+        WEBHOOK_SECRET,
+        extra={"api_key": "plain", "headers": {"Authorization": "Bearer abc.def", "webhook-id": "msg_1"}},
+    )
+    get_logger().error(
+        "config",
+        callback_secret="anything",
+        url="postgresql://app:hunter2@db/liaison",
+        signature_header="v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
+    )
     try:
         raise RuntimeError(f"upstream refused {API_KEY}")
     except RuntimeError:
@@ -88,8 +96,12 @@ def test_configuring_twice_replaces_the_handler(json_lines: io.StringIO) -> None
 
 def test_redact_leaves_ordinary_values_alone() -> None:
     value = {"reason": "signature", "message_id": "msg_1", "items": ["bulk_upload", ("a", 1)], "token_count": 3}
-    assert redact(value) == {"reason": "signature", "message_id": "msg_1", "items": ["bulk_upload", ("a", 1)],
-                             "token_count": REDACTED}
+    assert redact(value) == {
+        "reason": "signature",
+        "message_id": "msg_1",
+        "items": ["bulk_upload", ("a", 1)],
+        "token_count": REDACTED,
+    }
 
 
 def test_unknown_format_is_refused() -> None:
@@ -97,14 +109,19 @@ def test_unknown_format_is_refused() -> None:
         configure_logging("xml", "INFO")
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("redis://:s3cr3t-redis@cache.internal:6379/0", f"redis://:{REDACTED}@cache.internal:6379/0"),
-    ("rediss://default:s3cr3t-redis@cache:6380", f"rediss://default:{REDACTED}@cache:6380"),
-    ("amqp://liaison:s3cr3t-amqp@mq:5672//", f"amqp://liaison:{REDACTED}@mq:5672//"),
-    ("postgresql://app:s3cr3t-pg@db/liaison", f"postgresql://app:{REDACTED}@db/liaison"),
-    ("postgresql+psycopg://app:s3cr3t-pg@db:5432/liaison", f"postgresql+psycopg://app:{REDACTED}@db:5432/liaison"),
-])
-def test_broker_and_database_urls_are_redacted_anywhere_in_a_line(json_lines: io.StringIO, url: str, shown: str) -> None:
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("redis://:s3cr3t-redis@cache.internal:6379/0", f"redis://:{REDACTED}@cache.internal:6379/0"),
+        ("rediss://default:s3cr3t-redis@cache:6380", f"rediss://default:{REDACTED}@cache:6380"),
+        ("amqp://liaison:s3cr3t-amqp@mq:5672//", f"amqp://liaison:{REDACTED}@mq:5672//"),
+        ("postgresql://app:s3cr3t-pg@db/liaison", f"postgresql://app:{REDACTED}@db/liaison"),
+        ("postgresql+psycopg://app:s3cr3t-pg@db:5432/liaison", f"postgresql+psycopg://app:{REDACTED}@db:5432/liaison"),
+    ],
+)
+def test_broker_and_database_urls_are_redacted_anywhere_in_a_line(
+    json_lines: io.StringIO, url: str, shown: str
+) -> None:
     log = logging.getLogger("liaison.test")
     log.error("cannot connect to %s: refused", url, extra={"target": f"broker at {url} (retrying)"})
     try:

@@ -38,18 +38,24 @@ def test_label_values_outside_their_set_become_other() -> None:
 
 @pytest.mark.parametrize(
     "exc, outcome",
-    [(None, "ok"), (TransientError("503"), "transient_error"), (PermanentError("400"), "permanent_error"),
-     (UncertainError("read timeout"), "uncertain"), (RuntimeError("bug"), "error")],
+    [
+        (None, "ok"),
+        (TransientError("503"), "transient_error"),
+        (PermanentError("400"), "permanent_error"),
+        (UncertainError("read timeout"), "uncertain"),
+        (RuntimeError("bug"), "error"),
+    ],
 )
 def test_timed_provider_call_records_latency_and_outcome(exc: Exception | None, outcome: str) -> None:
     before = _value("liaison_provider_calls_total", provider="acme", operation="submit", outcome=outcome)
     count_before = _value("liaison_provider_call_duration_seconds_count", provider="acme", operation="submit")
-    with pytest.raises(type(exc)) if exc else nullcontext():
-        with metrics.timed_provider_call("acme", "submit"):
-            if exc:
-                raise exc
+    with pytest.raises(type(exc)) if exc else nullcontext(), metrics.timed_provider_call("acme", "submit"):
+        if exc:
+            raise exc
     assert _value("liaison_provider_calls_total", provider="acme", operation="submit", outcome=outcome) == before + 1
-    assert _value("liaison_provider_call_duration_seconds_count", provider="acme", operation="submit") == count_before + 1
+    assert (
+        _value("liaison_provider_call_duration_seconds_count", provider="acme", operation="submit") == count_before + 1
+    )
 
 
 def test_relay_latency_is_observed_only_when_given() -> None:

@@ -27,8 +27,17 @@ from core.outbound_guard import (
 )
 
 FORBIDDEN_V4 = [
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-    "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
 ]
 PUBLIC_V4 = ["1.0.0.0/8", "8.0.0.0/8"]
 NOTHING = AllowList()
@@ -52,7 +61,9 @@ def _part(value: int, style: str) -> str:
 
 
 @st.composite
-def renderings(draw: st.DrawFn, address_strategy: st.SearchStrategy[ipaddress.IPv4Address]) -> tuple[ipaddress.IPv4Address, str]:
+def renderings(
+    draw: st.DrawFn, address_strategy: st.SearchStrategy[ipaddress.IPv4Address]
+) -> tuple[ipaddress.IPv4Address, str]:
     """An address and one way to write it that inet_aton accepts: 1 to 4 parts, each decimal, octal or hex."""
     ip = draw(address_strategy)
     n = int(ip)
@@ -85,10 +96,12 @@ def test_public_ipv4_in_every_encoding_is_allowed_as_itself(case):
     assert resolve(target, NOTHING, resolver=_never) == [ip]
 
 
-@given(addresses_in(FORBIDDEN_V4), st.sampled_from(["::ffff:{v4}", "::ffff:{hex}", "64:ff9b::{v4}", "2002:{hex}::1",
-                                                    "::{v4}"]))
+@given(
+    addresses_in(FORBIDDEN_V4),
+    st.sampled_from(["::ffff:{v4}", "::ffff:{hex}", "64:ff9b::{v4}", "2002:{hex}::1", "::{v4}"]),
+)
 def test_ipv4_carried_in_ipv6_is_judged_as_what_it_carries(ip, form):
-    hexed = "{:x}:{:x}".format(int(ip) >> 16, int(ip) & 0xFFFF)
+    hexed = f"{int(ip) >> 16:x}:{int(ip) & 0xFFFF:x}"
     text = form.format(v4=ip, hex=hexed)
     assert not is_public(ipaddress.IPv6Address(text))
     with pytest.raises(Refused):
@@ -101,8 +114,21 @@ def test_public_ipv4_mapped_or_nat64_is_allowed(ip):
     assert is_public(ipaddress.IPv6Address(f"64:ff9b::{ip}"))
 
 
-@pytest.mark.parametrize("address", ["::1", "::", "fe80::1", "fc00::1", "fd12:3456::1", "ff02::1", "2001:db8::1",
-                                     "64:ff9b:1::a00:1", "2001::1", "fec0::1"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::1",
+        "::",
+        "fe80::1",
+        "fc00::1",
+        "fd12:3456::1",
+        "ff02::1",
+        "2001:db8::1",
+        "64:ff9b:1::a00:1",
+        "2001::1",
+        "fec0::1",
+    ],
+)
 def test_non_public_ipv6_is_refused(address):
     assert not is_public(ipaddress.IPv6Address(address))
 
@@ -112,8 +138,24 @@ def test_public_addresses_are_allowed(address):
     assert is_public(ipaddress.ip_address(address))
 
 
-@pytest.mark.parametrize("host", ["1.2.3.256", "0x100.1", "08.1.1.1", "1.2.3.4.5", "0x", "1.16777216", "4294967296",
-                                  "example.123", "a..b", "-a.example", "a_b-.example", "[::1", "[not-v6]"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "1.2.3.256",
+        "0x100.1",
+        "08.1.1.1",
+        "1.2.3.4.5",
+        "0x",
+        "1.16777216",
+        "4294967296",
+        "example.123",
+        "a..b",
+        "-a.example",
+        "a_b-.example",
+        "[::1",
+        "[not-v6]",
+    ],
+)
 def test_a_host_that_is_no_address_and_no_name_is_refused(host):
     with pytest.raises(Refused):
         parse_target(f"http://{host}/")
@@ -159,8 +201,9 @@ def test_a_target_is_rebuilt_in_one_canonical_form():
     assert parse_target("https://[2606:4700:4700::1111]:8443").url == "https://[2606:4700:4700::1111]:8443/"
 
 
-@pytest.mark.parametrize("host", ["localhost", "LOCALHOST", "localhost.", "api.localhost", "localhost.localdomain",
-                                  "ip6-localhost"])
+@pytest.mark.parametrize(
+    "host", ["localhost", "LOCALHOST", "localhost.", "api.localhost", "localhost.localdomain", "ip6-localhost"]
+)
 def test_obviously_local_names_are_refused_without_a_lookup(host):
     with pytest.raises(Refused):
         check_offline(f"http://{host}:8080/", NOTHING)
@@ -187,7 +230,9 @@ def test_allow_host_lets_every_port_of_that_name_through_and_nothing_else():
     allow = AllowList.parse("localhost")
     target = check_offline("http://localhost:1234/", allow)
     assert resolve(target, allow, resolver=lambda host, port: ["127.0.0.1", "::1"]) == [
-        ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")]
+        ipaddress.ip_address("127.0.0.1"),
+        ipaddress.ip_address("::1"),
+    ]
     other = parse_target("http://internal.example:1234/")
     with pytest.raises(Refused):  # another name that resolves to the same address is not listed
         resolve(other, allow, resolver=lambda host, port: ["127.0.0.1"])
@@ -226,8 +271,13 @@ def _never(host: str, port: int) -> list[str]:
 def test_every_resolved_address_is_checked():
     target = parse_target("http://callbacks.example/")
     assert resolve(target, NOTHING, resolver=lambda h, p: ["8.8.8.8", "2606:4700:4700::1111"])
-    for mixed in (["8.8.8.8", "10.0.0.1"], ["192.168.1.1", "8.8.8.8"], ["8.8.8.8", "::ffff:127.0.0.1"],
-                  ["fe80::1%eth0"], []):
+    for mixed in (
+        ["8.8.8.8", "10.0.0.1"],
+        ["192.168.1.1", "8.8.8.8"],
+        ["8.8.8.8", "::ffff:127.0.0.1"],
+        ["fe80::1%eth0"],
+        [],
+    ):
         with pytest.raises(Refused) as info:
             resolve(target, NOTHING, resolver=lambda h, p, mixed=mixed: mixed)
         assert not any(address in str(info.value) for address in mixed)

@@ -38,8 +38,16 @@ def db(tmp_path: Path) -> Iterator[tuple[Database, StubPublisher]]:
 
 
 def _request(correlation_id: str) -> SubmitRequest:
-    return SubmitRequest(input={"n": 1}, correlation_id=correlation_id, provider="sim", callback_url=None,
-                         acceptance_deadline=None, execution_deadline=None, on_deadline="escalate", fingerprint="f")
+    return SubmitRequest(
+        input={"n": 1},
+        correlation_id=correlation_id,
+        provider="sim",
+        callback_url=None,
+        acceptance_deadline=None,
+        execution_deadline=None,
+        on_deadline="escalate",
+        fingerprint="f",
+    )
 
 
 def _submit(session, client, correlation_id: str) -> OutboxMessage:  # type: ignore[no-untyped-def]

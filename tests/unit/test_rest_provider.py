@@ -16,7 +16,9 @@ from foundation.settings import ProviderSettings
 from webhooks.signing import generate_secret
 from workers.providers import rest
 
-SETTINGS = ProviderSettings(name="acme", kind="rest", base_url="http://vendor.example", webhook_secrets=(generate_secret(),))
+SETTINGS = ProviderSettings(
+    name="acme", kind="rest", base_url="http://vendor.example", webhook_secrets=(generate_secret(),)
+)
 
 
 def provider(monkeypatch: pytest.MonkeyPatch, answer: dict) -> tuple[rest.RestProvider, list[tuple[str, str, dict]]]:

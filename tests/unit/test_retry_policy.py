@@ -295,7 +295,10 @@ def test_production_relay_policy_gives_up_after_the_configured_total_time():
     assert next_delay(7, default, _Extreme(True), elapsed_s=2 * 24 * 3600 - 36000) is None
 
 
-SIM = {"LIAISON_PROVIDER_SIM_BASE_URL": "http://sim.local:9000", "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": generate_secret()}
+SIM = {
+    "LIAISON_PROVIDER_SIM_BASE_URL": "http://sim.local:9000",
+    "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": generate_secret(),
+}
 
 
 def test_production_provider_policy_defaults():
@@ -352,6 +355,7 @@ def test_relay_schedule_capped_when_cap_below_entries():
 @given(seed=st.integers(0, 2**64), policy=policies)
 def test_same_seed_same_delays(seed, policy):
     """Jitter comes only from the rng passed in: same seed, same sequence."""
+
     def run():
         rng = Random(seed)
         return [next_delay(n, policy, rng) for n in range(1, 15)]

@@ -36,7 +36,7 @@ def test_demo_env_file_is_created_0600(tmp_path: Path, open_umask: None) -> None
 
 def test_bin_demo_writes_its_env_file_through_it() -> None:
     script = (Path(__file__).resolve().parents[2] / "bin" / "demo").read_text()
-    assert "write_env_file" in script and "> \"$envfile\"" not in script
+    assert "write_env_file" in script and '> "$envfile"' not in script
 
 
 def test_sqlite_file_and_its_wal_are_created_0600(tmp_path: Path, open_umask: None) -> None:
@@ -46,7 +46,7 @@ def test_sqlite_file_and_its_wal_are_created_0600(tmp_path: Path, open_umask: No
             session.execute(text("CREATE TABLE t (x INTEGER)"))
             session.execute(text("INSERT INTO t VALUES (1)"))
         files = sorted((tmp_path / "data").iterdir())
-        assert [f.name for f in files][0] == "liaison.db" and len(files) >= 2  # -wal/-shm too (WAL mode)
+        assert next(f.name for f in files) == "liaison.db" and len(files) >= 2  # -wal/-shm too (WAL mode)
         for f in files:
             assert _mode(f) == 0o600, f.name
     finally:

@@ -122,7 +122,9 @@ def test_provider_timeouts():
 
 def test_max_total_times_parse():
     """How long retries may go on is configuration: per provider, and for relays."""
-    settings = Settings.from_env(sim_env(LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S="7200", LIAISON_RELAY_MAX_TOTAL_S="90.5"))
+    settings = Settings.from_env(
+        sim_env(LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S="7200", LIAISON_RELAY_MAX_TOTAL_S="90.5")
+    )
     assert settings.providers["sim"].submit_max_total_s == 7200.0
     assert settings.relay_max_total_s == 90.5
 
@@ -130,7 +132,9 @@ def test_max_total_times_parse():
 @pytest.mark.parametrize("value", ["0", "0.5", "-1", "a day", "nan", "inf"])
 def test_bad_max_total_times_name_their_variable(value):
     assert "LIAISON_RELAY_MAX_TOTAL_S" in config_error({"LIAISON_RELAY_MAX_TOTAL_S": value})
-    assert "LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S" in config_error(sim_env(LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S=value))
+    assert "LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S" in config_error(
+        sim_env(LIAISON_PROVIDER_SIM_SUBMIT_MAX_TOTAL_S=value)
+    )
 
 
 def test_bad_provider_name():
@@ -164,7 +168,7 @@ def test_missing_secret_names_variable(value):
         pytest.param("hunter2-not-prefixed-secret", id="no-prefix"),
         pytest.param("whsec_%%%%not-base64-at-all%%%%", id="bad-base64"),
         pytest.param(SECRET_PREFIX + base64.b64encode(b"short-key").decode(), id="too-short"),
-        pytest.param(SECRET_1[len(SECRET_PREFIX):], id="base64-without-prefix"),
+        pytest.param(SECRET_1[len(SECRET_PREFIX) :], id="base64-without-prefix"),
     ],
 )
 def test_malformed_secret_names_variable_but_not_value(bad_secret):
@@ -172,7 +176,7 @@ def test_malformed_secret_names_variable_but_not_value(bad_secret):
     env = sim_env(LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS=f"{SECRET_1},{bad_secret}")
     message = config_error(env)
     assert "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS" in message
-    for leaked in (bad_secret, bad_secret.removeprefix(SECRET_PREFIX), SECRET_1, SECRET_1[len(SECRET_PREFIX):]):
+    for leaked in (bad_secret, bad_secret.removeprefix(SECRET_PREFIX), SECRET_1, SECRET_1[len(SECRET_PREFIX) :]):
         assert leaked not in message
 
 
@@ -252,9 +256,7 @@ def test_other_brokers_accepted():
 
 
 def test_repr_hides_admin_token_and_api_key():
-    settings = Settings.from_env(
-        sim_env(LIAISON_ADMIN_TOKEN=ADMIN_TOKEN, LIAISON_PROVIDER_SIM_API_KEY=API_KEY)
-    )
+    settings = Settings.from_env(sim_env(LIAISON_ADMIN_TOKEN=ADMIN_TOKEN, LIAISON_PROVIDER_SIM_API_KEY=API_KEY))
     assert settings.admin_token == ADMIN_TOKEN
     text = repr(settings) + str(settings)
     assert ADMIN_TOKEN not in text
@@ -269,10 +271,12 @@ def test_repr_hides_webhook_secrets():
 
 
 def test_repr_masks_passwords_in_database_and_broker_urls():
-    settings = Settings.from_env({
-        "DATABASE_URL": "postgresql+psycopg://liaison:db-pass-4e1f@db.local:5432/liaison",
-        "CELERY_BROKER_URL": "redis://:broker-pass-9c2a@redis.local:6379/0",
-    })
+    settings = Settings.from_env(
+        {
+            "DATABASE_URL": "postgresql+psycopg://liaison:db-pass-4e1f@db.local:5432/liaison",
+            "CELERY_BROKER_URL": "redis://:broker-pass-9c2a@redis.local:6379/0",
+        }
+    )
     text = repr(settings) + str(settings)
     assert "db-pass-4e1f" not in text and "broker-pass-9c2a" not in text
     assert "postgresql+psycopg://liaison:***@db.local:5432/liaison" in text
@@ -280,7 +284,9 @@ def test_repr_masks_passwords_in_database_and_broker_urls():
     assert settings.database_url.endswith("liaison:db-pass-4e1f@db.local:5432/liaison")  # the value itself is intact
 
 
-@pytest.mark.parametrize("url", ["sqlite:////tmp/x.db", "filesystem://localhost//", "amqp://guest@h//", "redis://h:1/0"])
+@pytest.mark.parametrize(
+    "url", ["sqlite:////tmp/x.db", "filesystem://localhost//", "amqp://guest@h//", "redis://h:1/0"]
+)
 def test_urls_without_password_are_shown_as_they_are(url):
     from foundation.settings import mask_url_password
 
@@ -309,8 +315,13 @@ def test_outbound_settings_defaults_and_values():
     default = Settings.from_env({})
     assert not default.outbound_allow  # production: no exception to the outbound guard
     assert default.provider_max_response_bytes == 1024 * 1024 and default.callback_max_response_bytes == 4096
-    s = Settings.from_env({**sim_env(), "LIAISON_OUTBOUND_ALLOW": "127.0.0.1:5002, hooks.internal, 10.0.0.0/8",
-                           "LIAISON_PROVIDER_SIM_CALL_DEADLINE_S": "12.5"})
+    s = Settings.from_env(
+        {
+            **sim_env(),
+            "LIAISON_OUTBOUND_ALLOW": "127.0.0.1:5002, hooks.internal, 10.0.0.0/8",
+            "LIAISON_PROVIDER_SIM_CALL_DEADLINE_S": "12.5",
+        }
+    )
     assert s.outbound_allow.host_ports == {("127.0.0.1", 5002)} and s.outbound_allow.hosts == {"hooks.internal"}
     assert s.providers["sim"].call_deadline_s == 12.5
 
@@ -324,12 +335,15 @@ def test_a_bad_outbound_allow_entry_names_the_variable(value):
 
 # --- limits and internal surfaces (issue 8) ----------------------------------------------------
 
+
 def test_rate_limit_storage_follows_the_broker_unless_told():
     assert Settings.from_env({}).rate_limit_storage == "database"
     assert Settings.from_env({"CELERY_BROKER_URL": "amqp://localhost//"}).rate_limit_storage == "database"
     on_redis = Settings.from_env({"CELERY_BROKER_URL": "redis://localhost:6379/3"})
     assert (on_redis.rate_limit_storage, on_redis.rate_limit_redis_url) == ("redis", "redis://localhost:6379/3")
-    told = Settings.from_env({"CELERY_BROKER_URL": "redis://localhost:6379/3", "LIAISON_RATE_LIMIT_STORAGE": "database"})
+    told = Settings.from_env(
+        {"CELERY_BROKER_URL": "redis://localhost:6379/3", "LIAISON_RATE_LIMIT_STORAGE": "database"}
+    )
     assert (told.rate_limit_storage, told.rate_limit_redis_url) == ("database", "")
 
 
@@ -342,24 +356,38 @@ def test_a_short_metrics_token_is_refused_and_no_token_is_shown():
     with pytest.raises(ConfigError, match="LIAISON_METRICS_TOKEN"):
         Settings.from_env({"LIAISON_METRICS_TOKEN": "short"})
     token = "m" * 40
-    settings = Settings.from_env({"LIAISON_METRICS_TOKEN": token, "LIAISON_RATE_LIMIT_STORAGE": "redis",
-                                  "LIAISON_RATE_LIMIT_REDIS_URL": "redis://:hunter2-secret@localhost/0"})
+    settings = Settings.from_env(
+        {
+            "LIAISON_METRICS_TOKEN": token,
+            "LIAISON_RATE_LIMIT_STORAGE": "redis",
+            "LIAISON_RATE_LIMIT_REDIS_URL": "redis://:hunter2-secret@localhost/0",
+        }
+    )
     assert token not in repr(settings) and "hunter2-secret" not in repr(settings)
 
 
-@pytest.mark.parametrize("name", ["LIAISON_CLIENT_SUBMIT_RATE_PER_S", "LIAISON_CLIENT_SUBMIT_BURST",
-                                  "LIAISON_CLIENT_MAX_OPEN_TASKS", "LIAISON_METRICS_CACHE_S"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LIAISON_CLIENT_SUBMIT_RATE_PER_S",
+        "LIAISON_CLIENT_SUBMIT_BURST",
+        "LIAISON_CLIENT_MAX_OPEN_TASKS",
+        "LIAISON_METRICS_CACHE_S",
+    ],
+)
 def test_bad_limit_values_name_their_variable(name):
     with pytest.raises(ConfigError, match=name):
         Settings.from_env({name: "-1"})
 
 
 def test_repr_masks_passwords_in_every_url():
-    settings = Settings.from_env(sim_env(
-        DATABASE_URL="postgresql+psycopg://app:pg-pass-91@db:5432/liaison",
-        CELERY_BROKER_URL="redis://:redis-pass-92@cache:6379/0",
-        LIAISON_PROVIDER_SIM_BASE_URL="https://svc:vendor-pass-93@vendor.example/api",
-    ))
+    settings = Settings.from_env(
+        sim_env(
+            DATABASE_URL="postgresql+psycopg://app:pg-pass-91@db:5432/liaison",
+            CELERY_BROKER_URL="redis://:redis-pass-92@cache:6379/0",
+            LIAISON_PROVIDER_SIM_BASE_URL="https://svc:vendor-pass-93@vendor.example/api",
+        )
+    )
     text = repr(settings) + str(settings) + repr(settings.providers["sim"]) + repr(dict(settings.providers))
     for password in ("pg-pass-91", "redis-pass-92", "vendor-pass-93"):
         assert password not in text
@@ -391,14 +419,17 @@ def test_time_limit_and_relay_defaults():
     assert settings.relay_slot_ttl_s > settings.task_time_limit_s
 
 
-@pytest.mark.parametrize("env, named", [
-    ({"LIAISON_TASK_SOFT_TIME_LIMIT_S": "150"}, "LIAISON_TASK_TIME_LIMIT_S"),
-    ({"LIAISON_BEAT_SOFT_TIME_LIMIT_S": "300"}, "LIAISON_BEAT_TIME_LIMIT_S"),
-    ({"LIAISON_RECONCILE_MAX_RUN_S": "280"}, "LIAISON_BEAT_SOFT_TIME_LIMIT_S"),
-    ({"LIAISON_RELAY_QUEUE": "liaison"}, "LIAISON_RELAY_QUEUE"),
-    ({"LIAISON_RELAY_CLIENT_CONCURRENCY": "0"}, "LIAISON_RELAY_CLIENT_CONCURRENCY"),
-    ({"LIAISON_TASK_TIME_LIMIT_S": "soon"}, "LIAISON_TASK_TIME_LIMIT_S"),
-])
+@pytest.mark.parametrize(
+    "env, named",
+    [
+        ({"LIAISON_TASK_SOFT_TIME_LIMIT_S": "150"}, "LIAISON_TASK_TIME_LIMIT_S"),
+        ({"LIAISON_BEAT_SOFT_TIME_LIMIT_S": "300"}, "LIAISON_BEAT_TIME_LIMIT_S"),
+        ({"LIAISON_RECONCILE_MAX_RUN_S": "280"}, "LIAISON_BEAT_SOFT_TIME_LIMIT_S"),
+        ({"LIAISON_RELAY_QUEUE": "liaison"}, "LIAISON_RELAY_QUEUE"),
+        ({"LIAISON_RELAY_CLIENT_CONCURRENCY": "0"}, "LIAISON_RELAY_CLIENT_CONCURRENCY"),
+        ({"LIAISON_TASK_TIME_LIMIT_S": "soon"}, "LIAISON_TASK_TIME_LIMIT_S"),
+    ],
+)
 def test_time_limit_and_relay_settings_are_checked(env, named):
     assert named in config_error(env)
 
@@ -452,11 +483,14 @@ def test_repr_leaves_out_every_secret_option():
         assert (f"{option.attr}=" in shown) is not option.secret or option.attr in {"var_dir", "provider_names"}
 
 
-@pytest.mark.parametrize("env", [
-    {"LIAISON_PROVIDERS": "foo"},  # no base URL, no secrets
-    {"LIAISON_PROVIDERS": "foo", "LIAISON_PROVIDER_FOO_BASE_URL": "http://127.0.0.1:1"},  # no secrets
-    {"LIAISON_MAX_BODY_BYTES": "lots", "LIAISON_ADMIN_TOKEN": "short"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"LIAISON_PROVIDERS": "foo"},  # no base URL, no secrets
+        {"LIAISON_PROVIDERS": "foo", "LIAISON_PROVIDER_FOO_BASE_URL": "http://127.0.0.1:1"},  # no secrets
+        {"LIAISON_MAX_BODY_BYTES": "lots", "LIAISON_ADMIN_TOKEN": "short"},
+    ],
+)
 def test_migrations_need_only_the_database_url(env):
     from foundation.settings import database_url_from_env
 

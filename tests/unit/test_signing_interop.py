@@ -7,6 +7,7 @@ domain apps verify our callbacks with it. Both directions are checked with the l
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
 from datetime import UTC, datetime
 
@@ -55,7 +56,7 @@ def test_either_set_of_names_gets_the_same_checks(names: tuple[str, str, str]) -
 @pytest.mark.parametrize("names", [WEBHOOK, SVIX], ids=["webhook", "svix"])
 def test_werkzeug_headers_are_read_too(names: tuple[str, str, str]) -> None:
     """What the inbound view passes: werkzeug's Headers, which iterate as (name, value) pairs."""
-    headers = Headers(list(library_headers(names).items()) + [("Content-Type", "application/json")])
+    headers = Headers([*list(library_headers(names).items()), ("Content-Type", "application/json")])
     assert verify([SECRET], headers, BODY, NOW) == "msg_lib"  # type: ignore[arg-type]
 
 
@@ -101,10 +102,8 @@ def test_no_headers_at_all_is_missing_header() -> None:
 def test_svix_names_keep_the_verifier_total(values: list[str], body: bytes) -> None:
     """Whatever the svix-* headers hold, the answer is a message id or a SignatureError."""
     headers = dict(zip(SVIX, values, strict=True))
-    try:
+    with contextlib.suppress(SignatureError):
         verify([SECRET], headers, body, NOW)
-    except SignatureError:
-        pass
 
 
 def test_our_signature_verifies_with_the_library() -> None:

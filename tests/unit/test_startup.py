@@ -11,22 +11,28 @@ from sqlalchemy.exc import OperationalError
 from app import create_app, startup
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("postgresql+psycopg://liaison:pw-7a1c@db.internal:5433/liaison", "db.internal:5433"),
-    ("amqp://guest:pw-7a1c@rabbit.local:5672//", "rabbit.local:5672"),
-    ("redis://:pw-7a1c@cache:6379/0", "cache:6379"),
-    ("redis://cache/0", "cache"),
-    ("sqlite:////srv/liaison/var/liaison.db", "/srv/liaison/var/liaison.db"),
-    ("postgresql://u:pw-7a1c@db:notaport/x", "db"),
-])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+psycopg://liaison:pw-7a1c@db.internal:5433/liaison", "db.internal:5433"),
+        ("amqp://guest:pw-7a1c@rabbit.local:5672//", "rabbit.local:5672"),
+        ("redis://:pw-7a1c@cache:6379/0", "cache:6379"),
+        ("redis://cache/0", "cache"),
+        ("sqlite:////srv/liaison/var/liaison.db", "/srv/liaison/var/liaison.db"),
+        ("postgresql://u:pw-7a1c@db:notaport/x", "db"),
+    ],
+)
 def test_where_names_the_host_never_the_credentials(url, shown):
     assert startup.where(url) == shown
     assert "pw-7a1c" not in startup.database_failure(url, OSError("refused"))
 
 
 def test_reason_is_the_drivers_first_line_with_passwords_masked():
-    exc = OperationalError("SELECT 1", {}, Exception(
-        "connection to postgresql://u:pw-7a1c@db/x failed password=pw-7a1c\n\tIs the server running?"))
+    exc = OperationalError(
+        "SELECT 1",
+        {},
+        Exception("connection to postgresql://u:pw-7a1c@db/x failed password=pw-7a1c\n\tIs the server running?"),
+    )
     line = startup.database_failure("postgresql://u:pw-7a1c@db:5432/x", exc)
     assert "\n" not in line and "pw-7a1c" not in line
     assert line.startswith("cannot use the database at db:5432 (DATABASE_URL): connection to postgresql://u:***@db/x")
@@ -43,12 +49,16 @@ def test_create_app_outside_the_cli_exits_with_one_line_naming_the_setting(monke
 
 def test_under_the_flask_command_a_bad_setting_stops_every_liaison_command_but_db(tmp_path):
     """The app still loads (so `db upgrade` can run); `clients list` says what is wrong, in one line."""
-    env = {"LIAISON_PROVIDERS": "foo", "DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
-           "LIAISON_VAR_DIR": str(tmp_path)}
+    env = {
+        "LIAISON_PROVIDERS": "foo",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
+        "LIAISON_VAR_DIR": str(tmp_path),
+    }
     result = CliRunner().invoke(flask_cli, ["--app", "app", "liaison", "clients", "list"], env=env)
     assert result.exit_code == startup.EXIT_CONFIG
     assert result.output.strip() == (
-        "liaison: configuration error: LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'")
+        "liaison: configuration error: LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'"
+    )
     assert "Traceback" not in result.output
     help_text = CliRunner().invoke(flask_cli, ["--app", "app", "liaison", "db", "--help"], env=env)
     assert help_text.exit_code == 0 and "upgrade" in help_text.output

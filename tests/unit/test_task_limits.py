@@ -12,7 +12,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 import workers.tasks.beat
 import workers.tasks.cancel
 import workers.tasks.relay
-import workers.tasks.submission  # noqa: F401  (registers the tasks)
+import workers.tasks.submission
 from app import create_app
 from app.celery_app import CALL_TASKS
 from beat_schedule import BEAT_SCHEDULE
@@ -25,9 +25,13 @@ from workers.tasks.beat import stops_at_soft_limit
 from workers.tasks.outcomes import time_limit_error
 
 ENV = {
-    "DATABASE_URL": "sqlite:///:memory:", "CELERY_BROKER_URL": "redis://127.0.0.1:1/0",
-    "LIAISON_QUEUE": "work", "LIAISON_TASK_SOFT_TIME_LIMIT_S": "40", "LIAISON_TASK_TIME_LIMIT_S": "55",
-    "LIAISON_BEAT_SOFT_TIME_LIMIT_S": "250", "LIAISON_BEAT_TIME_LIMIT_S": "270",
+    "DATABASE_URL": "sqlite:///:memory:",
+    "CELERY_BROKER_URL": "redis://127.0.0.1:1/0",
+    "LIAISON_QUEUE": "work",
+    "LIAISON_TASK_SOFT_TIME_LIMIT_S": "40",
+    "LIAISON_TASK_TIME_LIMIT_S": "55",
+    "LIAISON_BEAT_SOFT_TIME_LIMIT_S": "250",
+    "LIAISON_BEAT_TIME_LIMIT_S": "270",
 }
 
 
@@ -95,4 +99,6 @@ def test_a_beat_job_cut_off_by_its_soft_limit_ends_quietly() -> None:
 def test_relay_slots_are_named_per_client() -> None:
     assert slot_names("relay:client:7", 2) == ["relay:client:7:0", "relay:client:7:1"]
     assert workers.tasks.relay.slot_group(7) != workers.tasks.relay.slot_group(17)
-    assert not set(slot_names(workers.tasks.relay.slot_group(1), 3)) & set(slot_names(workers.tasks.relay.slot_group(11), 3))
+    assert not set(slot_names(workers.tasks.relay.slot_group(1), 3)) & set(
+        slot_names(workers.tasks.relay.slot_group(11), 3)
+    )

@@ -64,11 +64,29 @@ def answer(raw: bytes) -> Callable[[socket.socket], None]:
     return lambda sock: sock.sendall(raw)
 
 
-def guarded(server: FakeServer, url: str, resolver, *, deadline_s: float = 10, max_body_bytes: int = 4096,
-            truncate: bool = True, method: str = "POST") -> requests.Response:
+def guarded(
+    server: FakeServer,
+    url: str,
+    resolver,
+    *,
+    deadline_s: float = 10,
+    max_body_bytes: int = 4096,
+    truncate: bool = True,
+    method: str = "POST",
+) -> requests.Response:
     with transport.Call(deadline_s) as state:
-        return transport.send(state, method, url, timeout=(5, 5), max_body_bytes=max_body_bytes, truncate=truncate,
-                              guard=NOTHING, resolver=resolver, connector=server.connector, data=b"{}")
+        return transport.send(
+            state,
+            method,
+            url,
+            timeout=(5, 5),
+            max_body_bytes=max_body_bytes,
+            truncate=truncate,
+            guard=NOTHING,
+            resolver=resolver,
+            connector=server.connector,
+            data=b"{}",
+        )
 
 
 def test_the_connection_goes_to_the_checked_address_and_a_rebinding_is_refused():
@@ -99,8 +117,7 @@ def test_a_refusal_dials_nothing_and_names_nothing(monkeypatch):
     monkeypatch.setattr(transport.urllib3_connection, "create_connection", server.connector)
     for url in ("http://127.0.0.1:5301/_sim/reset", "http://u:p@callbacks.example/", "http://internal.example:6379/"):
         with pytest.raises(OutboundRefused) as info:
-            http.call("POST", url, timeout=(5, 5), idempotent=True, deadline_s=5, max_body_bytes=10,
-                      guard=NOTHING)
+            http.call("POST", url, timeout=(5, 5), idempotent=True, deadline_s=5, max_body_bytes=10, guard=NOTHING)
         message = str(info.value)
         assert message.startswith("callback URL refused by the outbound guard: ")
         assert not any(part in message for part in ("127.0.0.1", "5301", "internal", "6379", PRIVATE, "u:p"))
@@ -136,8 +153,15 @@ def test_the_deadline_ends_a_call_that_a_read_timeout_never_would(monkeypatch):
     monkeypatch.setattr(transport, "system_resolver", lambda host, port: [PUBLIC])
     monkeypatch.setattr(transport.urllib3_connection, "create_connection", server.connector)
     with pytest.raises(TransientError) as info:  # a callback is idempotent: uncertain becomes transient
-        http.call("POST", "http://callbacks.example/cb", timeout=(5, 5), idempotent=True, deadline_s=1.0,
-                  max_body_bytes=100, guard=NOTHING)
+        http.call(
+            "POST",
+            "http://callbacks.example/cb",
+            timeout=(5, 5),
+            idempotent=True,
+            deadline_s=1.0,
+            max_body_bytes=100,
+            guard=NOTHING,
+        )
     assert info.value.failure is Failure.READ_TIMEOUT and "deadline" in str(info.value)
     assert info.value.fault(callers_endpoint=True) == "system"  # slow, not unreachable
     assert server.dialled == [(PUBLIC, 80)] and server.closed.wait(10)
@@ -154,8 +178,9 @@ def test_a_deadline_after_sending_a_non_idempotent_call_is_uncertain(monkeypatch
     server = FakeServer(tarpit)
     monkeypatch.setattr(transport.urllib3_connection, "create_connection", server.connector)
     with pytest.raises(UncertainError) as info:
-        http.call("POST", "http://vendor.example/jobs", timeout=(5, 5), idempotent=False, deadline_s=1.0,
-                  max_body_bytes=100)
+        http.call(
+            "POST", "http://vendor.example/jobs", timeout=(5, 5), idempotent=False, deadline_s=1.0, max_body_bytes=100
+        )
     assert info.value.failure is Failure.READ_TIMEOUT
 
 
@@ -166,8 +191,9 @@ def test_a_body_over_the_cap_is_a_broken_contract_for_a_provider(monkeypatch):
     server = FakeServer(answer(BIG))
     monkeypatch.setattr(transport.urllib3_connection, "create_connection", server.connector)
     with pytest.raises(PermanentError) as info:
-        http.call("GET", "http://vendor.example/jobs/1", timeout=(5, 5), idempotent=True, deadline_s=10,
-                  max_body_bytes=1024)
+        http.call(
+            "GET", "http://vendor.example/jobs/1", timeout=(5, 5), idempotent=True, deadline_s=10, max_body_bytes=1024
+        )
     assert info.value.failure is Failure.BAD_RESPONSE and "1024" in str(info.value)
 
 
@@ -181,8 +207,9 @@ def test_a_failed_status_with_a_large_body_is_classified_by_its_status(monkeypat
     server = FakeServer(answer(BIG.replace(b"200 OK", b"503 Service Unavailable")))
     monkeypatch.setattr(transport.urllib3_connection, "create_connection", server.connector)
     with pytest.raises(TransientError) as info:
-        http.call("GET", "http://vendor.example/jobs/1", timeout=(5, 5), idempotent=True, deadline_s=10,
-                  max_body_bytes=1024)
+        http.call(
+            "GET", "http://vendor.example/jobs/1", timeout=(5, 5), idempotent=True, deadline_s=10, max_body_bytes=1024
+        )
     assert info.value.status == 503
 
 
@@ -190,7 +217,13 @@ def test_a_provider_answer_within_the_cap_is_read_whole(monkeypatch):
     body = b'{"job_id": "j-1", "status": "queued"}'
     server = FakeServer(answer(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)))
     monkeypatch.setattr(transport.urllib3_connection, "create_connection", server.connector)
-    response = http.call("GET", "http://vendor.example/jobs/j-1", timeout=(5, 5), idempotent=True, deadline_s=10,
-                         max_body_bytes=len(body))
+    response = http.call(
+        "GET",
+        "http://vendor.example/jobs/j-1",
+        timeout=(5, 5),
+        idempotent=True,
+        deadline_s=10,
+        max_body_bytes=len(body),
+    )
     assert response.json() == {"job_id": "j-1", "status": "queued"}
     assert server.dialled == [("vendor.example", 80)]  # a provider is not guarded: urllib3 resolves it

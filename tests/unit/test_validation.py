@@ -236,8 +236,17 @@ def test_acceptance_after_provider_default_execution():
 
 @pytest.mark.parametrize(
     "value",
-    ["ftp://x/y", "example.com/hook", "http://", "https:///path", "", "javascript:alert(1)", 5, ["http://x"],
-     "http://x/" + "a" * 2000],
+    [
+        "ftp://x/y",
+        "example.com/hook",
+        "http://",
+        "https:///path",
+        "",
+        "javascript:alert(1)",
+        5,
+        ["http://x"],
+        "http://x/" + "a" * 2000,
+    ],
 )
 def test_bad_callback_url(value):
     assert fields_of({"input": {}, "callback_url": value}) == {"callback_url"}
@@ -381,7 +390,7 @@ def test_fingerprint_ignores_key_order_property(body, seed):
 
 @given(
     st.dictionaries(
-        st.sampled_from(sorted(FIELDS - {"provider"}) + ["other"]),
+        st.sampled_from([*sorted(FIELDS - {"provider"}), "other"]),
         json_values
         | st.datetimes(max_value=datetime(9998, 12, 31), timezones=st.timezones()).map(lambda d: d.isoformat()),
         max_size=6,

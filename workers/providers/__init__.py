@@ -17,10 +17,15 @@ def build_providers(settings: Settings, limiter: Limiter) -> dict[str, Provider]
     the vendor calls us back."""
     return {
         name: RateLimitedProvider(
-            ADAPTERS[ps.kind](ps, webhook_url=f"{settings.public_url}/webhooks/{name}",
-                              outcome_limits=settings.outcome_limits,
-                              max_response_bytes=settings.provider_max_response_bytes),
-            limiter, Limit(ps.rate_limit_per_s, ps.rate_limit_burst), max_wait_s=settings.provider_rate_max_wait_s,
+            ADAPTERS[ps.kind](
+                ps,
+                webhook_url=f"{settings.public_url}/webhooks/{name}",
+                outcome_limits=settings.outcome_limits,
+                max_response_bytes=settings.provider_max_response_bytes,
+            ),
+            limiter,
+            Limit(ps.rate_limit_per_s, ps.rate_limit_burst),
+            max_wait_s=settings.provider_rate_max_wait_s,
         )
         for name, ps in settings.providers.items()
     }

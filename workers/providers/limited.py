@@ -20,7 +20,12 @@ def provider_key(name: str) -> str:
 
 class RateLimitedProvider:
     def __init__(
-        self, inner: Provider, limiter: Limiter, limit: Limit, *, max_wait_s: float,
+        self,
+        inner: Provider,
+        limiter: Limiter,
+        limit: Limit,
+        *,
+        max_wait_s: float,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.inner = inner

@@ -29,7 +29,10 @@ def job_path(job_id: str) -> str:
 
 class RestProvider:
     def __init__(
-        self, settings: ProviderSettings, webhook_url: str, outcome_limits: JsonLimits | None = None,
+        self,
+        settings: ProviderSettings,
+        webhook_url: str,
+        outcome_limits: JsonLimits | None = None,
         max_response_bytes: int = 1024 * 1024,
     ) -> None:
         self.name = settings.name
@@ -60,7 +63,9 @@ class RestProvider:
         try:
             data = strict_loads(response.content, max_depth=limit + 2, what="response")
         except TooDeep as exc:
-            raise self._refused(f"response refused: nested {exc.depth} levels deep, an outcome may have at most {limit}") from None
+            raise self._refused(
+                f"response refused: nested {exc.depth} levels deep, an outcome may have at most {limit}"
+            ) from None
         except InvalidJson as exc:
             raise self._refused(f"response refused: {exc}") from None
         if not isinstance(data, dict):
@@ -117,8 +122,12 @@ class RestProvider:
 
     def _status(self, job_id: str) -> JobSnapshot:
         response = call(
-            "GET", f"{self.settings.base_url}/jobs/{job_path(job_id)}", timeout=self._timeout,
-            idempotent=True, headers=self._headers(), **self._bounds(),
+            "GET",
+            f"{self.settings.base_url}/jobs/{job_path(job_id)}",
+            timeout=self._timeout,
+            idempotent=True,
+            headers=self._headers(),
+            **self._bounds(),
         )
         return self._snapshot(self._json(response))
 
@@ -128,8 +137,13 @@ class RestProvider:
 
     def _find(self, reference: str) -> str | None:
         response = call(
-            "GET", f"{self.settings.base_url}/jobs", timeout=self._timeout, idempotent=True,
-            headers=self._headers(), params={"reference": reference}, **self._bounds(),
+            "GET",
+            f"{self.settings.base_url}/jobs",
+            timeout=self._timeout,
+            idempotent=True,
+            headers=self._headers(),
+            params={"reference": reference},
+            **self._bounds(),
         )
         jobs = self._json(response).get("jobs")
         if not isinstance(jobs, list):

@@ -115,8 +115,14 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
             return started
         attempt = started
         if attempt.refused is not None:
-            return retry_or_dead_letter(task, ctx, outbox_id, attempt.refused, RetryPolicy(),
-                                        fault=attempt.refused_fault or attempt.refused.fault())
+            return retry_or_dead_letter(
+                task,
+                ctx,
+                outbox_id,
+                attempt.refused,
+                RetryPolicy(),
+                fault=attempt.refused_fault or attempt.refused.fault(),
+            )
         try:
             result = steps.call(ctx, attempt)
         except RateLimited as exc:
@@ -128,8 +134,15 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
             return "done" if row is None else steps.record(ctx, session, row, attempt, result)
     except SoftTimeLimitExceeded:
         terms = attempt or steps.fallback(ctx, outbox_id)
-        return time_limit_reached(task, ctx, outbox_id, terms.policy, callers_endpoint=terms.callers_endpoint,
-                                  deadline=terms.deadline, provider=terms.provider)
+        return time_limit_reached(
+            task,
+            ctx,
+            outbox_id,
+            terms.policy,
+            callers_endpoint=terms.callers_endpoint,
+            deadline=terms.deadline,
+            provider=terms.provider,
+        )
     except ComeBackLater as wait:
         raise task.retry(countdown=wait.countdown) from None
     finally:
@@ -155,12 +168,21 @@ def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt
     raise failed
 
 
-def _failed(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], attempt: Attempt[Any],
-            exc: CallError) -> str:
+def _failed(
+    task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], attempt: Attempt[Any], exc: CallError
+) -> str:
     if steps.settles(exc):
         with ctx.db.transaction() as session:
             row = service.claim_outbox(session, outbox_id)
             return "done" if row is None else steps.settle(ctx, session, row, attempt, exc)
-    return retry_or_dead_letter(task, ctx, outbox_id, exc, attempt.policy, fault=steps.fault(attempt, exc),
-                                deadline=attempt.deadline, retry_permanent=steps.retry_permanent(exc),
-                                provider=attempt.provider)
+    return retry_or_dead_letter(
+        task,
+        ctx,
+        outbox_id,
+        exc,
+        attempt.policy,
+        fault=steps.fault(attempt, exc),
+        deadline=attempt.deadline,
+        retry_permanent=steps.retry_permanent(exc),
+        provider=attempt.provider,
+    )

@@ -37,24 +37,30 @@ class Cancel(OutboxTask[tuple[Provider, str], None]):
         policy = provider_policy(ps) if ps else RetryPolicy()
         provider = ctx.providers.get(task.provider)
         if provider is None:
-            return Attempt(None, policy, refused=PermanentError(f"provider {task.provider!r} is not configured"),  # type: ignore[arg-type]
-                           refused_fault=Fault.SYSTEM)
+            return Attempt(
+                None,  # type: ignore[arg-type]  # refused: no call, so no work to carry
+                policy,
+                refused=PermanentError(f"provider {task.provider!r} is not configured"),
+                refused_fault=Fault.SYSTEM,
+            )
         return Attempt((provider, task.vendor_job_id), policy)
 
     def call(self, ctx: Liaison, attempt: Attempt[tuple[Provider, str]]) -> None:
         provider, job_id = attempt.work
         provider.cancel(job_id)
 
-    def record(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]],
-               result: None) -> str:
+    def record(
+        self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]], result: None
+    ) -> str:
         service.mark_done(session, row, utcnow(), "cancel.sent")
         return "sent"
 
     def settles(self, exc: CallError) -> bool:
         return isinstance(exc, PermanentError) and exc.status == CONFLICT
 
-    def settle(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]],
-               exc: CallError) -> str:
+    def settle(
+        self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]], exc: CallError
+    ) -> str:
         service.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
         return "too_late"
 

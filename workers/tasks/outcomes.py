@@ -9,9 +9,9 @@ held in the database and re-published by the outbox sweep when due.
 from __future__ import annotations
 
 import logging
-from typing import cast
 from datetime import datetime, timedelta
 from random import Random
+from typing import cast
 
 from celery import Task
 
@@ -48,14 +48,30 @@ def provider_of(ctx: Liaison, outbox_id: int) -> tuple[str | None, datetime | No
         return (task.provider, task.execution_deadline) if task is not None else (None, None)
 
 
-def time_limit_reached(task: Task, ctx: Liaison, outbox_id: int, policy: RetryPolicy, *, callers_endpoint: bool = False,
-                       deadline: datetime | None = None, provider: str | None = None) -> str:
+def time_limit_reached(
+    task: Task,
+    ctx: Liaison,
+    outbox_id: int,
+    policy: RetryPolicy,
+    *,
+    callers_endpoint: bool = False,
+    deadline: datetime | None = None,
+    provider: str | None = None,
+) -> str:
     """The task caught ``SoftTimeLimitExceeded``: record the failed attempt before the hard limit kills
     the process, so the work is retried per policy rather than left for the sweep's lease."""
     exc = time_limit_error(task.soft_time_limit)
     log.warning("outbox %s: %s", outbox_id, exc)
-    return retry_or_dead_letter(task, ctx, outbox_id, exc, policy, fault=exc.fault(callers_endpoint=callers_endpoint),
-                                deadline=deadline, provider=provider)
+    return retry_or_dead_letter(
+        task,
+        ctx,
+        outbox_id,
+        exc,
+        policy,
+        fault=exc.fault(callers_endpoint=callers_endpoint),
+        deadline=deadline,
+        provider=provider,
+    )
 
 
 def retry_or_dead_letter(
@@ -81,7 +97,9 @@ def retry_or_dead_letter(
         delay = None
         if retry_permanent or not isinstance(exc, PermanentError):
             delay = next_delay(
-                failed_attempts, policy, _rng,
+                failed_attempts,
+                policy,
+                _rng,
                 elapsed_s=(now - row.created_at).total_seconds(),
                 retry_after_s=exc.retry_after_s,
                 deadline_in_s=(deadline - now).total_seconds() if deadline else None,
@@ -103,7 +121,9 @@ def retry_or_dead_letter(
         log.warning("dead-lettered outbox %s after %d attempts: %s", outbox_id, failed_attempts, exc)
         return "dead_lettered"
     if held:
-        log.info("attempt %d of outbox %s failed; next in %.0fs, held in the database", failed_attempts, outbox_id, delay)
+        log.info(
+            "attempt %d of outbox %s failed; next in %.0fs, held in the database", failed_attempts, outbox_id, delay
+        )
         return "held"
     log.info("attempt %d of outbox %s failed, retrying in %.1fs: %s", failed_attempts, outbox_id, delay, exc)
     # The task is declared max_retries=None: our policy, not Celery's default of 3, decides when to stop.

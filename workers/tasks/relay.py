@@ -63,8 +63,14 @@ class Relay(OutboxTask[Callback, int]):
         if task is None:
             return  # nothing to deliver: prepare says why
         settings = ctx.settings
-        self.slot = take_slot(session, slot_group(task.client_id), settings.relay_client_concurrency, self.holder,
-                              utcnow(), settings.relay_slot_ttl_s)
+        self.slot = take_slot(
+            session,
+            slot_group(task.client_id),
+            settings.relay_client_concurrency,
+            self.holder,
+            utcnow(),
+            settings.relay_slot_ttl_s,
+        )
         if self.slot is None:
             metrics.relay_delivery("slot_wait")
             raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
@@ -86,16 +92,27 @@ class Relay(OutboxTask[Callback, int]):
             metrics.relay_delivery("parked")
             return "parked"
         row.target = strip_url(url)  # the task keeps the whole URL; what is stored beside it has no secrets
-        callback = Callback(client.id, url, list(client.callback_secrets), row.message_id,
-                            dict(row.payload, message_id=row.message_id))
+        callback = Callback(
+            client.id, url, list(client.callback_secrets), row.message_id, dict(row.payload, message_id=row.message_id)
+        )
         return Attempt(callback, relay_policy(ctx.settings), callers_endpoint=True)
 
     def call(self, ctx: Liaison, attempt: Attempt[Callback]) -> int:
         cb, settings = attempt.work, ctx.settings
-        return deliver(cb.url, cb.secrets, cb.message_id, cb.payload, time.time(), settings.relay_timeout_s,
-                       allow=settings.outbound_allow, max_response_bytes=settings.callback_max_response_bytes)
+        return deliver(
+            cb.url,
+            cb.secrets,
+            cb.message_id,
+            cb.payload,
+            time.time(),
+            settings.relay_timeout_s,
+            allow=settings.outbound_allow,
+            max_response_bytes=settings.callback_max_response_bytes,
+        )
 
-    def record(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], result: int) -> str:
+    def record(
+        self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], result: int
+    ) -> str:
         payload = attempt.work.payload
         service.mark_done(session, row, utcnow(), "relay.delivered", type=payload["type"], status=result)
         metrics.relay_delivery("delivered", metrics.since(payload.get("occurred_at")))
@@ -104,7 +121,9 @@ class Relay(OutboxTask[Callback, int]):
     def settles(self, exc: CallError) -> bool:
         return exc.status == GONE
 
-    def settle(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], exc: CallError) -> str:
+    def settle(
+        self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], exc: CallError
+    ) -> str:
         # The domain app says this endpoint is gone for good: stop calling it, keep every event.
         cb = attempt.work
         disable_endpoint(session, cb.client_id, cb.url, f"answered 410 Gone to {cb.payload['type']}", utcnow())

@@ -39,14 +39,22 @@ class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
         except InvalidJson as refused:
             # Stored before the input limits existed (the API refuses such input now): no retry can
             # help, only the caller can, by sending an input within the limits. So: the caller's.
-            return Attempt(None, RetryPolicy(), refused=PermanentError(f"input refused: {refused}"),  # type: ignore[arg-type]
-                           refused_fault=Fault.CALLER)
+            return Attempt(
+                None,  # type: ignore[arg-type]  # refused: no call, so no work to carry
+                RetryPolicy(),
+                refused=PermanentError(f"input refused: {refused}"),
+                refused_fault=Fault.CALLER,
+            )
         provider = ctx.providers.get(task.provider)
         if provider is None:  # configuration changed after the task was accepted
             return Attempt(None, RetryPolicy(), refused=PermanentError(f"provider {task.provider!r} is not configured"))  # type: ignore[arg-type]
         job = SubmitJob(task.reference, job_input)  # never the correlation id: two clients may share one
-        return Attempt((provider, job), provider_policy(ctx.settings.providers[task.provider]),
-                       deadline=task.execution_deadline, provider=task.provider)
+        return Attempt(
+            (provider, job),
+            provider_policy(ctx.settings.providers[task.provider]),
+            deadline=task.execution_deadline,
+            provider=task.provider,
+        )
 
     def call(self, ctx: Liaison, attempt: Attempt[tuple[Provider, SubmitJob]]) -> str:
         """The vendor's job id. A rate-limited call (before submit, or before find after an uncertain
@@ -65,8 +73,14 @@ class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
                 raise TransientError(f"{exc}; the vendor has no job for this reference") from None
             return job_id
 
-    def record(self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, SubmitJob]],
-               result: str) -> str:
+    def record(
+        self,
+        ctx: Liaison,
+        session: Session,
+        row: OutboxMessage,
+        attempt: Attempt[tuple[Provider, SubmitJob]],
+        result: str,
+    ) -> str:
         vendor_events.record_submission(session, row, result, utcnow())
         metrics.submission(attempt.provider or "", "submitted")
         return "submitted"
