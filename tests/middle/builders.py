@@ -14,8 +14,8 @@ from models.client import Client
 from models.credentials import create_client
 from models.messages import OutboxMessage
 from models.service import SubmitRequest, SubmitResult, submit_task
-from models.vendor_events import record_submission
 from models.task import ExternalTask, TaskEvent
+from models.vendor_events import record_submission
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 PROVIDER = "sim"

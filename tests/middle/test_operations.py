@@ -28,8 +28,8 @@ from models.db import Database
 from models.dead_letters import NotReplayable, dead_letter, disable_endpoint, park
 from models.messages import DeadLetter, OutboxMessage
 from models.queries import DeadLetterFilter
-from models.vendor_events import receive_event
 from models.task import ExternalTask
+from models.vendor_events import receive_event
 from tests.middle.builders import NOW, at_vendor, later, new_client, submit
 from webhooks.events import VendorEvent
 
