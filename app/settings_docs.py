@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from foundation.settings import PROVIDER_SECTION, SECTIONS, TEXT, Option, Section
+from foundation.options import TEXT, Option, Section
+from foundation.setting_table import PROVIDER_SECTION, SECTIONS
 
 #: The demo's provider name, used for the provider block of .env.example.
 EXAMPLE_PROVIDER = "SIMULATOR"
@@ -93,7 +94,7 @@ def _env_line(option: Option) -> str:
 
 def render_env_example() -> str:
     lines = [
-        "# Every setting Liaison reads, with its default. Generated from foundation/settings.py by",
+        "# Every setting Liaison reads, with its default. Generated from foundation/setting_table.py by",
         "# `python -m app.settings_docs --env-example > .env.example`: edit the table there, not this file.",
         "# Nothing set = embedded mode: a SQLite file under var/ and kombu's filesystem:// broker, no server needed.",
         "# A blank value means the default; <NAME> stands for another setting's value.",
@@ -123,7 +124,7 @@ def render_markdown() -> str:
         'stops the process at start-up with one line naming the variable (see docs/runbook.md, "Start-up',
         'errors"). Migrations (`flask --app app liaison db upgrade`) read only `DATABASE_URL`.',
         "",
-        "This page and [.env.example](../.env.example) are generated from the table in `foundation/settings.py`",
+        "This page and [.env.example](../.env.example) are generated from the table in `foundation/setting_table.py`",
         "(`python -m app.settings_docs --markdown > docs/settings.md`); a unit test keeps them in step.",
     ]
     for section in (*SECTIONS, PROVIDER_SECTION, *OTHER_SECTIONS):

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
     ],
 )
 def test_settings_files_are_what_the_table_generates(path: str, render: Callable[[], str], flag: str) -> None:
-    """Names, defaults and docs of every setting come from foundation/settings.py's table, nowhere else."""
+    """Names, defaults and docs of every setting come from foundation/setting_table.py's table, nowhere else."""
     assert (ROOT / path).read_text() == render(), f"regenerate: python -m app.settings_docs {flag} > {path}"
 
 

@@ -1,0 +1,171 @@
+"""The vocabulary of the settings table: ``ConfigError``, the parsers that turn a variable's text
+into a value (each names the variable, never its value, when it refuses), and ``Option`` /
+``Section``, the rows and groups of the table in ``foundation.setting_table``."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from core.outbound_guard import AllowList
+from webhooks.signing import decode_secret
+
+#: A bearer token (admin API, /metrics) is a credential: no shorter than this.
+MIN_ADMIN_TOKEN_LEN = MIN_METRICS_TOKEN_CHARS = 32
+#: ``scheme://user:password@`` and ``scheme://:password@`` (Redis): the password part of a URL.
+_URL_PASSWORD = re.compile(r"(?<=://)([^:/@\s]*):([^@/\s]+)@")
+
+
+def mask_url_password(url: str) -> str:
+    """``redis://:***@host``: a URL fit to show, with any password masked (the user name stays)."""
+    return _URL_PASSWORD.sub(r"\1:***@", url)
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message names the variable, never its value."""
+
+
+# --- parsers: (variable, text) -> value; the text is stripped, "" only where "" is the default ---
+
+
+@dataclass(frozen=True)
+class Parser:
+    convert: Callable[[str, str], Any]
+    kind: str  # what the docs' table says the value is
+
+
+def _number(cast: Callable[[str], float], minimum: float, kind: str) -> Parser:
+    def convert(name: str, raw: str) -> Any:
+        try:
+            value = cast(raw)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number") from None
+        if not math.isfinite(value):  # "nan" would pass every comparison: a limit that never bites
+            raise ConfigError(f"{name} must be a finite number")
+        if value < minimum:
+            raise ConfigError(f"{name} must be at least {minimum}")
+        return value
+
+    return Parser(convert, f"{kind} ≥ {minimum:g}")
+
+
+def integer(minimum: int = 0) -> Parser:
+    return _number(int, minimum, "integer")
+
+
+def decimal(minimum: float = 0.0) -> Parser:
+    return _number(float, minimum, "number")
+
+
+def optional_int() -> Parser:
+    """Seconds, or empty / 0 for none."""
+    whole = integer(0)
+    return Parser(lambda name, raw: (whole.convert(name, raw) or None) if raw else None, "integer ≥ 0, 0 = none")
+
+
+def choice(*choices: str, upper: bool = False) -> Parser:
+    def convert(name: str, raw: str) -> str:
+        if raw.lower() not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}")
+        return raw.upper() if upper else raw.lower()
+
+    return Parser(convert, " | ".join(choices))
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+def _http_url(name: str, raw: str) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{name} must be an http(s) URL")
+    return raw.rstrip("/")
+
+
+def _delays(name: str, raw: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in raw.split(","))
+    except ValueError:
+        raise ConfigError(f"{name} must be comma-separated seconds") from None
+    if any(v < 0 or not math.isfinite(v) for v in values):
+        raise ConfigError(f"{name} must be finite and not negative")
+    return values
+
+
+def _webhook_secrets(name: str, raw: str) -> tuple[str, ...]:
+    values = tuple(s.strip() for s in raw.split(",") if s.strip())
+    for value in values:
+        try:
+            decode_secret(value)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+    return values
+
+
+def _allow_list(name: str, raw: str) -> AllowList:
+    try:
+        return AllowList.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+def _names(name: str, raw: str) -> tuple[str, ...]:
+    names = tuple(n.strip().lower() for n in raw.split(",") if n.strip())
+    if not all(n.isidentifier() for n in names):
+        raise ConfigError(f"{name} must be comma-separated simple names")
+    return names
+
+
+def token(minimum: int, hint: str = "") -> Parser:
+    def convert(name: str, raw: str) -> str:
+        if raw and len(raw) < minimum:
+            raise ConfigError(f"{name} must be at least {minimum} characters{hint}")
+        return raw
+
+    return Parser(convert, f"secret, ≥ {minimum} characters or empty")
+
+
+TEXT = Parser(_text, "text")
+HTTP_URL = Parser(_http_url, "http(s) URL")
+DELAYS = Parser(_delays, "seconds, comma-separated")
+WEBHOOK_SECRETS = Parser(_webhook_secrets, "whsec_… secrets, comma-separated")
+ALLOW_LIST = Parser(_allow_list, "host, host:port or CIDR, comma-separated")
+NAMES = Parser(_names, "names, comma-separated")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One variable. Unset or blank means ``default`` (or, with ``derive``, a value computed from
+    the options read before it; ``default`` then says how, for the docs)."""
+
+    env: str
+    attr: str  # the Settings attribute it fills
+    parser: Parser
+    default: str = ""
+    doc: str = ""
+    secret: bool = False  # left out of reprs, logs and the docs' examples
+    example: str | None = None  # a demo value .env.example shows instead of the default
+    derive: Callable[[Mapping[str, Any]], str] | None = None
+    required: bool = False
+
+    def read(self, env: Mapping[str, str], earlier: Mapping[str, Any], what: str = "") -> Any:
+        raw = env.get(self.env, "").strip() or (self.derive(earlier) if self.derive else self.default)
+        value = self.parser.convert(self.env, raw) if raw or not self.required else None
+        if self.required and not value:
+            raise ConfigError(f"{self.env} is required{what}")
+        return value
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    options: tuple[Option, ...]
+
+
+def section(title: str, *options: Option) -> Section:
+    return Section(title, options)

@@ -1,0 +1,207 @@
+"""Every setting Liaison reads, declared once: one ``Option`` row each (variable, attribute, parser,
+default, doc, secret?), grouped in sections. ``foundation.settings`` reads the environment through
+these rows, and ``app.settings_docs`` writes ``.env.example`` and docs/settings.md from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from foundation.options import (
+    ALLOW_LIST,
+    DELAYS,
+    HTTP_URL,
+    MIN_ADMIN_TOKEN_LEN,
+    MIN_METRICS_TOKEN_CHARS,
+    NAMES,
+    TEXT,
+    WEBHOOK_SECRETS,
+    Option,
+    Parser,
+    Section,
+    choice,
+    decimal,
+    integer,
+    optional_int,
+    section,
+    token,
+)
+from webhooks.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
+from webhooks.signing import DEFAULT_TOLERANCE_S
+
+# The table is data, one setting a row: kept as written rather than one argument a line.
+# fmt: off
+SECTIONS: tuple[Section, ...] = (
+    section(
+        "Storage and broker",
+        Option("LIAISON_VAR_DIR", "var_dir", Parser(lambda n, raw: Path(raw).resolve(), "path"), "var",
+               "where the embedded SQLite file and broker folders live"),
+        Option("DATABASE_URL", "database_url", TEXT, "sqlite:///<LIAISON_VAR_DIR>/liaison.db",
+               "production: postgresql+psycopg://user@host/db",
+               derive=lambda v: f"sqlite:///{v['var_dir'] / 'liaison.db'}"),
+        Option("CELERY_BROKER_URL", "broker_url", TEXT, "filesystem://localhost//",
+               "or redis://host:6379/0 or amqp://user:pass@host:5672//"),
+        Option("LIAISON_BROKER_FOLDER", "broker_folder", Parser(lambda n, raw: Path(raw), "path"),
+               "<LIAISON_VAR_DIR>/broker", "filesystem:// broker only; shared by web, worker, beat, Flower",
+               derive=lambda v: str(v["var_dir"] / "broker")),
+    ),
+    section(
+        "HTTP",
+        Option("LIAISON_PUBLIC_URL", "public_url", HTTP_URL, "http://127.0.0.1:5000",
+               "how external systems reach /webhooks/<provider>"),
+        Option("LIAISON_ADMIN_TOKEN", "admin_token",
+               token(MIN_ADMIN_TOKEN_LEN, " (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'), "
+                                          "or empty to turn the admin API off"),
+               "", "bearer token for /admin/v1, at least 32 characters; unset = admin API off", secret=True),
+        Option("LIAISON_MAX_BODY_BYTES", "max_body_bytes", integer(1024), "262144", "larger request bodies get 413"),
+    ),
+    section(
+        "Bounded input (issue 8): a task's input and a vendor's outcome",
+        Option("LIAISON_MAX_JSON_DEPTH", "max_json_depth", integer(1), str(DEFAULT_MAX_DEPTH),
+               f"nesting levels of input/outcome (at most {MAX_DEPTH_CEILING - 2}); deeper: 422 / 400"),
+        Option("LIAISON_MAX_INPUT_BYTES", "max_input_bytes", integer(16), str(DEFAULT_MAX_BYTES),
+               "canonical JSON bytes of a task's input; larger: 422"),
+        Option("LIAISON_MAX_OUTCOME_BYTES", "max_outcome_bytes", integer(16), str(DEFAULT_MAX_BYTES),
+               "canonical JSON bytes of a vendor's outcome; larger: 413 / refused"),
+    ),
+    section(
+        "Providers (external systems); one LIAISON_PROVIDER_<NAME>_* block per name, see below",
+        Option("LIAISON_PROVIDERS", "provider_names", NAMES, "", "comma-separated names", example="simulator"),
+        Option("LIAISON_DEFAULT_PROVIDER", "default_provider", TEXT, "the only provider, if just one",
+               "the provider of a task that names none", example="simulator",
+               derive=lambda v: v["provider_names"][0] if len(v["provider_names"]) == 1 else ""),
+    ),
+    section(
+        "Webhooks in, callbacks out",
+        Option("LIAISON_WEBHOOK_TOLERANCE_S", "webhook_tolerance_s", integer(1), str(DEFAULT_TOLERANCE_S),
+               "webhook-timestamp must be within this, both ways"),
+        Option("LIAISON_PROCESSED_RETENTION_S", "processed_retention_s", integer(1), "345600",
+               "96 h of inbox dedup; must exceed 2x the tolerance"),
+        Option("LIAISON_RELAY_TIMEOUT_S", "relay_timeout_s", decimal(0.01), "15",
+               "one callback call, connect to last byte, ends by this"),
+        Option("LIAISON_RELAY_MAX_ATTEMPTS", "relay_max_attempts", integer(1), "8", "callback attempts in all"),
+        # After the first try: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (±20 %).
+        Option("LIAISON_RELAY_SCHEDULE_S", "relay_schedule_s", DELAYS, "5,300,1800,7200,18000,36000,36000",
+               "waits between relay attempts (+-20 %), Standard-Webhooks-like"),
+        Option("LIAISON_RELAY_MAX_TOTAL_S", "relay_max_total_s", decimal(1.0), "172800",
+               "no relay attempt starts later than this after the first"),
+    ),
+    section(
+        "Outbound guard and bounded calls (issue 8)",
+        Option("LIAISON_OUTBOUND_ALLOW", "outbound_allow", ALLOW_LIST, "",
+               "exceptions to the outbound guard for callback URLs (e.g. 127.0.0.1:5002); empty in production"),
+        Option("LIAISON_PROVIDER_MAX_RESPONSE_BYTES", "provider_max_response_bytes", integer(1024), "1048576",
+               "most of a provider's response body that is read (a job status with its outcome)"),
+        Option("LIAISON_CALLBACK_MAX_RESPONSE_BYTES", "callback_max_response_bytes", integer(0), "4096",
+               "most of a callback endpoint's response body that is read (only its status matters)"),
+    ),
+    section(
+        "Workers and beat",
+        Option("LIAISON_QUEUE", "queue", TEXT, "liaison",
+               "the Celery work queue (RabbitMQ: also <queue>.dlx / <queue>.dead)"),
+        # Longest wait handed to Celery as a countdown; longer waits are held in the database and
+        # re-published by the outbox sweep, so no countdown comes near the Redis visibility_timeout.
+        Option("LIAISON_MAX_COUNTDOWN_S", "max_countdown_s", integer(1), "900",
+               "longer retry waits are held in the database, not at the broker"),
+        Option("LIAISON_MAX_DELIVERIES", "max_deliveries", integer(1), "5",
+               "a message started this often without finishing is poison"),
+        Option("LIAISON_ORPHAN_WINDOW_S", "orphan_window_s", integer(1), "3600",
+               "an unbound orphan event opens an incident after this"),
+        # A reconcile run ends before beat's next one is due; what is left is the next run's oldest work.
+        Option("LIAISON_RECONCILE_MAX_RUN_S", "reconcile_max_run_s", integer(1), "240",
+               "a reconcile run stops claiming work after this (beat runs it every 300 s)"),
+        Option("LIAISON_BEAT_BATCH", "beat_batch", integer(1), "500", "rows a beat job handles per transaction"),
+    ),
+    section(
+        "Isolation: bounded tasks, the relay queue, per-client relay concurrency (issue 8)",
+        # Above the longest outbound call (a submit may make two: submit, then find). The soft limit
+        # ends the attempt as a failed one; the hard one kills the pool process.
+        Option("LIAISON_TASK_SOFT_TIME_LIMIT_S", "task_soft_time_limit_s", integer(1), "120",
+               "submit/relay/cancel: past it the attempt is a failed one (retried)"),
+        Option("LIAISON_TASK_TIME_LIMIT_S", "task_time_limit_s", integer(1), "150",
+               "...and past this the pool process is killed (must exceed the soft limit)"),
+        Option("LIAISON_BEAT_SOFT_TIME_LIMIT_S", "beat_soft_time_limit_s", integer(1), "280",
+               "beat jobs; must exceed LIAISON_RECONCILE_MAX_RUN_S"),
+        Option("LIAISON_BEAT_TIME_LIMIT_S", "beat_time_limit_s", integer(1), "300", "beat jobs' hard limit"),
+        Option("LIAISON_RELAY_QUEUE", "relay_queue", TEXT, "<LIAISON_QUEUE>.relay",
+               "relays' own queue (Procfile: relay)", derive=lambda v: v["queue"] + ".relay"),
+        Option("LIAISON_RELAY_CLIENT_CONCURRENCY", "relay_client_concurrency", integer(1), "2",
+               "relay deliveries one client may have running at once, all workers together"),
+        Option("LIAISON_RELAY_SLOT_WAIT_S", "relay_slot_wait_s", decimal(0.1), "2",
+               "a relay finding its client's slots taken is re-queued after this"),
+    ),
+    section(
+        "Outbox",
+        Option("LIAISON_OUTBOX_GRACE_S", "outbox_grace_s", integer(0), "10",
+               "unpublished this long after commit: the sweep publishes it"),
+        Option("LIAISON_OUTBOX_LEASE_S", "outbox_lease_s", integer(1), "1800",
+               "published (or due) this long but not done: presumed lost"),
+    ),
+    section(
+        "Limits and internal surfaces (issue 8; docs/architecture.md \"Limits\", docs/observability.md)",
+        Option("LIAISON_CLIENT_SUBMIT_RATE_PER_S", "client_submit_rate_per_s", decimal(0.001), "10",
+               "POST /api/v1/tasks per client, sustained; over it 429 + Retry-After"),
+        Option("LIAISON_CLIENT_SUBMIT_BURST", "client_submit_burst", integer(1), "20",
+               "... and at once after a quiet spell"),
+        Option("LIAISON_CLIENT_MAX_OPEN_TASKS", "client_max_open_tasks", integer(1), "10000",
+               "non-final tasks per client; over it 429 (clients limits NAME overrides)"),
+        Option("LIAISON_RATE_LIMIT_STORAGE", "rate_limit_storage", choice("auto", "redis", "database"), "auto",
+               "where shared rate limits live; auto = redis when the broker is Redis, else database"),
+        Option("LIAISON_RATE_LIMIT_REDIS_URL", "rate_limit_redis_url", TEXT, "",
+               "default: the broker URL when it is Redis", secret=True),
+        Option("LIAISON_PROVIDER_RATE_MAX_WAIT_S", "provider_rate_max_wait_s", decimal(0.0), "2",
+               "a worker sleeps up to this for a provider slot; later ones retry via the broker"),
+        Option("LIAISON_METRICS_TOKEN", "metrics_token", token(MIN_METRICS_TOKEN_CHARS), "",
+               "bearer token for /metrics and /readyz; unset = both 404", secret=True),
+        Option("LIAISON_METRICS_CACHE_S", "metrics_cache_s", decimal(0.0), "5",
+               "business gauges are read from the database at most this often (per process)"),
+    ),
+    section(
+        "Start-up (issue 9)",
+        # A service restarting alongside us gets this long; a wrong host fails after it, not never.
+        Option("LIAISON_STARTUP_WAIT_S", "startup_wait_s", decimal(0.0), "10",
+               "web, worker and beat wait up to this for the database and broker, then exit with one line"),
+    ),
+    section(
+        "Logs",
+        Option("LIAISON_LOG_LEVEL", "log_level", choice("debug", "info", "warning", "error", upper=True), "info",
+               "debug, info, warning or error"),
+        Option("LIAISON_LOG_FORMAT", "log_format", choice("console", "json"), "console",
+               "json in production: one JSON object per line"),
+    ),
+)
+
+#: Stands for ``LIAISON_PROVIDER_<NAME>_`` in the provider rows; each provider fills in its name.
+PROVIDER_PREFIX = _S = "LIAISON_PROVIDER_<NAME>_"
+PROVIDER_SECTION = section(
+    "One provider: LIAISON_PROVIDER_<NAME>_* for each name in LIAISON_PROVIDERS (the demo's is SIMULATOR)",
+    Option(_S + "KIND", "kind", choice("rest"), "rest", "adapter: the built-in generic REST provider"),
+    Option(_S + "BASE_URL", "base_url", HTTP_URL, "", "where the vendor's API is (required)",
+           example="http://127.0.0.1:5001", required=True),
+    Option(_S + "WEBHOOK_SECRETS", "webhook_secrets", WEBHOOK_SECRETS, "",
+           "secrets its webhooks are signed with; several while rotating (required)",
+           secret=True, example="whsec_...,whsec_...", required=True),
+    Option(_S + "API_KEY", "api_key", TEXT, "", "sent as Authorization: Bearer, if set", secret=True),
+    Option(_S + "CONNECT_TIMEOUT_S", "connect_timeout_s", decimal(0.01), "3.05", "TCP connect to the vendor"),
+    Option(_S + "READ_TIMEOUT_S", "read_timeout_s", decimal(0.01), "10", "between bytes of the vendor's answer"),
+    Option(_S + "ACCEPTANCE_TIMEOUT_S", "acceptance_timeout_s", optional_int(), "",
+           "default deadline for its tasks to reach accepted"),
+    Option(_S + "EXECUTION_TIMEOUT_S", "execution_timeout_s", optional_int(), "",
+           "default deadline for its tasks to reach a final state"),
+    Option(_S + "SUBMIT_MAX_ATTEMPTS", "submit_max_attempts", integer(1), "6", "submit/cancel attempts in all"),
+    Option(_S + "SUBMIT_BACKOFF_BASE_S", "submit_backoff_base_s", decimal(0.0), "2", "first retry wait, doubling"),
+    Option(_S + "SUBMIT_BACKOFF_CAP_S", "submit_backoff_cap_s", decimal(0.0), "300", "longest retry wait"),
+    Option(_S + "SUBMIT_MAX_TOTAL_S", "submit_max_total_s", decimal(1.0), "86400",
+           "no submit/cancel retry starts later than this after the first try"),
+    Option(_S + "RECONCILE_AFTER_S", "reconcile_after_s", integer(1), "900",
+           "a task quiet this long at the vendor is asked about"),
+    Option(_S + "RATE_LIMIT_PER_S", "rate_limit_per_s", decimal(0.01), "10",
+           "calls per second (submit, cancel, status, find), all processes together"),
+    Option(_S + "RATE_LIMIT_BURST", "rate_limit_burst", integer(1), "1", "calls at once after a quiet spell"),
+    Option(_S + "CALL_DEADLINE_S", "call_deadline_s", decimal(0.01), "30",
+           "one call, connect to last body byte, ends by this"),
+)
+
+# fmt: on
+
+OPTIONS: tuple[Option, ...] = tuple(o for s in SECTIONS for o in s.options)
+PROVIDER_OPTIONS: tuple[Option, ...] = PROVIDER_SECTION.options
