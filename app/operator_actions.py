@@ -14,8 +14,8 @@ from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
 from models.dead_letters import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
-from models.lifecycle import attach_orphan, discard_orphan
 from models.messages import DeadLetter
+from models.orphans import attach_orphan, discard_orphan
 from models.queries import DeadLetterFilter
 from models.service import lock_task
 from models.task import ExternalTask

@@ -32,7 +32,8 @@ from foundation.settings import Settings
 from models import ExternalTask, ProcessedMessage
 from models.base import utcnow
 from models.db import Database
-from models.lifecycle import DEADLINES, claim_quiet, due_query, escalate_due, quiet_query
+from models.lifecycle import DEADLINES, due_query, escalate_due
+from models.reconciliation import claim_quiet, quiet_query
 from models.retention import prune_processed_messages
 from tests.integration.stack import migrate
 from tests.support.servers import ServerThread

@@ -1,35 +1,31 @@
-"""The task lifecycle beyond the happy path: cancellation, deadlines, reconciliation, orphans.
+"""The task lifecycle beyond the happy path: cancellation and deadlines.
 
 Beat jobs call these inside one transaction per batch. Every query repeats a partial index's
 predicate (``models.task``) so it touches only rows that can be due, and claims them with
 ``FOR NO KEY UPDATE SKIP LOCKED`` (SQLite: the transaction's ``BEGIN IMMEDIATE``), so two beats, or a
 run overlapping the next, never act on one row twice. NO KEY: a plain ``FOR UPDATE`` would also
 skip every task that another transaction is merely referencing (inserting a TaskEvent takes a key
-share lock on its task), leaving it out of this run for no reason.
+share lock on its task), leaving it out of this run for no reason. Reconciliation's claims are in
+``models.reconciliation``, orphan events' handling in ``models.orphans``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import Any
 
 from sqlalchemy import Select, select, text, update
 from sqlalchemy.orm import Session, load_only
 
-from core.states import TERMINAL, EventType, State
-from models.attention import OrphanEvent
-from models.dead_letters import NotReplayable
-from models.incidents import IncidentKind, open_incident, resolve_open
+from core.states import TERMINAL, State
+from models.incidents import IncidentKind, open_incident
 from models.isolation import in_savepoint
-from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage, ProcessedMessage
-from models.publishing import publish_after_commit
+from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.service import ServiceError, add_event, add_outbox, move
-from models.task import AT_VENDOR, AWAITING_ACCEPTANCE, AWAITING_COMPLETION, NOT_SUBMITTED, ExternalTask
-from models.vendor_events import EventResult, bind_orphans, first_time, receive_event
-from webhooks.events import VendorEvent
+from models.task import AWAITING_ACCEPTANCE, AWAITING_COMPLETION, ExternalTask
+from models.vendor_events import first_time
 
 
 class AlreadyFinal(ServiceError):
@@ -197,152 +193,3 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
 
 
 # --- Reconciliation ---
-
-
-@dataclass(frozen=True)
-class QuietTask:
-    task_id: int
-    correlation_id: str
-    vendor_job_id: str
-
-
-def quiet_query(provider: str, quiet_s: int, now: datetime, batch: int) -> Select:
-    return (
-        select(ExternalTask)
-        .options(
-            load_only(ExternalTask.id, ExternalTask.correlation_id, ExternalTask.vendor_job_id, ExternalTask.checked_at)
-        )
-        .where(
-            text(AT_VENDOR),
-            ExternalTask.provider == provider,
-            ExternalTask.checked_at <= now - timedelta(seconds=quiet_s),
-        )
-        .order_by(ExternalTask.checked_at)
-        .limit(batch)
-        .with_for_update(skip_locked=True, key_share=True)
-    )
-
-
-def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, batch: int) -> list[QuietTask]:
-    """Tasks at the vendor with no news for ``quiet_s``, oldest first; claimed by moving checked_at."""
-    tasks = session.scalars(quiet_query(provider, quiet_s, now, batch)).all()
-    for task in tasks:
-        task.checked_at = now
-    return [QuietTask(t.id, t.correlation_id, t.vendor_job_id) for t in tasks if t.vendor_job_id]
-
-
-def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:
-    """Tasks stuck in ``requested``: their submit rows, published again after commit (consumers are idempotent)."""
-    tasks = session.scalars(
-        select(ExternalTask)
-        .options(load_only(ExternalTask.id, ExternalTask.checked_at))
-        .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
-        .order_by(ExternalTask.checked_at)
-        .limit(batch)
-        .with_for_update(skip_locked=True, key_share=True)
-    ).all()
-    for task in tasks:
-        task.checked_at = now
-    if not tasks:
-        return []
-    rows = list(
-        session.scalars(
-            select(OutboxMessage)
-            .options(load_only(*PUBLISH_COLUMNS))
-            .where(
-                OutboxMessage.task_id.in_([t.id for t in tasks]),
-                OutboxMessage.kind == OutboxKind.SUBMIT,
-                OutboxMessage.done_at.is_(None),
-                OutboxMessage.parked_reason.is_(None),
-                OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
-            )
-        )
-    )
-    publish_after_commit(session, rows)  # again: consumers are idempotent
-    return rows
-
-
-_SNAPSHOT_EVENTS = {
-    "running": EventType.ACCEPTED,
-    "succeeded": EventType.COMPLETED,
-    "failed": EventType.COMPLETED,
-    "canceled": EventType.COMPLETED,
-}
-
-
-def apply_snapshot(
-    session: Session, provider: str, job_id: str, status: str, outcome: Any, now: datetime
-) -> EventResult | None:
-    """What the vendor's status says, applied through exactly the webhook's path. The message id is
-    derived from the job and status, so asking twice applies once."""
-    event_type = _SNAPSHOT_EVENTS.get(status)
-    if event_type is None:  # queued: nothing new
-        return None
-    event = VendorEvent(
-        event_type,
-        job_id,
-        status if event_type is EventType.COMPLETED else None,
-        outcome if event_type is EventType.COMPLETED else None,
-    )
-    message_id = f"reconcile:{job_id}:{status}"
-    if len(message_id) > 200:
-        message_id = "reconcile:" + hashlib.sha256(message_id.encode()).hexdigest()
-    return receive_event(session, provider, message_id, event, now)
-
-
-def unknown_job(session: Session, task: QuietTask, provider: str, error: str, now: datetime) -> None:
-    open_incident(
-        session,
-        IncidentKind.UNKNOWN_JOB,
-        f"job:{provider}:{task.vendor_job_id}",
-        f"{provider} does not know job {task.vendor_job_id}: {error}",
-        now,
-        correlation_id=task.correlation_id,
-    )
-
-
-# --- Orphans ---
-
-
-def flag_stale_orphans(session: Session, now: datetime, window_s: int, batch: int) -> int:
-    """Open an incident for each orphan unbound past the window. The event's type is read in SQL
-    (``payload->>'type'``): the payload holds the vendor's outcome, which is not loaded."""
-    found = session.execute(
-        select(OrphanEvent.id, OrphanEvent.source, OrphanEvent.vendor_job_id, OrphanEvent.payload["type"].as_string())
-        .where(
-            text("state = 'open' AND flagged_at IS NULL"), OrphanEvent.received_at <= now - timedelta(seconds=window_s)
-        )
-        .order_by(OrphanEvent.received_at)
-        .limit(batch)
-        .with_for_update(skip_locked=True)
-    ).all()
-    for orphan_id, source, job_id, event_type in found:
-        session.execute(update(OrphanEvent).where(OrphanEvent.id == orphan_id).values(flagged_at=now))
-        open_incident(
-            session,
-            IncidentKind.ORPHAN_UNBOUND,
-            f"orphan:{orphan_id}",
-            f"{event_type} from {source} for unknown job {job_id}",
-            now,
-        )
-    return len(found)
-
-
-def attach_orphan(session: Session, orphan: OrphanEvent, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
-    """An operator says which task an orphan belongs to: bind it (and its job's other orphans), apply."""
-    if orphan.state != "open":
-        raise NotReplayable(f"orphan {orphan.id} is {orphan.state}")
-    if task.provider != orphan.source:
-        raise NotReplayable(f"orphan came from {orphan.source}, the task runs at {task.provider}")
-    if task.vendor_job_id not in (None, orphan.vendor_job_id):
-        raise NotReplayable("the task is bound to another vendor job")
-    task.vendor_job_id = orphan.vendor_job_id
-    add_event(session, task, "orphan.attached", now, orphan_id=orphan.id)
-    return bind_orphans(session, task, now)  # resolves the orphans' incidents too
-
-
-def discard_orphan(session: Session, orphan: OrphanEvent, now: datetime) -> None:
-    if orphan.state != "open":
-        raise NotReplayable(f"orphan {orphan.id} is {orphan.state}")
-    orphan.state, orphan.resolved_at = "discarded", now
-    resolve_open(session, IncidentKind.ORPHAN_UNBOUND, f"orphan:{orphan.id}", now, "discarded")

@@ -18,7 +18,7 @@ from sqlalchemy import event, select, text, update
 
 from models import DeadLetter, ExternalTask, Incident, OutboxMessage
 from models.base import utcnow
-from models.lifecycle import flag_stale_orphans
+from models.orphans import flag_stale_orphans
 from models.retention import prune_processed_messages
 from tests.integration import due_work
 from tests.integration.stack import Stack

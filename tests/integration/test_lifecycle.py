@@ -15,7 +15,8 @@ from sqlalchemy import select
 
 from models import ExternalTask, OrphanEvent, OutboxMessage, service, vendor_events
 from models.base import utcnow
-from models.lifecycle import escalate_due, flag_stale_orphans
+from models.lifecycle import escalate_due
+from models.orphans import flag_stale_orphans
 from tests.integration import due_work
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event

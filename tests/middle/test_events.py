@@ -8,8 +8,8 @@ from sqlalchemy import select
 from core.states import EventType, State
 from models.attention import OrphanEvent
 from models.db import Database
-from models.lifecycle import apply_snapshot
 from models.messages import OutboxKind, ProcessedMessage
+from models.reconciliation import apply_snapshot
 from models.retention import prune_processed_messages
 from models.service import mark_done, record_attempt_failure
 from models.vendor_events import receive_event, record_submission

@@ -12,19 +12,10 @@ from models.attention import Incident, OrphanEvent
 from models.db import Database
 from models.dead_letters import NotReplayable
 from models.incidents import IncidentKind
-from models.lifecycle import (
-    AlreadyFinal,
-    CancelKeyReused,
-    attach_orphan,
-    cancel_key_first_time,
-    claim_quiet,
-    claim_unsubmitted,
-    discard_orphan,
-    escalate_due,
-    flag_stale_orphans,
-    request_cancel,
-)
+from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, escalate_due, request_cancel
 from models.messages import OutboxKind
+from models.orphans import attach_orphan, discard_orphan, flag_stale_orphans
+from models.reconciliation import claim_quiet, claim_unsubmitted
 from models.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, at_vendor, later, new_client, submit, timeline
 from webhooks.events import VendorEvent

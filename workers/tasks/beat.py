@@ -12,7 +12,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from models.base import utcnow
-from models.lifecycle import flag_stale_orphans
+from models.orphans import flag_stale_orphans
 from models.retention import prune_processed_messages as prune
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile

@@ -1,0 +1,231 @@
+"""The operators' API in the OpenAPI document (``/admin/v1``): dead letters, incidents, orphans,
+callback endpoints, operators' task views and operations now (``app/api/openapi.py``)."""
+
+from __future__ import annotations
+
+from app.api.openapi_parts import (
+    AFTER_ID,
+    CLIENT_NAME,
+    COUNTS,
+    LIMIT,
+    OPERATOR_TASK,
+    ROW_ID,
+    STRING,
+    TEXT_FILTER,
+    Schema,
+    nullable,
+    obj,
+    ok,
+    op,
+    page,
+    path,
+    query,
+    ref,
+)
+from models.messages import DEAD_LETTER_KINDS
+
+
+def admin_paths() -> dict[str, Schema]:
+    letter, incident, orphan = ref("DeadLetter"), ref("Incident"), ref("OrphanEvent")
+    kind, fault = query("kind", {"enum": list(DEAD_LETTER_KINDS)}), query("fault", {"enum": ["caller", "system"]})
+    seconds = {"type": "integer", "minimum": 0, "maximum": 10**9}
+    filters = (query("provider", TEXT_FILTER), query("older_than_s", seconds), query("newer_than_s", seconds))
+    row = {name: path(name, ROW_ID) for name in ("letter_id", "incident_id", "orphan_id")}
+    # In the body, null is the same as leaving a filter out.
+    filter_body = obj(
+        {
+            "kind": {"enum": [*DEAD_LETTER_KINDS, None]},
+            "fault": {"enum": ["caller", "system", None]},
+            "provider": {**TEXT_FILTER, "type": ["string", "null"]},
+            "older_than_s": {**seconds, "type": ["integer", "null"]},
+            "newer_than_s": {**seconds, "type": ["integer", "null"]},
+            "limit": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": 100_000,
+                "default": 1000,
+                "description": "null: every match",
+            },
+        }
+    )
+    return {
+        "/admin/v1/dead-letters": {
+            "get": op(
+                "listDeadLetters",
+                "Dead letters, oldest first",
+                {200: ok("One page.", page(letter)), 422: None},
+                tag="dead letters",
+                params=(
+                    query("state", {"enum": ["open", "replayed", "discarded", "all"], "default": "open"}),
+                    kind,
+                    fault,
+                    *filters,
+                    LIMIT,
+                    AFTER_ID,
+                ),
+            )
+        },
+        "/admin/v1/dead-letters/{letter_id}": {
+            "get": op(
+                "getDeadLetter",
+                "One dead letter",
+                {200: ok("The dead letter.", letter)},
+                tag="dead letters",
+                params=(row["letter_id"],),
+            )
+        },
+        "/admin/v1/dead-letters/{letter_id}/replay": {
+            "post": op(
+                "replayDeadLetter",
+                "Replay, same MessageId",
+                {202: ok("Re-enqueued.", letter), 409: None},
+                tag="dead letters",
+                params=(row["letter_id"],),
+            )
+        },
+        "/admin/v1/dead-letters/{letter_id}/discard": {
+            "post": op(
+                "discardDeadLetter",
+                "Discard",
+                {200: ok("Discarded.", letter), 409: None},
+                tag="dead letters",
+                params=(row["letter_id"],),
+            )
+        },
+        "/admin/v1/dead-letters/replay": {
+            "post": op(
+                "replayDeadLetters",
+                "Replay every open match",
+                {202: ok("How many were replayed, and skipped (not replayable).", COUNTS)},
+                tag="dead letters",
+                body=filter_body,
+            )
+        },
+        "/admin/v1/incidents": {
+            "get": op(
+                "listIncidents",
+                "Incidents, oldest first",
+                {200: ok("One page.", page(incident)), 422: None},
+                tag="incidents",
+                params=(
+                    query("state", {"enum": ["open", "resolved", "all"], "default": "open"}),
+                    query("kind", TEXT_FILTER),
+                    LIMIT,
+                    AFTER_ID,
+                ),
+            )
+        },
+        "/admin/v1/incidents/{incident_id}/assign": {
+            "post": op(
+                "assignIncident",
+                "Give an incident an owner",
+                {200: ok("The incident.", incident)},
+                tag="incidents",
+                params=(row["incident_id"],),
+                body=obj({"owner": {"type": "string", "minLength": 1, "maxLength": 100}}, ("owner",)),
+            )
+        },
+        "/admin/v1/incidents/{incident_id}/resolve": {
+            "post": op(
+                "resolveIncident",
+                "Resolve an incident",
+                {200: ok("The incident.", incident)},
+                tag="incidents",
+                params=(row["incident_id"],),
+                body=obj({"note": nullable("string")}),
+            )
+        },
+        "/admin/v1/callback-endpoints": {
+            "get": op(
+                "listCallbackEndpoints",
+                "Disabled callback endpoints",
+                {
+                    200: ok(
+                        "Every disabled endpoint.",
+                        obj({"items": {"type": "array", "items": ref("CallbackEndpoint")}}, ("items",)),
+                    )
+                },
+                tag="callback endpoints",
+            )
+        },
+        "/admin/v1/callback-endpoints/enable": {
+            "post": op(
+                "enableCallbackEndpoint",
+                "Re-enable an endpoint",
+                {
+                    202: ok(
+                        "Enabled; its parked callbacks were released.",
+                        obj(
+                            {"url": STRING, "client": nullable("string"), "released": {"type": "integer"}},
+                            ("url", "client", "released"),
+                        ),
+                    ),
+                    409: None,
+                },
+                tag="callback endpoints",
+                body=obj(
+                    {"url": {"type": "string", "format": "uri", "maxLength": 2000}, "client": CLIENT_NAME}, ("url",)
+                ),
+            )
+        },
+        "/admin/v1/tasks": {
+            "get": op(
+                "listRetryingTasks",
+                "Tasks retrying right now, across clients",
+                {200: ok("One page.", page(OPERATOR_TASK)), 422: None},
+                tag="tasks (operators)",
+                params=(
+                    query("retrying", {"enum": ["true", "1"]}, "Only `true` is supported.", required=True),
+                    LIMIT,
+                    AFTER_ID,
+                ),
+            )
+        },
+        "/admin/v1/orphans": {
+            "get": op(
+                "listOrphans",
+                "Orphan events (matched no task)",
+                {200: ok("One page.", page(orphan)), 422: None},
+                tag="orphans",
+                params=(
+                    query("state", {"enum": ["open", "resolved", "discarded", "all"], "default": "open"}),
+                    LIMIT,
+                    AFTER_ID,
+                ),
+            )
+        },
+        "/admin/v1/orphans/{orphan_id}/attach": {
+            "post": op(
+                "attachOrphan",
+                "Bind an orphan to a task, apply it",
+                {202: ok("Bound and applied.", orphan), 409: None},
+                tag="orphans",
+                params=(row["orphan_id"],),
+                body=obj(
+                    {"correlation_id": {"type": "string", "minLength": 1}, "client": CLIENT_NAME}, ("correlation_id",)
+                ),
+            )
+        },
+        "/admin/v1/orphans/{orphan_id}/discard": {
+            "post": op(
+                "discardOrphan",
+                "Discard an orphan",
+                {200: ok("Discarded.", orphan), 409: None},
+                tag="orphans",
+                params=(row["orphan_id"],),
+            )
+        },
+        "/admin/v1/reconcile": {
+            "post": op(
+                "reconcileNow",
+                "Queue a reconciliation run now",
+                {
+                    202: ok(
+                        "Queued on a worker.",
+                        obj({"queued": {"const": True}, "celery_task_id": STRING}, ("queued", "celery_task_id")),
+                    )
+                },
+                tag="operations",
+            )
+        },
+    }

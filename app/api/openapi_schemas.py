@@ -1,0 +1,178 @@
+"""The OpenAPI document's component schemas (``app/api/openapi.py``): what the API takes and
+answers. Patterns and limits are imported from the code that enforces them, so the two cannot
+drift apart silently."""
+
+from __future__ import annotations
+
+from app.api.openapi_parts import STRING, TIME, nullable, obj, ref
+from app.api.validation import CORRELATION_ID, MAX_TIMEOUT_S
+from core.states import State
+from models.messages import DEAD_LETTER_KINDS
+
+ID_PATTERN = CORRELATION_ID.pattern
+TASK = obj(
+    {
+        "correlation_id": {"type": "string", "pattern": ID_PATTERN},
+        "state": {"enum": [s.value for s in State]},
+        "provider": STRING,
+        "input": {"type": ["object", "string"]},
+        "outcome": {"description": "What the vendor reported on completion; null before."},
+        "callback_url": nullable("string"),
+        "acceptance_deadline": TIME,
+        "execution_deadline": TIME,
+        "on_deadline": {"enum": ["escalate", "cancel"]},
+        "attempts": {"type": "integer", "minimum": 0},
+        "retrying": {"type": "boolean", "description": "A failed attempt with another one scheduled."},
+        "last_error": nullable("string"),
+        "next_attempt_at": TIME,
+        "created_at": TIME,
+        "updated_at": TIME,
+        "timeline": {
+            "type": "array",
+            "description": "Only on GET /api/v1/tasks/{correlation_id}.",
+            "items": obj({"at": TIME, "kind": STRING, "detail": {"type": "object"}}, ("at", "kind", "detail")),
+        },
+    },
+    (
+        "correlation_id",
+        "state",
+        "provider",
+        "input",
+        "outcome",
+        "callback_url",
+        "acceptance_deadline",
+        "execution_deadline",
+        "on_deadline",
+        "attempts",
+        "retrying",
+        "last_error",
+        "next_attempt_at",
+        "created_at",
+        "updated_at",
+    ),
+)
+
+TIMEOUT = {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S}
+SUBMIT = obj(
+    {
+        "input": {
+            "type": ["object", "string"],
+            "description": "The work, passed to the vendor as is. At most "
+            "LIAISON_MAX_JSON_DEPTH levels deep and LIAISON_MAX_INPUT_BYTES of canonical JSON.",
+        },
+        "correlation_id": {"type": "string", "pattern": ID_PATTERN, "description": "Yours; generated if absent."},
+        "provider": {"type": "string", "description": "Optional when exactly one provider is configured."},
+        "callback_url": {
+            "type": "string",
+            "format": "uri",
+            "maxLength": 2000,
+            "description": "http(s); default: the client's. Must pass the outbound guard and lie "
+            "within the client's callback origins, if it has any.",
+        },
+        "acceptance_timeout_s": TIMEOUT,
+        "acceptance_deadline": {"type": "string", "format": "date-time"},
+        "execution_timeout_s": TIMEOUT,
+        "execution_deadline": {"type": "string", "format": "date-time"},
+        "on_deadline": {"enum": ["escalate", "cancel"], "default": "escalate"},
+    },
+    ("input",),
+    closed=True,
+)
+
+DEAD_LETTER = obj(
+    {
+        "id": {"type": "integer"},
+        "kind": {"enum": list(DEAD_LETTER_KINDS)},
+        "fault": {"enum": ["caller", "system"]},
+        "state": {"enum": ["open", "replayed", "discarded"]},
+        "message_id": STRING,
+        "correlation_id": nullable("string"),
+        "provider": nullable("string"),
+        "error": STRING,
+        "attempts": {"type": "integer"},
+        "replay_count": {"type": "integer"},
+        "first_failed_at": TIME,
+        "last_failed_at": TIME,
+        "closed_at": TIME,
+        "payload": {"type": "object"},
+    },
+    ("id", "kind", "fault", "state", "message_id", "error", "attempts", "replay_count", "payload"),
+)
+INCIDENT = obj(
+    {
+        "id": {"type": "integer"},
+        "kind": STRING,
+        "subject": STRING,
+        "correlation_id": nullable("string"),
+        "detail": STRING,
+        "owner": nullable("string"),
+        "opened_at": TIME,
+        "resolved_at": TIME,
+    },
+    ("id", "kind", "subject", "detail", "opened_at", "resolved_at"),
+)
+ORPHAN = obj(
+    {
+        "id": {"type": "integer"},
+        "source": STRING,
+        "message_id": STRING,
+        "vendor_job_id": STRING,
+        "state": {"enum": ["open", "resolved", "discarded"]},
+        "payload": {"type": "object"},
+        "received_at": TIME,
+        "resolved_at": TIME,
+    },
+    ("id", "source", "message_id", "vendor_job_id", "state", "payload"),
+)
+ENDPOINT = obj(
+    {"id": {"type": "integer"}, "client": STRING, "url": STRING, "disabled_at": TIME, "reason": nullable("string")},
+    ("id", "client", "url"),
+)
+API_KEY_ROW = obj(
+    {
+        "id": {"type": "integer"},
+        "prefix": nullable("string"),
+        "state": STRING,
+        "created_at": TIME,
+        "retired_at": TIME,
+        "revoked_at": TIME,
+    },
+    ("id", "prefix", "state"),
+)
+CLIENT = obj(
+    {
+        "name": STRING,
+        "callback_url": nullable("string"),
+        "callback_origins": {"type": "array", "items": STRING},
+        "disabled": {"type": "boolean"},
+        "disabled_at": TIME,
+        "secrets": {"type": "integer"},
+        "keys": {"type": "array", "items": ref("ApiKeyRow")},
+        "created_at": TIME,
+    },
+    ("name", "callback_url", "callback_origins", "disabled", "secrets", "keys"),
+)
+PROBLEM_SCHEMA = {
+    "type": "object",
+    "description": "RFC 9457 problem details; some problems add members (`limit`, `state`).",
+    "properties": {
+        "type": STRING,
+        "title": STRING,
+        "status": {"type": "integer"},
+        "detail": STRING,
+        "errors": {"type": "array", "items": obj({"field": STRING, "message": STRING}, ("field", "message"))},
+    },
+    "required": ["type", "title", "status"],
+}
+
+SCHEMAS = {
+    "Task": TASK,
+    "SubmitTask": SUBMIT,
+    "Problem": PROBLEM_SCHEMA,
+    "DeadLetter": DEAD_LETTER,
+    "Incident": INCIDENT,
+    "OrphanEvent": ORPHAN,
+    "CallbackEndpoint": ENDPOINT,
+    "ApiKeyRow": API_KEY_ROW,
+    "Client": CLIENT,
+}
