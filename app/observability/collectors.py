@@ -14,28 +14,23 @@ cache wait for one reader instead of each counting.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 from celery import Celery
-from kombu import Connection
 from kombu.exceptions import KombuError
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.observability.queue_probe import BrokerProbeError, QueueStats, filesystem_stats, queue_stats
 from core.states import State
 from foundation import metrics
-from foundation.metrics import PUBLISHED_AT_HEADER
 from models.attention import Incident, OrphanEvent
 from models.base import utcnow
 from models.db import Database
@@ -46,17 +41,6 @@ from models.task import ExternalTask
 log = logging.getLogger(__name__)
 
 FAULTS = ("caller", "system")
-
-
-class BrokerProbeError(Exception):
-    """The broker answered, but not in a way we can read a queue depth from."""
-
-
-@dataclass
-class QueueStats:
-    name: str
-    messages: int
-    oldest_age_s: float | None = None  # None: this broker cannot tell without consuming
 
 
 @dataclass
@@ -218,7 +202,7 @@ class BusinessCollector(Collector):
     def _broker(self) -> list[Metric]:
         if self._is_filesystem():
             options = self.celery.conf.broker_transport_options or {}
-            stats = [_filesystem_stats(options, name) for name in self.queues()]
+            stats = [filesystem_stats(options, name) for name in self.queues()]
         else:
             stats = self._probe_connected()
         out = _Families()
@@ -243,72 +227,10 @@ class BusinessCollector(Collector):
         with self.celery.connection_for_read() as conn:
             try:
                 conn.ensure_connection(max_retries=1, timeout=self.broker_timeout_s)
-                return [_queue_stats(conn, name) for name in self.queues()]
+                return [queue_stats(conn, name) for name in self.queues()]
             except (*conn.connection_errors, *conn.channel_errors) as exc:
                 raise BrokerProbeError(f"{conn.transport.driver_type}: {type(exc).__name__}") from exc
 
 
-def _queue_stats(conn: Connection, queue: str) -> QueueStats:
-    channel = conn.channel()  # one per queue: a passive declare of a missing queue closes it (AMQP)
-    try:
-        messages = _passive_count(conn, channel, queue)
-        oldest = _redis_oldest_age(channel, queue) if conn.transport.driver_type == "redis" else None
-    finally:
-        _close_quietly(channel, conn)
-    return QueueStats(queue, messages, oldest)
-
-
 def _age_s(now: datetime, then: datetime | None) -> float:
     return max((now - then).total_seconds(), 0.0) if then is not None else 0.0
-
-
-def _passive_count(conn: Connection, channel: Any, queue: str) -> int:
-    """Ready messages, by a passive declare (AMQP and kombu's virtual transports alike).
-
-    "Not found" (404) means zero here: Redis deletes an empty list, and a queue no worker has
-    declared yet holds nothing either.
-    """
-    try:
-        return int(channel.queue_declare(queue=queue, passive=True).message_count)
-    except conn.channel_errors as exc:
-        if str(getattr(exc, "reply_code", "")) == "404":
-            return 0
-        raise
-
-
-def _redis_oldest_age(channel: Any, queue: str) -> float | None:
-    """Kombu's Redis transport LPUSHes and BRPOPs: the oldest message is at index -1. Its age comes
-    from the publish-time header we stamp; messages without one (older code) give no answer."""
-    raw = channel.client.lindex(queue, -1)
-    if raw is None:
-        return 0.0  # empty: nothing is waiting
-    try:
-        headers = json.loads(raw).get("headers") or {}
-        published = float(headers[PUBLISHED_AT_HEADER])
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-    return max(time.time() - published, 0.0)
-
-
-def _filesystem_stats(options: dict[str, Any], queue: str) -> QueueStats:
-    """kombu's filesystem transport: one ``<ms>_<uuid>.<queue>.msg`` file per message."""
-    folder = options.get("data_folder_in")
-    if not folder:
-        raise BrokerProbeError("filesystem broker without data_folder_in")
-    mtimes: list[float] = []
-    with os.scandir(Path(folder)) as entries:
-        for entry in entries:
-            if entry.name.partition(".")[2] == f"{queue}.msg":
-                try:
-                    mtimes.append(entry.stat().st_mtime)
-                except FileNotFoundError:
-                    continue  # consumed while we looked
-    oldest = max(time.time() - min(mtimes), 0.0) if mtimes else 0.0
-    return QueueStats(queue, len(mtimes), oldest)
-
-
-def _close_quietly(channel: Any, conn: Connection) -> None:
-    try:
-        channel.close()
-    except (*conn.connection_errors, *conn.channel_errors, OSError) as exc:
-        log.debug("metrics: closing a probe channel failed: %s", type(exc).__name__)
