@@ -52,16 +52,13 @@ def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
     return ip.sixtofour
 
 
+def _special(ip: IPAddress) -> bool:
+    """Flags that keep a callback away from an address, whatever ``is_global`` says of it."""
+    return ip.is_multicast or ip.is_reserved or ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_private
+
+
 def _public_ipv4(ip: ipaddress.IPv4Address) -> bool:
-    return ip.is_global and not (
-        ip.is_multicast
-        or ip.is_reserved
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_unspecified
-        or ip.is_private
-        or any(ip in net for net in _NOT_GLOBAL_V4)
-    )
+    return ip.is_global and not (_special(ip) or any(ip in net for net in _NOT_GLOBAL_V4))
 
 
 def is_public(ip: IPAddress) -> bool:
@@ -79,12 +76,4 @@ def is_public(ip: IPAddress) -> bool:
         return False
     if carried is not None and not _public_ipv4(carried):  # 6to4
         return False
-    return ip.is_global and not (
-        ip.is_multicast
-        or ip.is_reserved
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_unspecified
-        or ip.is_private
-        or ip.is_site_local
-    )
+    return ip.is_global and not (_special(ip) or ip.is_site_local)
