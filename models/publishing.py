@@ -8,6 +8,14 @@ When the outermost transaction commits, the noted rows that are still in the dat
 to the publisher the composition root installed (``workers.outbox.Publisher.publish``); after a
 rollback nothing is. A row added in a savepoint that rolled back is left out too.
 
+Every row to be published is stamped ``dispatched_at`` *in its own transaction* (new rows before
+their INSERT, re-armed rows when they are named): the stamp costs no statement or commit of its
+own, and it is durable before any worker can take the message, so nothing a worker writes is
+overwritten by a late stamp. A row the broker then refuses is un-stamped by the publisher, for the
+sweep's grace rule. A process that dies between the commit and the publish leaves a stamped row
+that no message carries: the sweep re-publishes it once ``LIAISON_OUTBOX_LEASE_S`` has passed, as it
+does for a message the broker lost (docs/runbook.md).
+
 Publishing is best effort by design: whatever the broker does not take, the sweep publishes later,
 and consumers are idempotent on the outbox id, so a row published twice is done once.
 """
@@ -20,6 +28,7 @@ from typing import Any
 from sqlalchemy import event, inspect
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
+from models.base import utcnow
 from models.messages import OutboxMessage
 
 PENDING = "liaison.outbox.pending"
@@ -27,7 +36,15 @@ PENDING = "liaison.outbox.pending"
 
 def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> None:
     """Publish these existing rows once the session's transaction commits (new rows need not be
-    named: the flush notes them)."""
+    named: the flush notes them). They are stamped dispatched now, in this transaction."""
+    rows = list(rows)
+    now = utcnow()
+    for row in rows:
+        row.dispatched_at = now
+    _note(session, rows)
+
+
+def _note(session: Session, rows: list[OutboxMessage]) -> None:
     session.info.setdefault(PENDING, []).extend(rows)
 
 
@@ -39,10 +56,19 @@ def pending(session: Session) -> list[OutboxMessage]:
     return list(seen.values())
 
 
+def _stamp_new_rows(session: Session, _flush_context: Any, _instances: Any) -> None:
+    """New rows go out at commit: they are inserted already stamped (no UPDATE of their own)."""
+    now = None
+    for obj in session.new:
+        if isinstance(obj, OutboxMessage) and obj.dispatched_at is None and obj.next_attempt_at is None:
+            now = now or utcnow()
+            obj.dispatched_at = obj.created_at or now
+
+
 def _note_new_rows(session: Session, _flush_context: Any) -> None:
     rows = [obj for obj in session.new if isinstance(obj, OutboxMessage)]
     if rows:
-        publish_after_commit(session, rows)
+        _note(session, rows)  # stamped before their INSERT (_stamp_new_rows)
 
 
 def _forget(session: Session) -> None:
@@ -67,6 +93,7 @@ def install(maker: sessionmaker[Session], publish: Callable[[list[OutboxMessage]
         if rows:
             publish(rows)
 
+    event.listen(maker, "before_flush", _stamp_new_rows)
     event.listen(maker, "after_flush", _note_new_rows)
     event.listen(maker, "after_commit", _after_commit)
     event.listen(maker, "after_transaction_end", _end_of_transaction)

@@ -16,7 +16,6 @@ from kombu.exceptions import KombuError, OperationalError
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import load_only
 
-from models.base import utcnow
 from models.db import Database
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 
@@ -46,7 +45,8 @@ class Publisher:
                     args=[row.id],
                     retry=True,
                     retry_policy=PUBLISH_RETRY,
-                    headers={"liaison_message_id": row.message_id},
+                    # the worker's log context (app.observability.celery_signals), read without a query
+                    headers={"liaison_message_id": row.message_id, "liaison_correlation_id": row.correlation_id},
                 )
             except (OperationalError, KombuError, OSError) as exc:
                 log.warning(
@@ -58,29 +58,13 @@ class Publisher:
             sent.append(row.id)
         return sent
 
-    def publish(self, rows: Iterable[OutboxMessage], now: datetime | None = None) -> int:
-        """Publish rows committed just now.
-
-        Rows are stamped ``dispatched_at`` *before* sending: a worker can take a message the moment
-        it is sent, and whatever it then writes (done, or a retry held in the database) must not be
-        overwritten by a late stamp. Rows the broker did not take are un-stamped for the sweep.
-        """
+    def publish(self, rows: Iterable[OutboxMessage]) -> int:
+        """Publish rows committed just now, stamped ``dispatched_at`` in their transaction
+        (``models.publishing``). Rows the broker did not take are un-stamped for the sweep."""
         rows = list(rows)
-        if not rows:
-            return 0
-        stamp = now or utcnow()
-        with self.db.transaction() as session:
-            session.execute(
-                update(OutboxMessage)
-                .where(
-                    OutboxMessage.id.in_([r.id for r in rows]),
-                    OutboxMessage.dispatched_at.is_(None),
-                    OutboxMessage.done_at.is_(None),
-                )
-                .values(dispatched_at=stamp)
-            )
-        sent = self._send(rows)
-        self._unstamp([r.id for r in rows if r.id not in sent], stamp)
+        sent = set(self._send(rows))
+        for stamp, ids in _by_stamp(row for row in rows if row.id not in sent).items():
+            self._unstamp(ids, stamp)
         return len(sent)
 
     def _unstamp(self, ids: list[int], stamp: datetime) -> None:
@@ -129,3 +113,12 @@ class Publisher:
         sent = set(self._send(rows))
         self._unstamp([row.id for row in rows if row.id not in sent], now)
         return len(sent)
+
+
+def _by_stamp(rows: Iterable[OutboxMessage]) -> dict[datetime, list[int]]:
+    """Unsent rows' ids by their stamp (a row without one was never stamped: nothing to undo)."""
+    groups: dict[datetime, list[int]] = {}
+    for row in rows:
+        if row.dispatched_at is not None:
+            groups.setdefault(row.dispatched_at, []).append(row.id)
+    return groups

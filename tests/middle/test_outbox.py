@@ -3,7 +3,7 @@ held retries, lease, parked and done rows), with the broker replaced by a record
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from models.db import Database
@@ -18,14 +18,15 @@ GRACE, LEASE = 10, 1800
 
 
 def _unpublished(published: Published, n: int = 1, now: datetime = NOW) -> list[int]:
-    """Submit rows committed at ``now`` and never published (a crash right after the commit)."""
-    published.at_commit = False
+    """Submit rows committed at ``now`` that the broker refused at the commit (it was down): the
+    publisher un-stamps them, for the sweep's grace rule."""
+    published.broker.down = True
     try:
         with published.publisher.db.transaction() as session:
             client = new_client(session)
             return [submit(session, client, f"order-{i}", now=now).outbox[0].id for i in range(n)]
     finally:
-        published.at_commit = True
+        published.broker.down = False
 
 
 def _row(db: Database, outbox_id: int) -> OutboxMessage:
@@ -57,31 +58,36 @@ def test_the_commit_publishes_its_new_rows_and_a_rollback_none(db: Database, pub
     assert published.ids == [outbox_id]
 
 
-def test_publish_stamps_and_sends_each_row_to_its_task(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(published)
-    row = _row(db, outbox_id)
-    assert published.publisher.publish([row], now=later(1)) == 1
-    assert published.sent == [("liaison.submit", outbox_id)]
-    assert _row(db, outbox_id).dispatched_at == later(1)
-
-
-def test_publish_does_not_restamp_a_row_done_meanwhile(db: Database, published: Published) -> None:
-    [outbox_id] = _unpublished(published)
+def test_new_rows_are_inserted_stamped_so_publishing_writes_nothing(db: Database, published: Published) -> None:
     with db.transaction() as session:
-        session.get(OutboxMessage, outbox_id).done_at = later(1)
-    published.publisher.publish([_row(db, outbox_id)], now=later(2))
-    assert _row(db, outbox_id).dispatched_at is None
+        client = new_client(session)
+        outbox_id = submit(session, client, "order-1").outbox[0].id
+    assert published.sent == [("liaison.submit", outbox_id)]
+    row = _row(db, outbox_id)
+    assert row.dispatched_at is not None
+    assert published.publisher.publish([row]) == 1  # a second publish (the sweep's, a test's) only sends
+    assert _row(db, outbox_id).dispatched_at == row.dispatched_at
 
 
 def test_a_broker_outage_leaves_rows_unstamped_for_the_sweep(db: Database, published: Published) -> None:
     ids = _unpublished(published, 2)
-    published.broker.down = True
-    with db.transaction() as session:
-        rows = [session.get(OutboxMessage, i) for i in ids]
-    assert published.publisher.publish(rows, now=later(1)) == 0
+    assert published.sent == []
     assert [_row(db, i).dispatched_at for i in ids] == [None, None]
-    published.broker.down = False
     assert _sweep(published, later(GRACE + 1)) == ids
+
+
+def test_a_crash_between_commit_and_publish_costs_the_lease(db: Database, published: Published) -> None:
+    """The row was stamped in its transaction, and no message carries it: like a message the broker
+    lost, it is re-published once the lease has passed, not after the grace period."""
+    published.at_commit = False
+    with db.transaction() as session:
+        client = new_client(session)
+        outbox_id = submit(session, client, "order-1").outbox[0].id
+    published.at_commit = True
+    stamp = _row(db, outbox_id).dispatched_at
+    assert stamp is not None
+    assert _sweep(published, stamp + timedelta(seconds=GRACE)) == []
+    assert _sweep(published, stamp + timedelta(seconds=LEASE)) == [outbox_id]
 
 
 def test_the_sweep_leaves_rows_inside_their_grace_period(db: Database, published: Published) -> None:
