@@ -117,7 +117,7 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     celery_app.set_default()
     celery_app.flask_app = app  # the consumer reaches the database through it (workers/consumer.py)
     app.extensions["celery"] = celery_app
-    instrument(celery_app, app)  # logging stays ours, task log context, multiprocess metric files
+    instrument()  # logging stays ours, task log context, multiprocess metric files
     if is_amqp(settings):
         celery_app.steps["consumer"].add(DeadLetterQueueStep)
 

@@ -4,8 +4,9 @@
    admit it (the relay takes one of its client's slots here, before anything is counted), count the
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
    dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
-   an endpoint disabled). Committed before the call, so a call that kills its worker is counted;
-   reading runs in a savepoint, so a row whose work cannot be read is counted too.
+   an endpoint disabled). Committed before the call, so a call that kills its worker is counted.
+   A row whose work cannot be read rolls the start back and is counted in a transaction of its
+   own: a savepoint would do the same at two statements for every delivery, not only for these.
 2. **call**, outside any transaction: no row lock or connection is held across the network.
 3. **record**, one transaction: lock the row again and, unless another delivery of the same message
    finished it meanwhile (a sweep re-publish, a broker redelivery), record the outcome: done (and
@@ -29,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from core.errors import CallError
 from core.retry_policy import RetryPolicy
+from foundation.logging import bind
 from models import service
 from models.base import utcnow
 from models.dead_letters import count_delivery
@@ -150,22 +152,35 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
 
 
 def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt[Any] | str:
+    preparing = False
+    try:
+        with ctx.db.transaction() as session:
+            row = service.claim_outbox(session, outbox_id)
+            if row is None:
+                return "skipped"
+            bind(attempt=row.attempts + 1)  # the row counts attempts; a held retry is a new Celery message
+            steps.admit(ctx, session, row)  # may raise ComeBackLater: the transaction rolls back, nothing counted
+            if not count_delivery(session, row, ctx.settings.max_deliveries, utcnow()):
+                log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
+                return "skipped"
+            preparing = True
+            with session.no_autoflush:  # the count and what prepare writes go in one UPDATE at commit
+                return steps.prepare(ctx, session, row)
+    except Exception:
+        if not preparing:
+            raise
+        # A row whose work cannot even be read fails this delivery, counted (everything prepare
+        # wrote rolled back with it): it cannot loop unseen, and after LIAISON_MAX_DELIVERIES such
+        # starts it is dead-lettered as poison.
+        _count_failed_start(ctx, outbox_id)
+        raise
+
+
+def _count_failed_start(ctx: Liaison, outbox_id: int) -> None:
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)
-        if row is None:
-            return "skipped"
-        steps.admit(ctx, session, row)  # may raise ComeBackLater: the transaction rolls back, nothing counted
-        if not count_delivery(session, row, ctx.settings.max_deliveries, utcnow()):
-            log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
-            return "skipped"
-        try:
-            with session.begin_nested():  # what prepare wrote goes if it fails; the count stays
-                return steps.prepare(ctx, session, row)
-        except Exception as exc:  # re-raised below, once the count is committed
-            failed = exc
-    # A row whose work cannot even be read fails this delivery, counted: it cannot loop unseen,
-    # and after LIAISON_MAX_DELIVERIES such starts it is dead-lettered as poison.
-    raise failed
+        if row is not None:
+            count_delivery(session, row, ctx.settings.max_deliveries, utcnow())
 
 
 def _failed(
