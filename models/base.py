@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, DateTime, Integer, MetaData
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -22,6 +23,14 @@ NAMING_CONVENTION = {
 #: 64-bit ids on PostgreSQL; SQLite only auto-increments a column declared INTEGER.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 Json = JSON().with_variant(JSONB(), "postgresql")
+
+
+def upsert_insert(session: Session) -> Any:
+    """The session's dialect's ``insert`` construct, which has ``on_conflict_do_nothing`` and
+    ``on_conflict_do_update`` on both databases: one statement where a savepoint, an INSERT and an
+    IntegrityError would be three round trips."""
+    dialect = session.get_bind().dialect.name
+    return {"postgresql": postgresql.insert, "sqlite": sqlite.insert}[dialect]
 
 
 class UtcDateTime(TypeDecorator[datetime]):

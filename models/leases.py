@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-from sqlalchemy import String, delete, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import String, delete, or_
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from models.base import Base, UtcDateTime
+from models.base import Base, UtcDateTime, upsert_insert
 from models.db import Database
 
 
@@ -36,22 +35,21 @@ def acquire(db: Database, name: str, holder: str, now: datetime, ttl_s: float) -
 
 
 def take(session: Session, name: str, holder: str, now: datetime, ttl_s: float) -> bool:
-    """Take the lease, in the caller's transaction, unless someone else holds it unexpired. Two
-    takers of a missing row meet at its primary key; the loser's savepoint rolls back and it does
-    not get the lease."""
+    """Take the lease, in the caller's transaction, unless someone else holds it unexpired.
+
+    One statement: an upsert that writes only when the row is missing, expired or already ours,
+    and returns the row it wrote. Two takers of one name meet at its primary key; the second waits
+    for the first to commit, sees the row it left, and takes nothing.
+    """
     expires_at = now + timedelta(seconds=ttl_s)
-    lease = session.scalar(select(Lease).where(Lease.name == name).with_for_update())
-    if lease is None:
-        try:
-            with session.begin_nested():
-                session.add(Lease(name=name, holder=holder, expires_at=expires_at))
-        except IntegrityError:
-            return False
-        return True
-    if lease.holder != holder and lease.expires_at > now:
-        return False
-    lease.holder, lease.expires_at = holder, expires_at
-    return True
+    insert = upsert_insert(session)
+    stmt = insert(Lease).values(name=name, holder=holder, expires_at=expires_at)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[Lease.name],
+        set_={"holder": stmt.excluded.holder, "expires_at": stmt.excluded.expires_at},
+        where=or_(Lease.expires_at <= now, Lease.holder == holder),
+    ).returning(Lease.name)
+    return session.execute(stmt).first() is not None
 
 
 def slot_names(group: str, slots: int) -> list[str]:
@@ -70,9 +68,15 @@ def take_slot(session: Session, group: str, slots: int, holder: str, now: dateti
 
 
 def release(db: Database, name: str, holder: str) -> None:
-    """Give the lease back (deleting the row: its expiry may be in a ``now`` a test moved forward)."""
+    """Give the lease back in a transaction of its own (see :func:`give_back`)."""
     with db.transaction() as session:
-        session.execute(delete(Lease).where(Lease.name == name, Lease.holder == holder))
+        give_back(session, name, holder)
+
+
+def give_back(session: Session, name: str, holder: str) -> None:
+    """Give the lease back in the caller's transaction (deleting the row: its expiry may be in a
+    ``now`` a test moved forward)."""
+    session.execute(delete(Lease).where(Lease.name == name, Lease.holder == holder))
 
 
 @contextmanager

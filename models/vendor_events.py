@@ -13,11 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from core.states import State, decide
 from models.attention import OrphanEvent
+from models.base import upsert_insert
 from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.service import WITHOUT_PAYLOAD, add_event, add_outbox, lock_task, move
@@ -48,20 +48,22 @@ def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now:
     return out
 
 
-def lock_job(session: Session, source: str, job_id: str) -> None:
+def lock_job(session: Session, source: str, job_id: str) -> bool:
     """Serialise "is there a task for this vendor job?" against "this task now has that job id".
 
     Without it, on PostgreSQL a webhook that overtakes its submit response can look for the task
     before the submission commits while the submission looks for orphans before the webhook
     commits: neither sees the other and the event stays an orphan. Both take this transaction-level
     advisory lock first (the submission only when it sets the job id, after its task lock; the
-    webhook before it looks the task up, when the row it could wait on does not match yet — so the
-    two never wait on each other crosswise). SQLite's ``BEGIN IMMEDIATE`` serialises writers already.
+    webhook when its first look found no task, before it looks again: a row it could wait on does
+    not match yet, so the two never wait on each other crosswise). SQLite's ``BEGIN IMMEDIATE``
+    serialises writers already: False there, nothing taken, and a first look is the last word.
     """
     if session.get_bind().dialect.name != "postgresql":
-        return
+        return False
     digest = hashlib.blake2b(f"{source}\0{job_id}".encode(), digest_size=8).digest()
     session.execute(select(func.pg_advisory_xact_lock(int.from_bytes(digest, "big", signed=True))))
+    return True
 
 
 def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
@@ -109,6 +111,17 @@ def _apply(
     return True, rows
 
 
+def _task_for_job(session: Session, source: str, job_id: str) -> ExternalTask | None:
+    """The task that vendor job belongs to, row-locked. The outcome loads only if the event brings
+    none and a relay must carry the task's own."""
+    return session.scalar(
+        select(ExternalTask)
+        .options(*WITHOUT_PAYLOAD)
+        .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == job_id)
+        .with_for_update(key_share=True)
+    )
+
+
 @dataclass(frozen=True)
 class EventResult:
     status: str  # applied | ignored | duplicate | orphan
@@ -118,31 +131,29 @@ class EventResult:
 def first_time(session: Session, source: str, message_id: str, message_type: str, now: datetime) -> bool:
     """Record (source, message_id) in the inbox; False when it was there already.
 
-    The insert runs in a savepoint: a concurrent duplicate waits on the unique index until the
-    first transaction commits, then fails here. The record commits with the caller's effect.
+    One ``INSERT … ON CONFLICT DO NOTHING RETURNING``: the unique index decides, and a concurrent
+    duplicate waits on it until the first transaction commits, then inserts nothing. The record
+    commits with the caller's effect.
     """
-    try:
-        with session.begin_nested():
-            session.add(
-                ProcessedMessage(source=source, message_id=message_id, message_type=message_type, processed_at=now)
-            )
-    except IntegrityError:
-        return False
-    return True
+    insert = upsert_insert(session)
+    stmt = (
+        insert(ProcessedMessage)
+        .values(source=source, message_id=message_id, message_type=message_type, processed_at=now)
+        .on_conflict_do_nothing(index_elements=["source", "message_id"])
+        .returning(ProcessedMessage.id)
+    )
+    return session.execute(stmt).first() is not None
 
 
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
     """Store and apply one verified vendor event, at most once per (source, message_id)."""
     if not first_time(session, source, message_id, event.type.value, now):
         return EventResult("duplicate")
-    lock_job(session, source, event.job_id)
-    # The outcome loads only if the event brings none and a relay must carry the task's own.
-    task = session.scalar(
-        select(ExternalTask)
-        .options(*WITHOUT_PAYLOAD)
-        .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
-        .with_for_update(key_share=True)
-    )
+    task = _task_for_job(session, source, event.job_id)
+    if task is None and lock_job(session, source, event.job_id):
+        # The submission may be setting this job id right now: once it has committed, look again.
+        # Only a miss takes the lock: a task found under its row lock is settled already.
+        task = _task_for_job(session, source, event.job_id)
     if task is None:
         session.add(
             OrphanEvent(
