@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, func, inspect, select, text
+from sqlalchemy import Text, cast, false, func, inspect, or_, select, text
 from sqlalchemy.orm import Session, defer
 
 from core.states import RELAYED, TERMINAL, State, transition
@@ -112,20 +112,22 @@ def submit_task(
     IntegrityError, and the caller retries once, which then finds the winner's row here.
     A new task past ``max_open_tasks`` raises ``OpenTasksCapReached`` (a replay still answers).
     """
-    if idempotency_key is not None:
-        existing = session.scalar(
-            select(ExternalTask).where(
-                ExternalTask.client_id == client.id, ExternalTask.idempotency_key == idempotency_key
-            )
-        )
-        if existing is not None:
-            if existing.request_fingerprint != req.fingerprint:
-                raise IdempotencyConflict("Idempotency-Key was already used with a different body")
-            return SubmitResult(existing, created=False)
     correlation_id = req.correlation_id or str(uuid.uuid4())
-    existing = find_task(session, client, correlation_id)  # another client's task of that name is not ours
-    if existing is not None:
-        return SubmitResult(existing, created=False)
+    # One query for both ways this request may have been made before: its Idempotency-Key, or its
+    # correlation id (unique per client only: another client's task of that name is not ours).
+    same_key = ExternalTask.idempotency_key == idempotency_key if idempotency_key is not None else false()
+    earlier = session.scalars(
+        select(ExternalTask).where(
+            ExternalTask.client_id == client.id, or_(same_key, ExternalTask.correlation_id == correlation_id)
+        )
+    ).all()
+    by_key = next((t for t in earlier if idempotency_key is not None and t.idempotency_key == idempotency_key), None)
+    if by_key is not None:
+        if by_key.request_fingerprint != req.fingerprint:
+            raise IdempotencyConflict("Idempotency-Key was already used with a different body")
+        return SubmitResult(by_key, created=False)
+    if earlier:
+        return SubmitResult(earlier[0], created=False)
     if max_open_tasks is not None:
         check_open_tasks(session, client, max_open_tasks)
 
@@ -161,6 +163,9 @@ def check_open_tasks(session: Session, client: Client, cap: int) -> None:
     cannot both see ``cap - 1``. It costs nothing across clients, and task inserts (which only take
     ``KEY SHARE`` on the client) from other transactions do not wait on it.
     """
+    # Two statements, not one: a count inside the locking SELECT would read the snapshot taken
+    # before the lock was granted (PostgreSQL re-checks only the locked row), and miss the task the
+    # lock's previous holder just committed.
     session.execute(select(Client.id).where(Client.id == client.id).with_for_update(key_share=True))
     open_now = session.scalar(
         select(func.count())
@@ -192,15 +197,31 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
     ).one()
 
 
-def stored_input(session: Session, task_id: int, limits: JsonLimits) -> Any:
-    """A task's input for its submission, read as text and parsed within ``limits``.
+def lock_task_with_input(session: Session, task_id: int) -> tuple[ExternalTask, str]:
+    """:func:`lock_task` and the task's input as JSON text, in one statement (the submission needs
+    both; parse the text with :func:`parse_stored_input`)."""
+    task, raw = session.execute(
+        select(ExternalTask, cast(ExternalTask.input, Text))
+        .options(*WITHOUT_INPUT)
+        .where(ExternalTask.id == task_id)
+        .with_for_update(of=ExternalTask, key_share=True)
+        .execution_options(populate_existing=True)
+    ).one()
+    return task, raw if raw is not None else "null"
 
-    Rows stored before the limits existed may hold an input too deep for any JSON decoder
+
+def stored_input(session: Session, task_id: int, limits: JsonLimits) -> Any:
+    """A task's input for its submission, read as text and parsed within ``limits``."""
+    raw = session.scalar(select(cast(ExternalTask.input, Text)).where(ExternalTask.id == task_id))
+    return parse_stored_input(raw if raw is not None else "null", limits)
+
+
+def parse_stored_input(raw: str, limits: JsonLimits) -> Any:
+    """Rows stored before the limits existed may hold an input too deep for any JSON decoder
     (RecursionError wherever it is loaded): read as text, its depth is measured before parsing,
     and it is refused with TooDeep or TooLarge (both InvalidJson) instead.
     """
-    raw = session.scalar(select(cast(ExternalTask.input, Text)).where(ExternalTask.id == task_id))
-    value = strict_loads(raw if raw is not None else "null", max_depth=limits.max_depth, what="the stored input")
+    value = strict_loads(raw, max_depth=limits.max_depth, what="the stored input")
     check_bounds(value, limits, "the stored input")
     return value
 
@@ -285,16 +306,16 @@ def settle_retry(session: Session, task: ExternalTask, finished: OutboxMessage) 
 
 
 def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
+    retried = outbox.attempts > 0 or outbox.next_attempt_at is not None
     outbox.done_at = now
     outbox.attempts += 1
     if outbox.task_id is None:
         return
-    task = session.get(ExternalTask, outbox.task_id, options=WITHOUT_PAYLOAD)
-    if task is None:
-        return
-    if outbox.next_attempt_at is not None or task.next_attempt_at is not None:
-        # Only then is the task row written, so only then locked: a plain delivery leaves it free
-        # for the beat jobs' SKIP LOCKED claims.
-        task = lock_task(session, task.id)
-        settle_retry(session, task, outbox)
-    add_event(session, task, event, now, message_id=outbox.message_id, **detail)
+    if retried:
+        # Only a row that failed an attempt can be what shows its task as retrying, so only then is
+        # the task row written, and so locked: a first-time delivery leaves it free for the beat
+        # jobs' SKIP LOCKED claims, and reads nothing of it.
+        settle_retry(session, lock_task(session, outbox.task_id), outbox)
+    session.add(
+        TaskEvent(task_id=outbox.task_id, at=now, kind=event, detail={"message_id": outbox.message_id, **detail})
+    )

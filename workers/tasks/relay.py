@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Task, shared_task
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.errors import CallError, OutboundRefused
@@ -16,7 +17,7 @@ from models import service
 from models.base import utcnow
 from models.client import Client
 from models.dead_letters import disable_endpoint, endpoint_disabled, park
-from models.leases import release, take_slot
+from models.leases import give_back, release, take_slot
 from models.messages import OutboxMessage
 from models.task import ExternalTask
 from webhooks.urls import strip_url
@@ -57,15 +58,27 @@ class Relay(OutboxTask[Callback, int]):
     def __init__(self) -> None:
         self.slot: str | None = None
         self.holder = uuid.uuid4().hex
+        self.target: tuple[str | None, Client] | None = None  # (the task's callback_url, its client)
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> None:
-        task = session.get(ExternalTask, row.task_id, options=service.WITHOUT_PAYLOAD) if row.task_id else None
-        if task is None:
+        # One query for what the slot and the delivery need; the task's payload is not read: the
+        # outbox row carries the callback's body.
+        found = (
+            session.execute(
+                select(ExternalTask.callback_url, Client)
+                .join(Client, Client.id == ExternalTask.client_id)
+                .where(ExternalTask.id == row.task_id)
+            ).first()
+            if row.task_id
+            else None
+        )
+        if found is None:
             return  # nothing to deliver: prepare says why
+        self.target = (found[0], found[1])
         settings = ctx.settings
         self.slot = take_slot(
             session,
-            slot_group(task.client_id),
+            slot_group(found[1].id),
             settings.relay_client_concurrency,
             self.holder,
             utcnow(),
@@ -80,9 +93,8 @@ class Relay(OutboxTask[Callback, int]):
             release(ctx.db, self.slot, self.holder)
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[Callback] | str:
-        task = session.get(ExternalTask, row.task_id, options=service.WITHOUT_PAYLOAD)  # the payload has all it needs
-        client = session.get(Client, task.client_id) if task is not None else None
-        url = (task and task.callback_url) or (client and client.callback_url)
+        task_url, client = self.target or (None, None)
+        url = task_url or (client and client.callback_url)
         if not url or client is None:
             service.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
             metrics.relay_delivery("skipped")
@@ -115,6 +127,9 @@ class Relay(OutboxTask[Callback, int]):
     ) -> str:
         payload = attempt.work.payload
         service.mark_done(session, row, utcnow(), "relay.delivered", type=payload["type"], status=result)
+        if self.slot is not None:  # given back with the outcome: no transaction of its own
+            give_back(session, self.slot, self.holder)
+            self.slot = None
         metrics.relay_delivery("delivered", metrics.since(payload.get("occurred_at")))
         return "delivered"
 

@@ -29,13 +29,13 @@ def submit(self: Task, outbox_id: int) -> str:
 class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, SubmitJob]] | str:
         assert row.task_id is not None  # a submission's row always names its task
-        task = service.lock_task(session, row.task_id)
+        task, raw_input = service.lock_task_with_input(session, row.task_id)
         if task.state != State.REQUESTED:
             # Canceled before it reached the vendor, or an earlier delivery already submitted it.
             service.mark_done(session, row, utcnow(), "submit.skipped", reason=f"task is {task.state}")
             return "skipped"
         try:
-            job_input = service.stored_input(session, task.id, ctx.settings.input_limits)
+            job_input = service.parse_stored_input(raw_input, ctx.settings.input_limits)
         except InvalidJson as refused:
             # Stored before the input limits existed (the API refuses such input now): no retry can
             # help, only the caller can, by sending an input within the limits. So: the caller's.
