@@ -1,0 +1,144 @@
+"""The database cost of one happy-path job, counted: a budget CI can hold on a noisy machine.
+
+One job is submitted through the API, handed to the simulator, accepted and completed by its two
+webhooks, and relayed to the domain app twice. Every SQL statement and commit the stack issues on
+its engine meanwhile is counted (web, worker and relay share one engine in this process), and the
+figures must stay within the budget: a change that adds a round trip per job fails here, whatever
+the machine's speed. The budget is the measured figure after issue 10's work (docs/benchmarks.md
+gives the before and after).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, func, select
+
+from models.messages import OutboxMessage
+from models.task import ExternalTask
+from tests.integration.stack import Stack
+from tests.integration.webhook_client import post_event
+
+#: (statements, commits) for one job: submit, two webhooks, two relays. Per database, because
+#: PostgreSQL takes an advisory lock where SQLite's serialised writers need none.
+#: ``LIAISON_TRACE_SQL=1 pytest -s …`` prints each statement with its thread: where a new one comes from.
+TRACE = bool(os.environ.get("LIAISON_TRACE_SQL"))
+BUDGET = {"sqlite": (54, 10), "postgresql": (55, 12)}
+
+
+@dataclass
+class Tally:
+    statements: int = 0
+    commits: int = 0
+    #: connections taken from the pool: on PostgreSQL each costs a ping (``pool_pre_ping``)
+    checkouts: int = 0
+    by_verb: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def statement(self, sql: str) -> None:
+        with self.lock:
+            if TRACE:
+                print(threading.current_thread().name[:12], " ".join(sql.split())[:230])
+            self.statements += 1
+            self.by_verb[sql.split(None, 1)[0].upper()] += 1
+
+    def commit(self) -> None:
+        with self.lock:
+            self.commits += 1
+
+    def checkout(self) -> None:
+        with self.lock:
+            self.checkouts += 1
+
+
+@contextmanager
+def counting(engine: Engine) -> Iterator[Tally]:
+    tally = Tally()
+
+    def on_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        tally.statement(statement)
+
+    def on_commit(conn: Any) -> None:
+        tally.commit()
+
+    def on_checkout(*_: Any) -> None:
+        tally.checkout()
+
+    event.listen(engine, "before_cursor_execute", on_execute)
+    event.listen(engine, "commit", on_commit)
+    event.listen(engine.pool, "checkout", on_checkout)
+    try:
+        yield tally
+    finally:
+        event.remove(engine, "before_cursor_execute", on_execute)
+        event.remove(engine, "commit", on_commit)
+        event.remove(engine.pool, "checkout", on_checkout)
+
+
+def _quiet(observer: Engine, cid: str, state: str) -> None:
+    """Wait until the task is in ``state`` and every outbox row it caused is done (read on an
+    engine of its own, so the waiting is not counted)."""
+    deadline = time.monotonic() + 20
+    while True:
+        with observer.connect() as conn:
+            now_state = conn.scalar(select(ExternalTask.state).where(ExternalTask.correlation_id == cid))
+            open_rows = conn.scalar(
+                select(func.count())
+                .select_from(OutboxMessage)
+                .where(OutboxMessage.correlation_id == cid, OutboxMessage.done_at.is_(None))
+            )
+        if now_state == state and open_rows == 0:
+            return
+        assert time.monotonic() < deadline, f"task {cid} not quiet in {state} after 20 s: {now_state}, {open_rows}"
+        time.sleep(0.05)
+
+
+def _job_id(stack: Stack, observer: Engine, cid: str) -> str:
+    with observer.connect() as conn:
+        reference = conn.scalar(select(ExternalTask.reference).where(ExternalTask.correlation_id == cid))
+    [job] = stack.vendor("GET", f"/jobs?reference={reference}").json()["jobs"]
+    return str(job["job_id"])
+
+
+def test_one_happy_path_job_stays_within_its_statement_budget(pair_stack: Stack, vendor_secret: str) -> None:
+    """Each step runs alone (the test sends the vendor's two webhooks itself, once the step before
+    has settled), so the count does not depend on how steps happen to overlap on a busy machine."""
+    stack = pair_stack
+    api_key, _, path = stack.new_client()
+    observer = create_engine(stack.settings.database_url)
+    cid = f"budget-{uuid.uuid4().hex[:8]}"
+    silent = {"drop": ["job.accepted", "job.completed"]}
+    try:
+        with counting(stack.db.engine) as tally:
+            response = stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": silent}}, key=cid)
+            assert response.status_code == 202, response.text
+            _quiet(observer, cid, "submitted")
+            job_id = _job_id(stack, observer, cid)
+            for event, state in (("job.accepted", "accepted"), ("job.completed", "succeeded")):
+                body = {"type": event, "job_id": job_id, "status": state, "outcome": {"ok": True}}
+                if event == "job.accepted":
+                    del body["outcome"]
+                assert post_event(stack.web.url, vendor_secret, body).json()["status"] == "applied"
+                _quiet(observer, cid, state)
+            time.sleep(0.3)  # a stray late statement (a publish, a lease release) is counted too
+    finally:
+        observer.dispose()
+
+    assert [r.json()["type"] for r in stack.callbacks.posts_to(path)] == ["task.accepted", "task.completed"]
+    dialect = stack.db.engine.dialect.name
+    figures = (
+        f"{tally.statements} statements, {tally.commits} commits, {tally.checkouts} connection checkouts"
+        f" ({dict(tally.by_verb)})"
+    )
+    print(f"\none happy-path job on {stack.name}: {figures}")
+    max_statements, max_commits = BUDGET[dialect]
+    assert tally.statements <= max_statements, f"over the statement budget of {max_statements}: {figures}"
+    assert tally.commits <= max_commits, f"over the commit budget of {max_commits}: {figures}"
