@@ -51,7 +51,7 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
 
 
 def wsgi_app(token: str) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
-    """``GET /metrics`` with the metrics token; anything else is a problem+json, as on the web."""
+    """``/metrics`` with the metrics token; anything else is a problem+json, as on the web."""
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         try:
