@@ -14,8 +14,9 @@ from models.credentials import authenticate
 from workers.runtime import liaison
 
 
-def _bearer() -> str:
-    header = request.headers.get("Authorization", "")
+def _bearer(header: str | None = None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header (this request's, unless given)."""
+    header = request.headers.get("Authorization", "") if header is None else header
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("send Authorization: Bearer <API key>")
@@ -44,8 +45,14 @@ def require_admin() -> None:
 def require_metrics_token() -> None:
     """``/metrics`` and ``/readyz`` are for the operator's scraper and probes, not the public: they
     take ``LIAISON_METRICS_TOKEN`` as a bearer token, and are off (404) when it is not set."""
-    token = liaison().settings.metrics_token
+    check_metrics_token(request.headers.get("Authorization", ""), liaison().settings.metrics_token)
+
+
+def check_metrics_token(authorization: str, token: str) -> None:
+    """The metrics token check on an ``Authorization`` header value, outside Flask too (a worker's
+    metrics port, ``app.observability.worker_metrics``): NotFound when no token is configured,
+    Unauthorized when the header does not carry it."""
     if not token:
         raise NotFound("not found")
-    if not hmac.compare_digest(_bearer().encode(), token.encode()):
+    if not hmac.compare_digest(_bearer(authorization).encode(), token.encode()):
         raise Unauthorized("bad metrics token")

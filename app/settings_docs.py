@@ -31,7 +31,7 @@ OTHER_SECTIONS = (
             _other(
                 "PROMETHEUS_MULTIPROC_DIR",
                 "",
-                "set for web + worker, wiped before they start; unset = one process",
+                "one per host, for its web + workers; wiped before they start; unset = one process",
                 example="var/prometheus",
             ),
         ),

@@ -4,6 +4,7 @@ into a value (each names the variable, never its value, when it refuses), and ``
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -130,12 +131,29 @@ def token(minimum: int, hint: str = "") -> Parser:
     return Parser(convert, f"secret, ≥ {minimum} characters or empty")
 
 
+def _port(name: str, raw: str) -> int | None:
+    """A TCP port to listen on; empty or 0 is off (nothing listens), never "any free port"."""
+    value = integer(0).convert(name, raw) if raw else 0
+    if value > 65535:
+        raise ConfigError(f"{name} must be a TCP port, 1 to 65535 (empty or 0: off)")
+    return value or None
+
+
+def _ip_address(name: str, raw: str) -> str:
+    try:
+        return str(ipaddress.ip_address(raw))
+    except ValueError:
+        raise ConfigError(f"{name} must be an IP address, e.g. 127.0.0.1, 0.0.0.0 or ::") from None
+
+
 TEXT = Parser(_text, "text")
 HTTP_URL = Parser(_http_url, "http(s) URL")
 DELAYS = Parser(_delays, "seconds, comma-separated")
 WEBHOOK_SECRETS = Parser(_webhook_secrets, "whsec_… secrets, comma-separated")
 ALLOW_LIST = Parser(_allow_list, "host, host:port or CIDR, comma-separated")
 NAMES = Parser(_names, "names, comma-separated")
+PORT = Parser(_port, "TCP port, empty or 0 = off")
+IP_ADDRESS = Parser(_ip_address, "IP address")
 
 
 @dataclass(frozen=True)

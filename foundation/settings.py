@@ -146,6 +146,8 @@ class Settings:
     provider_rate_max_wait_s: float
     metrics_token: str
     metrics_cache_s: float
+    worker_metrics_port: int | None
+    worker_metrics_address: str
     task_soft_time_limit_s: int
     task_time_limit_s: int
     beat_soft_time_limit_s: int
@@ -206,6 +208,9 @@ class Settings:
             raise ConfigError("LIAISON_BEAT_SOFT_TIME_LIMIT_S must exceed LIAISON_RECONCILE_MAX_RUN_S")
         if self.relay_queue == self.queue:
             raise ConfigError("LIAISON_RELAY_QUEUE must differ from LIAISON_QUEUE (relays run apart from submissions)")
+        if self.worker_metrics_port is not None and not self.metrics_token:
+            # An open port would hand out what /metrics guards: the same token, or no listener.
+            raise ConfigError("LIAISON_WORKER_METRICS_PORT needs LIAISON_METRICS_TOKEN (its scrapes send it)")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")
 

@@ -12,6 +12,7 @@ Call sites elsewhere stay one line: ``metrics.webhook_rejected(provider, "signat
   scrape time (never process-local);
 - :mod:`app.observability.web` -- request context, request metrics and the request id;
 - :mod:`app.observability.celery_signals` -- the Celery signal wiring (logging, task context, metrics files);
+- :mod:`app.observability.worker_metrics` -- a worker host's own metrics port (``LIAISON_WORKER_METRICS_PORT``);
 - :mod:`app.observability.migrations` -- "is the schema at head?" for ``/readyz``;
 - :mod:`app.observability.gunicorn` -- gunicorn's own log lines in the same format.
 """

@@ -502,3 +502,43 @@ def test_migrations_need_only_the_database_url(env):
 
 def test_a_required_provider_variable_is_named_as_required():
     assert "LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'" in config_error({"LIAISON_PROVIDERS": "foo"})
+
+
+# --- worker metrics (issue 10) --------------------------------------------------------------
+
+METRICS_TOKEN = "m" * 40
+
+
+def test_worker_metrics_are_off_by_default_and_listen_on_loopback_when_on():
+    settings = Settings.from_env({})
+    assert settings.worker_metrics_port is None and settings.worker_metrics_address == "127.0.0.1"
+    on = Settings.from_env(
+        {
+            "LIAISON_METRICS_TOKEN": METRICS_TOKEN,
+            "LIAISON_WORKER_METRICS_PORT": "9808",
+            "LIAISON_WORKER_METRICS_ADDRESS": "0.0.0.0",
+        }
+    )
+    assert (on.worker_metrics_port, on.worker_metrics_address) == (9808, "0.0.0.0")
+    assert Settings.from_env({"LIAISON_WORKER_METRICS_ADDRESS": "::"}).worker_metrics_address == "::"
+
+
+def test_worker_metrics_port_zero_means_off_not_any_port():
+    assert Settings.from_env({"LIAISON_WORKER_METRICS_PORT": "0"}).worker_metrics_port is None
+
+
+@pytest.mark.parametrize("value", ["-1", "65536", "http", "98.08"])
+def test_a_bad_worker_metrics_port_names_its_variable(value):
+    message = config_error({"LIAISON_METRICS_TOKEN": METRICS_TOKEN, "LIAISON_WORKER_METRICS_PORT": value})
+    assert "LIAISON_WORKER_METRICS_PORT" in message and value not in message
+
+
+@pytest.mark.parametrize("value", ["localhost", "256.0.0.1", "0.0.0.0:9808"])
+def test_a_worker_metrics_address_must_be_an_ip_address(value):
+    assert "LIAISON_WORKER_METRICS_ADDRESS" in config_error({"LIAISON_WORKER_METRICS_ADDRESS": value})
+
+
+def test_worker_metrics_need_the_metrics_token():
+    """The port serves what /metrics guards: without the token there is nothing to guard it with."""
+    message = config_error({"LIAISON_WORKER_METRICS_PORT": "9808"})
+    assert "LIAISON_WORKER_METRICS_PORT" in message and "LIAISON_METRICS_TOKEN" in message
