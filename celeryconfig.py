@@ -39,8 +39,13 @@ timezone = "UTC"
 enable_utc = True
 
 # --- Visibility for Flower ---
-worker_send_task_events = True
-task_send_sent_event = True
+# Task events are broker messages: three per task (received, started, succeeded), nine per job, and
+# a "sent" one from the web for every publish. Workers send none until a monitor asks for them:
+# Flower turns them on when it starts and every few seconds after (its enable_events option, on by
+# default), so a deploy watched by Flower sees every task from "received" on, and one that is not
+# pays nothing. Worker heartbeats (online/offline in Flower) are sent either way.
+worker_send_task_events = False
+task_send_sent_event = False
 
 # --- What the worker and beat load ---
 imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.cancel", "workers.tasks.beat")
