@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, json
+from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,17 @@ def init_app(app: Flask) -> None:
         response = problem(exc.code or 500, exc.name, exc.description)
         # Werkzeug's own headers (a 405's Allow, which RFC 9110 requires), not its Content-Type.
         response.headers.update({k: v for k, v in exc.get_headers() if k.lower() != "content-type"})
+        return response
+
+    @app.errorhandler(DBAPIError)
+    def _database_error(exc: DBAPIError) -> Response:
+        if not exc.connection_invalidated:
+            return _unexpected(exc)
+        # The connection died under the request (a database restart): the pool is discarded with it,
+        # so asking again in a moment reaches a fresh one. Nothing of the request was committed.
+        log.warning("database connection lost during a request: %s", type(exc.orig).__name__)
+        response = problem(503, "Service Unavailable", "the database connection was lost; try again in a moment")
+        response.headers["Retry-After"] = "1"
         return response
 
     @app.errorhandler(Exception)

@@ -8,6 +8,7 @@ calls :meth:`Database.after_fork` so children never share the parent's pooled co
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 #: The embedded SQLite file holds API key hashes, callback secrets and every task's input: only its
@@ -72,9 +74,20 @@ class Database:
         self.engine.dispose()
 
 
+#: A pooled connection idle longer than this is pinged before it is used; one used more recently is
+#: trusted. (``pool_pre_ping`` pings before every transaction: on a busy worker, a round trip for
+#: each of a job's dozen transactions, to connections that answered milliseconds ago.) A connection
+#: that dies while in use -- the server restarted -- fails its statement, which invalidates every
+#: connection of the pool; tasks retry such a failure at once (``workers.tasks.attempt``), the web
+#: answers 503 (``app.errors``).
+PING_AFTER_IDLE_S = 5.0
+
+
 def _make_engine(url: str, echo: bool) -> Engine:
     if not url.startswith("sqlite"):
-        return create_engine(url, echo=echo, pool_pre_ping=True)
+        engine = create_engine(url, echo=echo)
+        _ping_idle_connections(engine)
+        return engine
     ensure_private_sqlite_file(url)
     engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30})
 
@@ -92,3 +105,28 @@ def _make_engine(url: str, echo: bool) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _ping_idle_connections(engine: Engine) -> None:
+    """SQLAlchemy's "pessimistic disconnect handling" recipe, for idle connections only: raising
+    ``DisconnectionError`` at checkout makes the pool discard the connection and take another."""
+    dialect = engine.dialect
+
+    @event.listens_for(engine.pool, "checkin")
+    def _idle_from_now(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine.pool, "checkout")
+    def _ping_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return  # new, or used a moment ago
+        try:
+            dialect.do_ping(dbapi_conn)
+        except dialect.loaded_dbapi.Error as exc:
+            if dialect.is_disconnect(exc, dbapi_conn, None):
+                raise DisconnectionError("idle connection found closed") from exc
+            raise
+
+
+_IDLE_SINCE = "liaison_idle_since"

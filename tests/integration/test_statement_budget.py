@@ -38,7 +38,7 @@ BUDGET = {"sqlite": (54, 10), "postgresql": (55, 12)}
 class Tally:
     statements: int = 0
     commits: int = 0
-    #: connections taken from the pool: on PostgreSQL each costs a ping (``pool_pre_ping``)
+    #: connections taken from the pool (on PostgreSQL, one idle for a while is pinged first: models.db)
     checkouts: int = 0
     by_verb: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)

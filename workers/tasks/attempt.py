@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from core.errors import CallError
@@ -40,6 +41,8 @@ from workers.runtime import Liaison
 from workers.tasks.outcomes import retry_or_dead_letter, time_limit_reached, wait_for_slot
 
 log = logging.getLogger(__name__)
+#: Seconds before a task whose database connection died tries again.
+DB_RETRY_S = 1.0
 W = TypeVar("W")
 R = TypeVar("R")
 
@@ -147,6 +150,14 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
         )
     except ComeBackLater as wait:
         raise task.retry(countdown=wait.countdown) from None
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        # The database connection died under the task (a server restart, a failover): every pooled
+        # connection is discarded with it, and the next try, a moment later, starts afresh. The
+        # outbox row is as its last commit left it; nothing else is counted.
+        log.warning("outbox %s: the database connection was lost; trying again in %ss", outbox_id, DB_RETRY_S)
+        raise task.retry(countdown=DB_RETRY_S) from None
     finally:
         steps.release(ctx)
 

@@ -1,0 +1,110 @@
+"""Database connections that die under the platform (a server restart, a failover) cost a retry, not
+the outbox lease: the web answers 503 with Retry-After, and a task whose connection died tries again
+a moment later (workers.tasks.attempt). Pooled connections are pinged only after an idle spell
+(models.db), so this is the path a restart under load takes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from sqlalchemy import create_engine, select, text
+
+from models.task import ExternalTask
+from tests.integration.stack import Stack
+from tests.support.servers import RecordedRequest
+
+
+def _kill_every_other_connection(database_url: str) -> int:
+    observer = create_engine(database_url)
+    try:
+        with observer.connect() as conn:
+            killed = conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+    finally:
+        observer.dispose()
+    return int(killed)
+
+
+def _submit_until_accepted(stack: Stack, api_key: str, cid: str) -> list[int]:
+    """Submit with one Idempotency-Key until 202, as a client honouring Retry-After would."""
+    statuses: list[int] = []
+    for _ in range(5):
+        response = stack.submit(api_key, {"correlation_id": cid, "input": {"n": 1}}, key=cid)
+        statuses.append(response.status_code)
+        if response.status_code == 202:
+            return statuses
+        assert response.status_code == 503, response.text
+        assert response.headers["Retry-After"] == "1"
+        time.sleep(float(response.headers["Retry-After"]))
+    raise AssertionError(f"never accepted: {statuses}")
+
+
+def _state_seen_apart(database_url: str, cid: str, timeout: float = 20) -> str:
+    """The task's state once final, read on an engine of its own: the web and the worker's shared
+    pool is left for the worker to find dead."""
+    observer = create_engine(database_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            with observer.connect() as conn:
+                state = conn.scalar(select(ExternalTask.state).where(ExternalTask.correlation_id == cid))
+            if state in ("succeeded", "failed", "canceled") or time.monotonic() > deadline:
+                return str(state)
+            time.sleep(0.1)
+    finally:
+        observer.dispose()
+
+
+def test_killed_connections_cost_a_retry_not_the_lease(pair_stack: Stack) -> None:
+    stack = pair_stack
+    if stack.db.is_sqlite:
+        pytest.skip("SQLite has no server connection to lose")
+    api_key, _, path = stack.new_client()
+    warm = f"warm-{uuid.uuid4().hex[:8]}"
+    assert _submit_until_accepted(stack, api_key, warm) == [202]
+    stack.wait_for_task(api_key, warm)  # web and worker now hold pooled connections, used just now
+
+    assert _kill_every_other_connection(stack.settings.database_url) >= 1
+    cids = [f"after-kill-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    statuses = [_submit_until_accepted(stack, api_key, cid) for cid in cids]
+
+    assert all(s[-1] == 202 for s in statuses)
+    assert all(code in (202, 503) for s in statuses for code in s), statuses  # never a 500
+    for cid in cids:
+        # Within seconds, not the lease (30 min; this stack runs no sweep at all): the worker's
+        # task whose connection died retried a moment later.
+        assert stack.wait_for_task(api_key, cid, timeout=20)["state"] == "succeeded"
+
+    def completed(reqs: list[RecordedRequest]) -> list[str]:
+        return sorted(
+            r.json()["correlation_id"] for r in reqs if r.path == path and r.json()["type"] == "task.completed"
+        )
+
+    stack.callbacks.wait_for(lambda reqs: len(completed(reqs)) >= 4, timeout=20, message="four completions")
+    assert completed(stack.callbacks.requests) == sorted([warm, *cids])
+
+
+def test_a_task_whose_connection_died_tries_again_at_once(pair_stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    stack = pair_stack
+    if stack.db.is_sqlite:
+        pytest.skip("SQLite has no server connection to lose")
+    api_key, _, _ = stack.new_client()
+    warm = f"warm-{uuid.uuid4().hex[:8]}"
+    assert _submit_until_accepted(stack, api_key, warm) == [202]
+    stack.wait_for_task(api_key, warm)
+    cid, outbox_id = stack.unpublished_task(
+        api_key, {"correlation_id": f"dead-conn-{uuid.uuid4().hex[:6]}", "input": {}}
+    )
+
+    assert _kill_every_other_connection(stack.settings.database_url) >= 1
+    # Straight to the broker: the worker is the first to use a pooled connection after the kill.
+    stack.celery.send_task("liaison.submit", args=[outbox_id], queue=stack.queue)
+
+    assert _state_seen_apart(stack.settings.database_url, cid) == "succeeded"
+    assert any("the database connection was lost" in r.getMessage() for r in caplog.records)
