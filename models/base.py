@@ -6,10 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, MetaData
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, MetaData, TextClause, bindparam, text
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Session
+from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
 NAMING_CONVENTION = {
@@ -25,12 +24,13 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 Json = JSON().with_variant(JSONB(), "postgresql")
 
 
-def upsert_insert(session: Session) -> Any:
-    """The session's dialect's ``insert`` construct, which has ``on_conflict_do_nothing`` and
-    ``on_conflict_do_update`` on both databases: one statement where a savepoint, an INSERT and an
-    IntegrityError would be three round trips."""
-    dialect = session.get_bind().dialect.name
-    return {"postgresql": postgresql.insert, "sqlite": sqlite.insert}[dialect]
+def upsert(sql: str, **types: Any) -> TextClause:
+    """An ``INSERT … ON CONFLICT …`` statement, written out: one statement where a savepoint, an
+    INSERT and an IntegrityError would be three round trips. PostgreSQL and SQLite (3.35+) share
+    the syntax. Text, not the dialects' ``insert().on_conflict_*()``: SQLAlchemy 2.0 cannot cache
+    those (``inherit_cache = False``), and compiling one afresh for every webhook cost more than the
+    round trips it saves. ``types`` gives the bound parameters' column types (``UtcDateTime``)."""
+    return text(sql).bindparams(*(bindparam(name, type_=type_) for name, type_ in types.items()))
 
 
 class UtcDateTime(TypeDecorator[datetime]):

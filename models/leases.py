@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-from sqlalchemy import String, delete, or_
+from sqlalchemy import String, delete
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from models.base import Base, UtcDateTime, upsert_insert
+from models.base import Base, UtcDateTime, upsert
 from models.db import Database
 
 
@@ -41,15 +41,18 @@ def take(session: Session, name: str, holder: str, now: datetime, ttl_s: float) 
     and returns the row it wrote. Two takers of one name meet at its primary key; the second waits
     for the first to commit, sees the row it left, and takes nothing.
     """
-    expires_at = now + timedelta(seconds=ttl_s)
-    insert = upsert_insert(session)
-    stmt = insert(Lease).values(name=name, holder=holder, expires_at=expires_at)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[Lease.name],
-        set_={"holder": stmt.excluded.holder, "expires_at": stmt.excluded.expires_at},
-        where=or_(Lease.expires_at <= now, Lease.holder == holder),
-    ).returning(Lease.name)
-    return session.execute(stmt).first() is not None
+    params = {"name": name, "holder": holder, "now": now, "expires_at": now + timedelta(seconds=ttl_s)}
+    return session.execute(_TAKE, params).first() is not None
+
+
+_TAKE = upsert(
+    "INSERT INTO leases (name, holder, expires_at) VALUES (:name, :holder, :expires_at)"
+    " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at"
+    " WHERE leases.expires_at <= :now OR leases.holder = excluded.holder"
+    " RETURNING name",
+    now=UtcDateTime(),
+    expires_at=UtcDateTime(),
+)
 
 
 def slot_names(group: str, slots: int) -> list[str]:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from core.states import State, decide
 from models.attention import OrphanEvent
-from models.base import upsert_insert
+from models.base import upsert
 from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.service import WITHOUT_PAYLOAD, add_event, add_outbox, lock_task, move
@@ -135,14 +135,16 @@ def first_time(session: Session, source: str, message_id: str, message_type: str
     duplicate waits on it until the first transaction commits, then inserts nothing. The record
     commits with the caller's effect.
     """
-    insert = upsert_insert(session)
-    stmt = (
-        insert(ProcessedMessage)
-        .values(source=source, message_id=message_id, message_type=message_type, processed_at=now)
-        .on_conflict_do_nothing(index_elements=["source", "message_id"])
-        .returning(ProcessedMessage.id)
-    )
-    return session.execute(stmt).first() is not None
+    params = {"source": source, "message_id": message_id, "message_type": message_type, "processed_at": now}
+    return session.execute(_RECORD_MESSAGE, params).first() is not None
+
+
+_RECORD_MESSAGE = upsert(
+    "INSERT INTO processed_messages (source, message_id, message_type, processed_at)"
+    " VALUES (:source, :message_id, :message_type, :processed_at)"
+    " ON CONFLICT (source, message_id) DO NOTHING RETURNING id",
+    processed_at=ProcessedMessage.processed_at.type,
+)
 
 
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:

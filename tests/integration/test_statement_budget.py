@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy.engine.interfaces import CacheStats
 
 from models.messages import OutboxMessage
 from models.task import ExternalTask
@@ -31,6 +32,7 @@ from tests.integration.webhook_client import post_event
 #: PostgreSQL takes an advisory lock where SQLite's serialised writers need none.
 #: ``LIAISON_TRACE_SQL=1 pytest -s …`` prints each statement with its thread: where a new one comes from.
 TRACE = bool(os.environ.get("LIAISON_TRACE_SQL"))
+NO_CACHE_KEY = CacheStats.NO_CACHE_KEY
 BUDGET = {"sqlite": (54, 10), "postgresql": (55, 12)}
 
 
@@ -41,10 +43,15 @@ class Tally:
     #: connections taken from the pool (on PostgreSQL, one idle for a while is pinged first: models.db)
     checkouts: int = 0
     by_verb: Counter[str] = field(default_factory=Counter)
+    #: statements SQLAlchemy compiled afresh because it cannot cache them (a dialect's
+    #: ``insert().on_conflict_*()`` in 2.0): each costs a compile, on every call
+    uncacheable: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def statement(self, sql: str) -> None:
+    def statement(self, sql: str, uncacheable: bool) -> None:
         with self.lock:
+            if uncacheable and sql.lstrip()[:6].upper() in ("SELECT", "INSERT", "UPDATE", "DELETE"):
+                self.uncacheable.append(" ".join(sql.split())[:120])
             if TRACE:
                 print(threading.current_thread().name[:12], " ".join(sql.split())[:230])
             self.statements += 1
@@ -63,8 +70,8 @@ class Tally:
 def counting(engine: Engine) -> Iterator[Tally]:
     tally = Tally()
 
-    def on_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        tally.statement(statement)
+    def on_execute(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, *_: Any) -> None:
+        tally.statement(statement, uncacheable=context.compiled is not None and context.cache_hit is NO_CACHE_KEY)
 
     def on_commit(conn: Any) -> None:
         tally.commit()
@@ -139,6 +146,7 @@ def test_one_happy_path_job_stays_within_its_statement_budget(pair_stack: Stack,
         f" ({dict(tally.by_verb)})"
     )
     print(f"\none happy-path job on {stack.name}: {figures}")
+    assert tally.uncacheable == [], "statements compiled on every call (write them as models.base.upsert)"
     max_statements, max_commits = BUDGET[dialect]
     assert tally.statements <= max_statements, f"over the statement budget of {max_statements}: {figures}"
     assert tally.commits <= max_commits, f"over the commit budget of {max_commits}: {figures}"
