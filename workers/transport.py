@@ -12,30 +12,25 @@ client-supplied URL) a connection pinned to the address the outbound guard check
   switch it), while the Host header, TLS SNI and certificate check keep the URL's host name.
   Guarded calls follow no redirect and ignore proxy and netrc settings from the environment.
 
-One ``requests.Session`` per call: nothing pooled crosses a prefork fork or outlives the call.
+- **Kept connections.** A connection read to the end of its response is kept for the next call to
+  that host (``workers.connections``), never across a fork, never between provider calls and
+  calls to a client-supplied URL.
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
-import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import requests
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util import connection as urllib3_connection
 
 from core.outbound_guard import AllowList, IPAddress, Resolver, Target, parse_target, resolve
-
-#: ``(address, timeout, source_address, socket_options) -> socket``; a stub in unit tests.
-Connector = Callable[..., socket.socket]
+from workers import connections
+from workers.connections import Connector
 
 CHUNK_BYTES = 16 * 1024
 
@@ -93,88 +88,22 @@ class Call:
         self._timer.cancel()
 
 
-def _connection_class(
-    base: type[HTTPConnection], call: Call, pinned: Sequence[IPAddress] | None, connector: Connector
-) -> type[HTTPConnection]:
-    class Connection(base):  # type: ignore[valid-type, misc]
-        """urllib3's connection, opening its socket to the checked addresses under the deadline."""
-
-        def _new_conn(self) -> socket.socket:
-            addresses = [str(ip) for ip in pinned] if pinned is not None else [self._dns_host]
-            timeout = self.timeout if isinstance(self.timeout, (int, float)) else None
-            last: OSError | None = None
-            for address in addresses:
-                remaining = call.remaining()
-                if remaining <= 0:
-                    last = TimeoutError("call deadline passed")
-                    break
-                try:
-                    sock = connector(
-                        (address, self.port),
-                        min(timeout, remaining) if timeout else remaining,
-                        source_address=self.source_address,
-                        socket_options=self.socket_options,
-                    )
-                except socket.gaierror as exc:  # only without pinning: a name we did not resolve
-                    raise NameResolutionError(self.host, self, exc) from exc
-                except OSError as exc:
-                    last = exc
-                    continue
-                try:
-                    call.register(sock)
-                except TimeoutError as exc:
-                    last = exc
-                    break
-                sys.audit("http.client.connect", self, self.host, self.port)
-                return sock
-            if isinstance(last, TimeoutError):
-                raise ConnectTimeoutError(self, f"Connection to {self.host} timed out") from last
-            raise NewConnectionError(self, f"Failed to establish a new connection: {last}") from last
-
-    return Connection
-
-
-class _Adapter(HTTPAdapter):
-    """requests' adapter whose pools make ``_connection_class`` connections."""
-
-    def __init__(self, call: Call, pinned: Sequence[IPAddress] | None, connector: Connector) -> None:
-        self._classes = {
-            scheme: type(
-                f"{pool.__name__}ForCall", (pool,), {"ConnectionCls": _connection_class(conn, call, pinned, connector)}
-            )
-            for scheme, pool, conn in (
-                ("http", HTTPConnectionPool, HTTPConnection),
-                ("https", HTTPSConnectionPool, HTTPSConnection),
-            )
-        }
-        super().__init__(pool_connections=1, pool_maxsize=1, max_retries=0)
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = self._classes
-
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        """An operator's egress proxy (provider calls only): its connections are under the deadline too."""
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        manager.pool_classes_by_scheme = self._classes
-        return manager
-
-
-def _read_capped(response: requests.Response, max_body_bytes: int, truncate: bool) -> bytes:
-    """At most ``max_body_bytes`` of the body. Past the cap: the first bytes when ``truncate`` or
-    when the status already failed the call (the status, not the body, is what is classified);
-    otherwise ``BodyTooLarge``. The rest is never read: the connection is closed."""
+def _read_capped(response: requests.Response, max_body_bytes: int, truncate: bool) -> tuple[bytes, bool]:
+    """At most ``max_body_bytes`` of the body, and whether that is all of it. Past the cap: the
+    first bytes when ``truncate`` or when the status already failed the call (the status, not the
+    body, is what is classified); otherwise ``BodyTooLarge``. The rest is never read: the
+    connection is closed, not kept."""
     chunks: list[bytes] = []
     size = 0
     while True:
         chunk = response.raw.read(min(CHUNK_BYTES, max_body_bytes + 1 - size), decode_content=True)
         if not chunk:
-            return b"".join(chunks)
+            return b"".join(chunks), True
         chunks.append(chunk)
         size += len(chunk)
         if size > max_body_bytes:
             if truncate or not 200 <= response.status_code < 300:
-                return b"".join(chunks)[:max_body_bytes]
+                return b"".join(chunks)[:max_body_bytes], False
             raise BodyTooLarge(f"response body over {max_body_bytes} bytes")
 
 
@@ -205,14 +134,12 @@ def send(
         target: Target = parse_target(url)
         pinned = resolve(target, guard, resolver or system_resolver)
         url = target.url
-    with requests.Session() as session:
-        session.trust_env = guard is None  # operator-configured provider calls may use a proxy; callbacks never
-        adapter = _Adapter(call, pinned, connector)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+    connections.active.call, connections.active.pinned = call, pinned
+    connections.active.connector = connector or urllib3_connection.create_connection
+    try:
         headers = {"Accept-Encoding": "identity", **kwargs.pop("headers", {})}
         connect_s, read_s = timeout
-        response = session.request(
+        response = connections.session(guarded=guard is not None).request(
             method,
             url,
             timeout=(min(connect_s, call.deadline_s), read_s),
@@ -221,10 +148,16 @@ def send(
             headers=headers,
             **kwargs,
         )
+        whole = False
         try:
-            body = _read_capped(response, max_body_bytes, truncate)
+            body, whole = _read_capped(response, max_body_bytes, truncate)
         finally:
-            response.close()
+            if whole and connections.KEEP_ALIVE_S > 0 and not call.expired:
+                response.raw.release_conn()  # read to its end: the next call may use it
+            else:
+                response.close()
+    finally:
+        connections.active.call = connections.active.pinned = connections.active.connector = None
     if call.expired:
         # A socket shut down mid-headers or mid-body reads as a clean end of the message: a tarpit's
         # half-sent answer would pass for a whole one. Whatever was read, the deadline ended it.

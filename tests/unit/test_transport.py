@@ -19,7 +19,7 @@ import requests
 from core.classify import Failure
 from core.errors import OutboundRefused, PermanentError, TransientError, UncertainError
 from core.outbound_guard import AllowList, Refused
-from workers import http, transport
+from workers import connections, http, transport
 
 PUBLIC = "8.8.8.8"  # data only: the connector below never dials it
 PRIVATE = "10.0.0.7"
@@ -58,6 +58,13 @@ class FakeServer:
                 pass
             finally:
                 self.closed.set()
+
+
+@pytest.fixture(autouse=True)
+def one_connection_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each fake server here serves one connection and waits for it to close: nothing is kept
+    (test_connections.py tests keeping them)."""
+    monkeypatch.setattr(connections, "KEEP_ALIVE_S", 0)
 
 
 def answer(raw: bytes) -> Callable[[socket.socket], None]:
