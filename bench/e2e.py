@@ -22,7 +22,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -123,7 +122,10 @@ def main() -> None:
     args.broker = args.broker or ["redis", "rabbitmq"]
 
     logs = Path(tempfile.mkdtemp(prefix="liaison-bench-"))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: every finally stops its processes
+    # Ctrl-C and SIGTERM unwind the stack, so every finally stops its processes (SIGINT explicitly:
+    # a shell starting us in the background would have left it ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     say(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     failed = True
     try:
@@ -140,7 +142,6 @@ def main() -> None:
             say(f"process logs kept in {logs}")
         else:
             shutil.rmtree(logs, ignore_errors=True)
-    time.sleep(0)
 
 
 if __name__ == "__main__":
