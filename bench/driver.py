@@ -39,6 +39,7 @@ class RunResult:
     redeliveries: int = 0  # extra deliveries of one message id (at-least-once, not a double)
     failed_state: int = 0
     bad_signatures: int = 0
+    vendor_resent: int = 0  # the vendor's webhook re-sends after a non-2xx (naive: job id not stored yet)
     statements: int = 0
     nested_statements: int = 0
     commit_statements: int = 0
@@ -200,6 +201,7 @@ def run_jobs(
     if completed_count(stack) < len(warm):
         raise RuntimeError(f"{label}: the warm-up jobs did not complete; see the logs")
     result = RunResult(label, jobs)
+    resent_before = requests.get(stack.vendor_url + "/healthz", timeout=10).json()["resent"]
     counters = PgCounters(pg, stack.database)
     counters.reset()
     kinds = roots(stack, pg, broker, redis_pid)
@@ -229,6 +231,8 @@ def run_jobs(
     result.redeliveries = sum(v[2] - v[1] for v in measured.values())
     result.failed_state = sum(n for state, n in report["states"].items() if state != "succeeded")
     result.bad_signatures = report["bad_signatures"]
+    vendor = requests.get(stack.vendor_url + "/healthz", timeout=10).json()
+    result.vendor_resent = vendor["resent"] - resent_before
     result.statements, result.nested_statements, result.commit_statements = counters.statements()
     result.top_statements = counters.top(top_statements)
     stack.stop()

@@ -34,6 +34,7 @@ from sqlalchemy import insert, select
 from bench.driver import broker_roots
 from bench.environment import PG_SETTINGS, broker
 from bench.procs import Proc, usage, wait_until
+from bench.report import log_errors
 from bench.services import PostgresCluster, free_port
 from bench.stacks import PROCFILE, PROVIDER, _answers, _host_env, base_env, naive_web_command, start_liaison
 from models import ExternalTask
@@ -183,6 +184,8 @@ def ingest_on(broker_kind: str, args: argparse.Namespace, logs: Path, say: Calla
                 rows.append((name, result))
                 say(f"  {name:<10}{result['rps']:9.0f} req/s   statuses {result['statuses']}")
             say(table(rows))
+            trouble = log_errors(logs, prefix=f"ingest-{broker_kind}")
+            say(f"  log lines that look like trouble: {len(trouble)}" + "".join(f"\n    {t}" for t in trouble[:10]))
         finally:
             bare.stop()
             stack.stop()

@@ -49,6 +49,8 @@ class Vendor:
         self.by_key: dict[str, str] = {}
         self.due: list[tuple[float, int, str, str, int]] = []  # (at, seq, job_id, event, attempt)
         self.seq = 0
+        self.resent = 0  # webhooks sent again after a non-2xx or a network error
+        self.gave_up = 0
         self.wake = threading.Condition(self.lock)
         self.ready: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
         threading.Thread(target=self._schedule, daemon=True).start()
@@ -110,10 +112,12 @@ class Vendor:
                 ok, session = False, requests.Session()
             with self.lock:
                 if not ok and attempt < len(RETRY_S):
+                    self.resent += 1
                     self._later(RETRY_S[attempt], job_id, event, attempt + 1)
                 elif ok and event == "job.accepted":
                     self._later(self.complete_delay, job_id, "job.completed", 0)
                 elif not ok:
+                    self.gave_up += 1
                     print(f"vendor: gave up on {event} of {job_id}", file=sys.stderr, flush=True)
 
     def public(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +166,8 @@ class Handler(BaseHTTPRequestHandler):
         parts = url.path.strip("/").split("/")
         with self.vendor.lock:
             if parts == ["healthz"]:
-                return self._answer(200, {"status": "ok", "jobs": len(self.vendor.jobs)})
+                counts = {"jobs": len(self.vendor.jobs), "resent": self.vendor.resent, "gave_up": self.vendor.gave_up}
+                return self._answer(200, {"status": "ok", **counts})
             if parts == ["jobs"]:
                 reference = parse_qs(url.query).get("reference", [""])[0]
                 found = [self.vendor.public(j) for j in self.vendor.jobs.values() if j["reference"] == reference]

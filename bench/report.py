@@ -28,6 +28,7 @@ def run_table(r: RunResult) -> str:
         f"  {'redeliveries (same msg id again)':<34}{r.redeliveries:10d}",
         f"  {'completed but not succeeded':<34}{r.failed_state:10d}",
         f"  {'bad callback signatures':<34}{r.bad_signatures:10d}",
+        f"  {'vendor webhook re-sends':<34}{r.vendor_resent:10d}   (after a non-2xx answer or no answer)",
         f"  {'submit latency p50 / p99 (ms)':<34}{r.p(50):10.1f} / {r.p(99):.1f}",
         f"  {'SQL statements / job':<34}{r.statements / jobs:10.1f}   (top level, BEGIN/COMMIT/ROLLBACK left out)",
         f"  {'nested statements / job':<34}{r.nested_statements / jobs:10.1f}   (foreign-key checks, triggers)",

@@ -53,6 +53,7 @@ class Stack:
     database: str
     domain_url: str
     vendor_secret: str
+    vendor_url: str
     procs: dict[str, list[Proc]] = field(default_factory=dict)
 
     def all_procs(self) -> list[Proc]:
@@ -155,7 +156,14 @@ def start_liaison(pg: PostgresCluster, broker_url: str, log_dir: Path, workers: 
         }
     )
     stack = Stack(
-        "liaison", f"http://127.0.0.1:{web_port}", "/api/v1/tasks", key.api_key, database, domain_url, vendor_secret
+        "liaison",
+        f"http://127.0.0.1:{web_port}",
+        "/api/v1/tasks",
+        key.api_key,
+        database,
+        domain_url,
+        vendor_secret,
+        vendor_url,
     )
     stack.procs = helpers
     _start_pipeline(stack, env, log_dir, tag, PROCFILE["web"], lambda c: c, workers)
@@ -190,7 +198,9 @@ def start_naive(pg: PostgresCluster, broker_url: str, log_dir: Path, tag: str = 
             "PORT": str(web_port),
         }
     )
-    stack = Stack("naive", f"http://127.0.0.1:{web_port}", "/tasks", api_key, database, domain_url, vendor_secret)
+    stack = Stack(
+        "naive", f"http://127.0.0.1:{web_port}", "/tasks", api_key, database, domain_url, vendor_secret, vendor_url
+    )
     stack.procs = helpers
     web = naive_web_command(PROCFILE["web"], "bench.naive.web:create_app()")
     _start_pipeline(stack, env, log_dir, tag, web, lambda c: c.replace("app.make_celery", "bench.naive.tasks"), 1)
