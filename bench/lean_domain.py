@@ -10,7 +10,7 @@ the distinct ``webhook-id``s seen (two distinct ids = completed twice), the numb
 double completion) and the arrival time of the first.
 
 GET /progress → {"completed": <correlation ids with a task.completed>, "bad_signatures": n}
-GET /report   → {"completed": {cid: [first_at, distinct_ids, deliveries]}, "types": {...}, ...}
+GET /report   → {"completed": {cid: [first_at, distinct_ids, deliveries, state]}, "types": {...}, ...}
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Tally:
         self.ids: dict[str, set[str]] = {}
         self.deliveries: Counter[str] = Counter()
         self.types: Counter[str] = Counter()
-        self.states: Counter[str] = Counter()
+        self.state: dict[str, str] = {}  # of the first task.completed
         self.bad = 0
 
     def receive(self, body: bytes, headers: dict[str, str]) -> bool:
@@ -54,18 +54,16 @@ class Tally:
                 self.first_at.setdefault(cid, now)
                 self.ids.setdefault(cid, set()).add(headers["webhook-id"])
                 self.deliveries[cid] += 1
-                self.states[str(event.get("state"))] += 1
+                self.state.setdefault(cid, str(event.get("state")))
         return True
 
     def report(self) -> dict[str, Any]:
         with self.lock:
-            completed = {cid: [at, len(self.ids[cid]), self.deliveries[cid]] for cid, at in self.first_at.items()}
-            return {
-                "completed": completed,
-                "types": dict(self.types),
-                "states": dict(self.states),
-                "bad_signatures": self.bad,
+            completed = {
+                cid: [at, len(self.ids[cid]), self.deliveries[cid], self.state[cid]]
+                for cid, at in self.first_at.items()
             }
+            return {"completed": completed, "types": dict(self.types), "bad_signatures": self.bad}
 
 
 class Handler(BaseHTTPRequestHandler):
