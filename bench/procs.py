@@ -164,12 +164,13 @@ class Proc:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def run(command: Sequence[str], env: dict[str, str], log: Path) -> None:
-    """Run a one-off command (a migration) to completion in the repository root; fail loudly."""
+def run(command: str, env: dict[str, str], log: Path) -> None:
+    """Run a one-off Procfile command (``release``: migrations) to completion in the repository
+    root, through the shell as the Procfile's other lines; fail loudly."""
     with log.open("ab") as out:
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run(["/bin/sh", "-c", command], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}); see {log}")
+        raise RuntimeError(f"{command} failed ({done.returncode}); see {log}")
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str, procs: Sequence[Proc] = ()) -> None:

@@ -128,7 +128,7 @@ def start_liaison(pg: PostgresCluster, broker_url: str, log_dir: Path, workers: 
     url = pg.create_database(database)
     env = base_env()
     env["DATABASE_URL"] = url
-    run(PROCFILE["release"].split(), env, log_dir / f"{tag}-release.log")
+    run(PROCFILE["release"], env, log_dir / f"{tag}-release.log")
 
     domain_port = free_port()  # known before the client exists: its callback URL names it
     db = Database(url)
