@@ -111,3 +111,10 @@ def test_a_forked_child_opens_its_own(server: CountingServer) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert server.connections == 2
+
+
+def test_one_watchdog_thread_serves_every_call(server: CountingServer) -> None:
+    for _ in range(5):
+        assert _post(f"{server.url}/jobs/1") == 200
+    watchdogs = [t for t in threading.enumerate() if t.name == "liaison-call-watchdog"]
+    assert len(watchdogs) == 1
