@@ -184,6 +184,30 @@ def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
     return row
 
 
+def claim_outbox_and_task(
+    session: Session, outbox_id: int, *, with_input: bool = False
+) -> tuple[OutboxMessage, ExternalTask, str | None] | None:
+    """:func:`claim_outbox` and :func:`lock_task` of its task in one statement (and the task's input
+    as JSON text, for a submission: parse it with :func:`parse_stored_input`). Both rows are taken
+    ``FOR NO KEY UPDATE``: consumers of one outbox row still exclude each other, and the task's
+    writers each other, while inserts that merely reference either do not wait."""
+    columns: list[Any] = [OutboxMessage, ExternalTask]
+    if with_input:
+        columns.append(cast(ExternalTask.input, Text))
+    found = session.execute(
+        select(*columns)
+        .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
+        .options(*WITHOUT_INPUT)
+        .where(OutboxMessage.id == outbox_id)
+        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
+        .execution_options(populate_existing=True)
+    ).first()
+    if found is None or found[0].done_at is not None:
+        return None
+    raw = (found[2] if found[2] is not None else "null") if with_input else None
+    return found[0], found[1], raw
+
+
 def lock_task(session: Session, task_id: int) -> ExternalTask:
     """Events for one task apply serially: every writer takes the task's row lock first
     (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait).
@@ -195,19 +219,6 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
         .with_for_update(key_share=True)
         .execution_options(populate_existing=True)
     ).one()
-
-
-def lock_task_with_input(session: Session, task_id: int) -> tuple[ExternalTask, str]:
-    """:func:`lock_task` and the task's input as JSON text, in one statement (the submission needs
-    both; parse the text with :func:`parse_stored_input`)."""
-    task, raw = session.execute(
-        select(ExternalTask, cast(ExternalTask.input, Text))
-        .options(*WITHOUT_INPUT)
-        .where(ExternalTask.id == task_id)
-        .with_for_update(of=ExternalTask, key_share=True)
-        .execution_options(populate_existing=True)
-    ).one()
-    return task, raw if raw is not None else "null"
 
 
 def stored_input(session: Session, task_id: int, limits: JsonLimits) -> Any:

@@ -25,10 +25,13 @@ from models.task import ExternalTask
 from webhooks.events import VendorEvent, parse_event
 
 
-def record_submission(session: Session, outbox: OutboxMessage, job_id: str, now: datetime) -> list[OutboxMessage]:
-    """The vendor gave us a job id: remember it, move to ``submitted``, apply any early events."""
+def record_submission(
+    session: Session, outbox: OutboxMessage, job_id: str, now: datetime, task: ExternalTask | None = None
+) -> list[OutboxMessage]:
+    """The vendor gave us a job id: remember it, move to ``submitted``, apply any early events.
+    ``task``: the row's task, when the caller locked it already (``service.claim_outbox_and_task``)."""
     assert outbox.task_id is not None  # a submission's row always names its task
-    task = lock_task(session, outbox.task_id)
+    task = task or lock_task(session, outbox.task_id)
     outbox.done_at = now
     out: list[OutboxMessage] = []
     if task.vendor_job_id is None:

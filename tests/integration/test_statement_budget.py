@@ -33,7 +33,7 @@ from tests.integration.webhook_client import post_event
 #: ``LIAISON_TRACE_SQL=1 pytest -s …`` prints each statement with its thread: where a new one comes from.
 TRACE = bool(os.environ.get("LIAISON_TRACE_SQL"))
 NO_CACHE_KEY = CacheStats.NO_CACHE_KEY
-BUDGET = {"sqlite": (54, 10), "postgresql": (55, 12)}
+BUDGET = {"sqlite": (48, 10), "postgresql": (49, 12)}
 
 
 @dataclass

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from core.errors import CallError
@@ -41,8 +41,9 @@ from workers.runtime import Liaison
 from workers.tasks.outcomes import retry_or_dead_letter, time_limit_reached, wait_for_slot
 
 log = logging.getLogger(__name__)
-#: Seconds before a task whose database connection died tries again.
+#: Seconds before a task the database did not answer tries again, doubling up to the cap.
 DB_RETRY_S = 1.0
+DB_RETRY_CAP_S = 30.0
 W = TypeVar("W")
 R = TypeVar("R")
 
@@ -73,6 +74,11 @@ class ComeBackLater(Exception):
 
 class OutboxTask(Generic[W, R]):
     """The steps one kind of outbox task fills in; :func:`run` is the skeleton around them."""
+
+    def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
+        """Lock the row at ``stage`` ("start" or "record"); None once it is done. A task that reads
+        more rows there may lock and load them in the same statement (one round trip, not two)."""
+        return service.claim_outbox(session, outbox_id)
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> None:
         """Before the delivery is counted; raise :class:`ComeBackLater` to come back later."""
@@ -135,7 +141,7 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
         except CallError as exc:
             return _failed(task, ctx, outbox_id, steps, attempt, exc)
         with ctx.db.transaction() as session:
-            row = service.claim_outbox(session, outbox_id)
+            row = steps.claim(ctx, session, outbox_id, "record")
             return "done" if row is None else steps.record(ctx, session, row, attempt, result)
     except SoftTimeLimitExceeded:
         terms = attempt or steps.fallback(ctx, outbox_id)
@@ -151,13 +157,15 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
     except ComeBackLater as wait:
         raise task.retry(countdown=wait.countdown) from None
     except DBAPIError as exc:
-        if not exc.connection_invalidated:
+        if not (exc.connection_invalidated or isinstance(exc, OperationalError)):
             raise
-        # The database connection died under the task (a server restart, a failover): every pooled
-        # connection is discarded with it, and the next try, a moment later, starts afresh. The
-        # outbox row is as its last commit left it; nothing else is counted.
-        log.warning("outbox %s: the database connection was lost; trying again in %ss", outbox_id, DB_RETRY_S)
-        raise task.retry(countdown=DB_RETRY_S) from None
+        # The database is restarting, or the connection died under the task (a failover): every
+        # pooled connection is discarded with it, and the next try starts afresh, a moment later
+        # and then less often while it stays down. The outbox row is as its last commit left it;
+        # nothing else is counted. (Acked as a failure instead, the row would wait for the lease.)
+        countdown = min(DB_RETRY_CAP_S, DB_RETRY_S * 2 ** (task.request.retries or 0))
+        log.warning("outbox %s: the database is not answering; trying again in %.0fs", outbox_id, countdown)
+        raise task.retry(countdown=countdown) from None
     finally:
         steps.release(ctx)
 
@@ -166,7 +174,7 @@ def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt
     preparing = False
     try:
         with ctx.db.transaction() as session:
-            row = service.claim_outbox(session, outbox_id)
+            row = steps.claim(ctx, session, outbox_id, "start")
             if row is None:
                 return "skipped"
             bind(attempt=row.attempts + 1)  # the row counts attempts; a held retry is a new Celery message

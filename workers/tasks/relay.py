@@ -8,15 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Task, shared_task
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from core.errors import CallError, OutboundRefused
 from foundation import metrics
 from models import service
+from models.attention import CallbackEndpoint
 from models.base import utcnow
 from models.client import Client
-from models.dead_letters import disable_endpoint, endpoint_disabled, park
+from models.dead_letters import disable_endpoint, park, url_hash
 from models.leases import give_back, release, take_slot
 from models.messages import OutboxMessage
 from models.task import ExternalTask
@@ -59,26 +60,41 @@ class Relay(OutboxTask[Callback, int]):
         self.slot: str | None = None
         self.holder = uuid.uuid4().hex
         self.target: tuple[str | None, Client] | None = None  # (the task's callback_url, its client)
+        self.disabled: set[str] = set()  # url_hash of the client's disabled endpoints
+
+    def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
+        """At the start, with the row: the task's callback URL, its client, and the client's
+        disabled endpoints (usually none), in one statement. The task's payload is not read: the
+        outbox row carries the callback's body."""
+        if stage != "start":
+            return service.claim_outbox(session, outbox_id)
+        found = session.execute(
+            select(OutboxMessage, ExternalTask.callback_url, Client, CallbackEndpoint.url_hash)
+            .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
+            .outerjoin(Client, Client.id == ExternalTask.client_id)
+            .outerjoin(
+                CallbackEndpoint,
+                and_(CallbackEndpoint.client_id == Client.id, CallbackEndpoint.disabled_at.is_not(None)),
+            )
+            .where(OutboxMessage.id == outbox_id)
+            .with_for_update(of=OutboxMessage)
+            .execution_options(populate_existing=True)
+        ).all()
+        if not found or found[0][0].done_at is not None:
+            return None
+        row, task_url, client, _ = found[0]
+        self.target = (task_url, client) if client is not None else None
+        self.disabled = {hashed for *_, hashed in found if hashed is not None}
+        return row
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> None:
-        # One query for what the slot and the delivery need; the task's payload is not read: the
-        # outbox row carries the callback's body.
-        found = (
-            session.execute(
-                select(ExternalTask.callback_url, Client)
-                .join(Client, Client.id == ExternalTask.client_id)
-                .where(ExternalTask.id == row.task_id)
-            ).first()
-            if row.task_id
-            else None
-        )
-        if found is None:
+        if self.target is None:
             return  # nothing to deliver: prepare says why
-        self.target = (found[0], found[1])
+        client = self.target[1]
         settings = ctx.settings
         self.slot = take_slot(
             session,
-            slot_group(found[1].id),
+            slot_group(client.id),
             settings.relay_client_concurrency,
             self.holder,
             utcnow(),
@@ -99,7 +115,7 @@ class Relay(OutboxTask[Callback, int]):
             service.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
             metrics.relay_delivery("skipped")
             return "skipped"
-        if endpoint_disabled(session, client.id, url):
+        if url_hash(url) in self.disabled:
             park(session, row, url, utcnow())
             metrics.relay_delivery("parked")
             return "parked"

@@ -13,6 +13,7 @@ from foundation import metrics
 from models import service, vendor_events
 from models.base import utcnow
 from models.messages import OutboxMessage
+from models.task import ExternalTask
 from webhooks.bounded_json import InvalidJson
 from workers.policies import provider_policy
 from workers.providers import Provider, SubmitJob
@@ -27,9 +28,21 @@ def submit(self: Task, outbox_id: int) -> str:
 
 
 class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
+    def __init__(self) -> None:
+        self.task: ExternalTask | None = None  # locked with the row, at each stage
+        self.raw_input = "null"
+
+    def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
+        claimed = service.claim_outbox_and_task(session, outbox_id, with_input=stage == "start")
+        if claimed is None:
+            return None
+        row, self.task, raw_input = claimed
+        self.raw_input = raw_input or "null"
+        return row
+
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, SubmitJob]] | str:
-        assert row.task_id is not None  # a submission's row always names its task
-        task, raw_input = service.lock_task_with_input(session, row.task_id)
+        task, raw_input = self.task, self.raw_input
+        assert task is not None  # claimed with its row
         if task.state != State.REQUESTED:
             # Canceled before it reached the vendor, or an earlier delivery already submitted it.
             service.mark_done(session, row, utcnow(), "submit.skipped", reason=f"task is {task.state}")
@@ -81,7 +94,7 @@ class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
         attempt: Attempt[tuple[Provider, SubmitJob]],
         result: str,
     ) -> str:
-        vendor_events.record_submission(session, row, result, utcnow())
+        vendor_events.record_submission(session, row, result, utcnow(), task=self.task)
         metrics.submission(attempt.provider or "", "submitted")
         return "submitted"
 
