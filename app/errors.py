@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, json
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -104,12 +104,12 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(DBAPIError)
     def _database_error(exc: DBAPIError) -> Response:
-        if not exc.connection_invalidated:
+        if not (exc.connection_invalidated or isinstance(exc, OperationalError)):
             return _unexpected(exc)
-        # The connection died under the request (a database restart): the pool is discarded with it,
-        # so asking again in a moment reaches a fresh one. Nothing of the request was committed.
-        log.warning("database connection lost during a request: %s", type(exc.orig).__name__)
-        response = problem(503, "Service Unavailable", "the database connection was lost; try again in a moment")
+        # The database is restarting, or the connection died under the request: the pool is
+        # discarded with it, so asking again in a moment reaches a fresh one. Nothing was committed.
+        log.warning("database unavailable during a request: %s", type(exc.orig).__name__)
+        response = problem(503, "Service Unavailable", "the database is not answering; try again in a moment")
         response.headers["Retry-After"] = "1"
         return response
 

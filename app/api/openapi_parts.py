@@ -33,6 +33,7 @@ ERRORS = {
     415: ("UnsupportedMediaType", "A body that is not application/json."),
     422: ("ValidationFailed", "Field problems, all at once, in `errors`."),
     429: ("TooManyRequests", "A limit: `limit` is `submit_rate` (with Retry-After) or `max_open_tasks`."),
+    503: ("ServiceUnavailable", "The database is not answering (restarting); ask again after Retry-After."),
 }
 
 
@@ -67,10 +68,11 @@ def _error_response(status: int) -> Schema:
     response: Schema = {"description": description, "content": {PROBLEM: {"schema": ref("Problem")}}}
     if status == 401:
         response["headers"] = {"WWW-Authenticate": {"schema": {"const": "Bearer"}, "required": True}}
-    if status == 429:
+    if status in (429, 503):
+        when = "when a slot frees (submit_rate)" if status == 429 else "before asking again"
         response["headers"] = {
             "Retry-After": {
-                "description": "Whole seconds, when a slot frees (submit_rate).",
+                "description": f"Whole seconds, {when}.",
                 "schema": {"type": "string", "pattern": "^[1-9][0-9]*$"},
             }
         }
@@ -120,11 +122,11 @@ def op(
     security: list[dict[str, list[str]]]
     shared: tuple[int, ...]
     if tag == "tasks":
-        security, shared = [{API_KEY: []}], (401, 403)
+        security, shared = [{API_KEY: []}], (401, 403, 503)
     elif tag == "contract":
         security, shared = [], ()
     else:
-        security, shared = [{ADMIN: []}], (401, 404)
+        security, shared = [{ADMIN: []}], (401, 404, 503)
     if body is not None:
         shared += (400, 413, 415, 422)
     merged = {**dict.fromkeys(shared), **responses}
