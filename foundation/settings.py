@@ -167,9 +167,12 @@ class Settings:
 
     @property
     def relay_slot_ttl_s(self) -> float:
-        """A relay slot's lease outlives the relay's hard time limit, so the slot of a worker that
-        died mid-delivery frees itself."""
-        return self.task_time_limit_s + 30.0
+        """A relay holds its slot for its start transaction, its call (bounded by the call's
+        deadline, ``relay_timeout_s``) and its record transaction: the lease outlives that, and the
+        slot of a worker that died mid-delivery (or lost its broker or database then) frees itself
+        that soon after, not after the task's hard time limit. A relay held up longer than that (a
+        database stall) at worst lets one more of its client's relays run meanwhile."""
+        return self.relay_timeout_s + 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
