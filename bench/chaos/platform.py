@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 
-from bench.chaos.procs import ROOT, Proc, on_loopback, procfile
+from bench.chaos.procs import ROOT, Proc, on_loopback, procfile, rss_kib
 from bench.services import PostgresCluster, RedisServer, free_port
 from webhooks.signing import generate_secret
 
@@ -196,9 +196,9 @@ class Platform:
             if not (after := page.get("next_after_id")):
                 return kinds
 
-    def rss(self) -> dict[str, tuple[int, int]]:
-        """name -> (KiB of VmRSS summed over the process tree, processes) for worker, relay and web."""
-        return {name: (self.procs[name].rss_kib(), len(self.procs[name].tree())) for name in ("worker", "relay", "web")}
+    def rss(self) -> dict[str, list[int]]:
+        """name -> VmRSS (KiB) of each process of its tree, the main process first: worker, relay, web."""
+        return {name: [rss_kib([pid]) for pid in self.procs[name].tree()] for name in ("worker", "relay", "web")}
 
     def stop(self) -> None:
         for name in reversed(PROCESSES):

@@ -130,9 +130,6 @@ class Proc:
     def tree(self) -> list[int]:
         return [self.pid, *descendants(self.pid)] if self.running() else []
 
-    def rss_kib(self) -> int:
-        return rss_kib(self.tree())
-
     def kill_group(self) -> list[int]:
         """SIGKILL every process of the group at once (a host losing the process, no shutdown at
         all); returns the pids killed."""

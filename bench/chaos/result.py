@@ -15,11 +15,11 @@ from bench.chaos.timeline import Timeline
 
 @dataclass
 class Measures:
-    rss_start: dict[str, tuple[int, int]]
+    rss_start: dict[str, list[int]]  # name -> KiB per process of its tree, main first
     started: float  # run seconds when the first job went out
     submitted: float | None = None
     ended: float | None = None
-    rss_end: dict[str, tuple[int, int]] = field(default_factory=dict)
+    rss_end: dict[str, list[int]] = field(default_factory=dict)
     open_dead_letters: Counter[str] = field(default_factory=Counter)
     open_incidents: Counter[str] = field(default_factory=Counter)
     unexpected_exits: list[str] = field(default_factory=list)
@@ -28,6 +28,11 @@ class Measures:
 
 def _mib(kib: int) -> str:
     return f"{kib / 1024:.1f} MiB"
+
+
+def _tree(kib: list[int]) -> str:
+    """Sum of a process tree's RSS, then each process's (main first)."""
+    return f"{_mib(sum(kib))} (" + " + ".join(f"{k / 1024:.0f}" for k in kib) + ")"
 
 
 def _counts(counter: Counter[str]) -> str:
@@ -72,13 +77,10 @@ def render(
         f"  jobs taken: {len(driver.accepted)}/{acc.jobs} (answered {answers})"
         f"; 429s waited out: {driver.throttled}; refused with a 4xx: {len(driver.rejected)}"
     )
-    for name, (start_kib, start_n) in measures.rss_start.items():
-        end_kib, end_n = measures.rss_end.get(name, (0, 0))
-        note = " (the third incarnation: killed twice)" if name == "worker" else ""
-        lines.append(
-            f"{name + ' RSS:':<28}start {_mib(start_kib)} ({start_n} processes), "
-            f"end {_mib(end_kib)} ({end_n} processes){note}"
-        )
+    for name, start in measures.rss_start.items():
+        end = measures.rss_end.get(name, [])
+        note = " (its third incarnation: killed twice)" if name == "worker" else ""
+        lines.append(f"{name + ' RSS:':<28}start {_tree(start)}, end {_tree(end)}{note}")
     lines += [
         f"duration:                   {ended - measures.started:.1f}s (submitting {submitted - measures.started:.1f}s)",
         f"202 -> task.completed:      {_latency(driver, domain, timeline)}",

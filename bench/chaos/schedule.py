@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.chaos.platform import Platform
+from bench.chaos.procs import rss_kib
 from bench.chaos.timeline import Timeline
 
 RESTART_AFTER_S = 3.0  # a supervisor's restart delay after the worker died
@@ -66,8 +67,11 @@ class Chaos:
     # --- the events ------------------------------------------------------------------------------
     def kill_worker(self) -> None:
         worker = self.platform.procs["worker"]
+        rss = rss_kib(worker.tree()) / 1024
         killed = worker.kill_group()
-        self.timeline.log(f"  SIGKILL process group {worker.pid}: {len(killed)} processes {sorted(killed)}")
+        self.timeline.log(
+            f"  SIGKILL process group {worker.pid}: {len(killed)} processes {sorted(killed)}, {rss:.1f} MiB RSS"
+        )
         time.sleep(RESTART_AFTER_S)
         worker.start()
         self.timeline.log(f"  worker started again (pid {worker.pid}, start #{worker.starts})")
