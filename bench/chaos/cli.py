@@ -142,9 +142,9 @@ def _follow(
         time.sleep(1.0)
         now = time.monotonic()
         completed = len(domain.completed())
-        for gone in platform.exits():
-            measures.unexpected_exits.append(gone)
-            timeline.log(f"UNEXPECTED: {gone}")
+        for restarted in platform.supervise():
+            measures.unexpected_exits.append(restarted)
+            timeline.log(f"UNEXPECTED: {restarted}")
         if driver.done() and submitted_at is None:
             submitted_at = now
             measures.submitted = timeline.now()

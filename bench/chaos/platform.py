@@ -108,18 +108,23 @@ class Platform:
         self.wait_http(f"{self.web_url}/readyz")
         for name in ("worker", "relay"):
             self.wait_worker(name)
-        if gone := self.exits():
-            raise RuntimeError("; ".join(gone))
+        if gone := [name for name, proc in self.procs.items() if not proc.running()]:
+            raise RuntimeError(f"{', '.join(gone)} exited at start-up (logs: {self.logs})")
 
-    def exits(self) -> list[str]:
-        """Processes that ended without being killed on purpose (each reported once)."""
-        found = []
+    def supervise(self) -> list[str]:
+        """What a process supervisor does (systemd ``Restart=always``, a platform's dyno manager; honcho
+        does not): a process that ended without the suite killing it is started again at once.
+        Returns a line for each, for the report: an exit of its own is a finding."""
+        restarted = []
         for name, proc in self.procs.items():
-            code = proc.popen.poll() if proc.popen is not None else None
-            if code is not None and not proc.killed and not proc.reported:
-                proc.reported = True
-                found.append(f"{name} (pid {proc.pid}) exited with {code}: see logs/{name}.log")
-        return found
+            with proc.lock:
+                code = proc.popen.poll() if proc.popen is not None else None
+                if code is None or proc.killed:
+                    continue
+                old = proc.pid
+                proc.start()
+                restarted.append(f"{name} (pid {old}) exited with {code}, started again as {proc.pid}: logs/{name}.log")
+        return restarted
 
     def wait_http(self, url: str, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout

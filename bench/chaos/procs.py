@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -96,8 +97,8 @@ class Proc:
         self.log = log_dir / f"{name}.log"
         self.popen: subprocess.Popen[bytes] | None = None
         self.starts = 0
-        self.killed = False  # by the suite, on purpose (an exit the report should not flag)
-        self.reported = False  # its unexpected exit was reported
+        self.killed = False  # by the suite, on purpose: not to be restarted by the supervisor
+        self.lock = threading.RLock()  # the chaos plan and the supervisor both start and kill
 
     @property
     def pid(self) -> int:
@@ -108,6 +109,10 @@ class Proc:
         return self.popen is not None and self.popen.poll() is None
 
     def start(self) -> Proc:
+        with self.lock:
+            return self._start()
+
+    def _start(self) -> Proc:
         become_subreaper()  # a killed group's children are re-parented to us, and we reap them
         with self.log.open("ab") as log:
             log.write(f"==== chaos: start #{self.starts + 1}: {self.command}\n".encode())
@@ -121,7 +126,7 @@ class Proc:
                 start_new_session=True,
             )
         self.starts += 1
-        self.killed = self.reported = False
+        self.killed = False
         return self
 
     def children(self) -> list[int]:
@@ -133,6 +138,10 @@ class Proc:
     def kill_group(self) -> list[int]:
         """SIGKILL every process of the group at once (a host losing the process, no shutdown at
         all); returns the pids killed."""
+        with self.lock:
+            return self._kill_group()
+
+    def _kill_group(self) -> list[int]:
         members = group_members(self.pid)
         self.killed = True
         with contextlib.suppress(ProcessLookupError):
@@ -144,6 +153,10 @@ class Proc:
 
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM to the group (warm shutdown), then SIGKILL what is left after ``timeout``."""
+        with self.lock:
+            self._stop(timeout)
+
+    def _stop(self, timeout: float) -> None:
         if not self.running():
             return
         members = group_members(self.pid)

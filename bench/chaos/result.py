@@ -96,7 +96,10 @@ def render(
     lines += listing("completed twice (webhook-ids)", {k: " ".join(v) for k, v in acc.completed_twice.items()})
     lines += listing("not succeeded", acc.not_succeeded)
     if measures.unexpected_exits:
-        lines += ["  processes that exited on their own:", *(f"    {e}" for e in measures.unexpected_exits)]
+        lines += [
+            "  processes that exited on their own (restarted, as a supervisor would):",
+            *(f"    {e}" for e in measures.unexpected_exits),
+        ]
     if chaos.failures:
         lines += ["  chaos actions that failed:", *(f"    {f}" for f in chaos.failures)]
     lines += ["", "== chaos event log", *(f"[{at:7.1f}s] {text}" for at, text in timeline.events)]
