@@ -154,9 +154,10 @@ def _follow(
             platform.reconcile_now()
         if now - last_progress >= PROGRESS_EVERY_S:
             last_progress = now
+            rss = {name: sum(kib) / 1024 for name, kib in platform.rss().items()}
             timeline.note(
                 f"progress: {len(driver.accepted)}/{total} submitted, {completed} completed at the domain app, "
-                f"{domain.callbacks} callbacks"
+                f"{domain.callbacks} callbacks; RSS MiB worker {rss['worker']:.0f}, relay {rss['relay']:.0f}"
             )
         if submitted_at is not None and not chaos.thread.is_alive():
             if completed >= total:
