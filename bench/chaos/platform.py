@@ -122,6 +122,7 @@ class Platform:
                 if code is None or proc.killed:
                     continue
                 old = proc.pid
+                proc.kill_group()  # what it left behind (its children), as systemd ends a unit's cgroup
                 proc.start()
                 restarted.append(f"{name} (pid {old}) exited with {code}, started again as {proc.pid}: logs/{name}.log")
         return restarted
