@@ -29,23 +29,21 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 from celery import Celery
 from kombu import Connection, Exchange, Queue
 from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration import services
+from tests.integration.processes import Samples, children, parse_samples, poll, stop
 from tests.integration.stack import METRICS_AUTH, liaison_env, migrate
 from tests.integration.webhook_client import post_event
 from tests.support.servers import CallbackRecorder, ServerThread
@@ -58,57 +56,20 @@ SUCCEEDING, REJECTED = 4, 1
 BOOT_TIMEOUT_S = 40  # gunicorn and the worker boot side by side on a busy 2-core machine
 FLOW_TIMEOUT_S = 30
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
 
 # --- small helpers -----------------------------------------------------------------------------
-
-
-def _poll(
-    what: str, check: Callable[[], Any], timeout: float, interval: float = 0.1, diagnose: Callable[[], str] = lambda: ""
-) -> Any:
-    """``check()`` until it returns something truthy; fail naming ``what`` (and the diagnosis)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{diagnose()}")
-        time.sleep(interval)
-
-
-def _parse(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def scrape(base_url: str) -> Samples:
     """One scrape over a fresh connection (so the kernel may hand it to either gunicorn worker)."""
     response = requests.get(f"{base_url}/metrics", timeout=10, headers={"Connection": "close", **METRICS_AUTH})
     assert response.status_code == 200, response.text
-    return _parse(response.text)
+    return parse_samples(response.text)
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     """A sample's value; 0 when the series does not exist (a counter never incremented)."""
     return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def _children(pid: int) -> set[int]:
-    """Live child pids of ``pid`` (from /proc: no psutil here)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if int(fields[1]) == pid:
-            found.add(int(stat.parent.name))
-    return found
 
 
 def _file_pids(prom: Path) -> set[int]:
@@ -130,22 +91,6 @@ def _tail(path: Path, chars: int = 3000) -> str:
         return f"--- {path.name} ---\n{path.read_text()[-chars:]}"
     except OSError:
         return f"--- {path.name}: unreadable ---"
-
-
-def _stop(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> None:
-    """Ask ``proc`` to stop and wait; if it will not (or died on its own earlier), kill what is left
-    of its session: it was started in a new one, so that is exactly it and its children (gunicorn
-    workers, prefork children), never anything else of this machine."""
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
 
 
 def _delete_queue(broker_url: str, queue: str) -> None:
@@ -237,7 +182,7 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
             env,
             logs[0],
         )
-        cleanup.callback(_stop, gunicorn, signal.SIGINT, 20)  # quick shutdown
+        cleanup.callback(stop, gunicorn, signal.SIGINT, 20)  # quick shutdown
         worker = _spawn(
             [
                 sys.executable,
@@ -259,7 +204,7 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
             env,
             logs[1],
         )
-        cleanup.callback(_stop, worker, signal.SIGTERM, 30)  # warm shutdown: children run their shutdown hooks
+        cleanup.callback(stop, worker, signal.SIGTERM, 30)  # warm shutdown: children run their shutdown hooks
         built = Platform(url, env, prom, gunicorn, worker, callbacks, f"{callback_server.url}/cb/mp", logs)
 
         def alive() -> None:
@@ -280,9 +225,9 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
             alive()
             return bool(control.control.ping(destination=[node], timeout=0.5))
 
-        _poll("gunicorn to answer /readyz", web_up, BOOT_TIMEOUT_S, diagnose=built.diagnose)
-        _poll(f"the worker {node} to answer a ping", worker_up, BOOT_TIMEOUT_S, diagnose=built.diagnose)
-        _poll("two prefork children", lambda: len(_children(worker.pid)) == 2, 10, diagnose=built.diagnose)
+        poll("gunicorn to answer /readyz", web_up, BOOT_TIMEOUT_S, diagnose=built.diagnose)
+        poll(f"the worker {node} to answer a ping", worker_up, BOOT_TIMEOUT_S, diagnose=built.diagnose)
+        poll("two prefork children", lambda: len(children(worker.pid)) == 2, 10, diagnose=built.diagnose)
         yield built
 
 
@@ -357,7 +302,7 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
         now = states()
         return now if all(state in ("succeeded", "failed", "canceled") for state in now.values()) else None
 
-    final = _poll(
+    final = poll(
         "every task to be final",
         all_final,
         FLOW_TIMEOUT_S,
@@ -376,7 +321,7 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
     def drained() -> bool:  # the database's word that no work is left (no late callback, no retry)
         return sum(v for (name, _), v in scrape(url).items() if name == "liaison_outbox_pending") == 0
 
-    _poll("the outbox to drain", drained, FLOW_TIMEOUT_S, interval=0.2, diagnose=platform.diagnose)
+    poll("the outbox to drain", drained, FLOW_TIMEOUT_S, interval=0.2, diagnose=platform.diagnose)
     received = platform.callbacks.requests
     assert len(received) == expected_callbacks, [(r.path, r.body[:120]) for r in received]
     assert all(r.status == 204 and r.path == "/cb/mp" for r in received)
@@ -425,7 +370,7 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
 
     # A counter is incremented just after its row is marked done: give the last increments a moment
     # to land (bounded), then every scrape must be exact.
-    _poll(
+    poll(
         "every counter to reach its exact total",
         lambda: not wrong(scrape(url)),
         10,
@@ -435,7 +380,7 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
 
     # Scrape in concurrent rounds until each gunicorn worker has answered some of them (every scrape
     # counts itself in the answering worker's own file): every answer must be exact.
-    web_pids = _children(platform.gunicorn.pid)
+    web_pids = children(platform.gunicorn.pid)
     assert len(web_pids) == 2, web_pids
     metrics_endpoint = (
         "liaison_http_requests_total",
@@ -454,11 +399,11 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
     assert answered_by == web_pids, f"only {answered_by} of the gunicorn workers {web_pids} answered {scrapes} scrapes"
 
     # Where the counts were made: the sample files of each process, read one process at a time.
-    worker_pid, children = platform.worker.pid, _children(platform.worker.pid)
-    assert len(children) == 2, children
+    worker_pid, prefork = platform.worker.pid, children(platform.worker.pid)
+    assert len(prefork) == 2, prefork
     pids = _file_pids(platform.prom)
-    assert len(pids) > 1 and web_pids <= pids and children & pids, (pids, web_pids, children)
-    in_children, in_web = _samples_of(platform.prom, children), _samples_of(platform.prom, web_pids)
+    assert len(pids) > 1 and web_pids <= pids and prefork & pids, (pids, web_pids, prefork)
+    in_children, in_web = _samples_of(platform.prom, prefork), _samples_of(platform.prom, web_pids)
     in_worker_main = _samples_of(platform.prom, {worker_pid})
     submitted = ("liaison_submissions_total", frozenset({("provider", "sim"), ("outcome", "submitted")}))
     relayed = ("liaison_relay_deliveries_total", frozenset({("outcome", "delivered")}))

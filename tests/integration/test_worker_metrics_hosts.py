@@ -21,25 +21,23 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 from flask import Flask
-from prometheus_client.parser import text_string_to_metric_families
 
 from app import create_app
 from app.observability import worker_metrics
 from foundation.settings import Settings
 from models.credentials import create_client
 from tests.integration import services
+from tests.integration.processes import Samples, children, parse_samples, poll, stop
 from tests.integration.stack import METRICS_AUTH, METRICS_TOKEN, delete_queues, liaison_env, migrate
 from tests.support.servers import CallbackRecorder, ServerThread
 
@@ -49,42 +47,8 @@ TASKS = 20
 BOOT_TIMEOUT_S = 40  # two workers boot side by side on a busy 2-core machine
 FLOW_TIMEOUT_S = 60
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SUBMITTED = ("liaison_submissions_total", frozenset({("provider", "sim"), ("outcome", "submitted")}))
 DELIVERED = ("liaison_relay_deliveries_total", frozenset({("outcome", "delivered")}))
-
-
-def _poll(what: str, check: Callable[[], Any], timeout: float, diagnose: Callable[[], str] = lambda: "") -> Any:
-    """``check()`` until it returns something truthy; fail naming ``what`` (and the diagnosis)."""
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{diagnose()}")
-        time.sleep(0.2)
-    return result
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Warm shutdown; if it will not stop, kill its session (it was started in a new one: exactly
-    the worker and its prefork children, nothing else of this machine)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        with suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=30)
-            return
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
-
-
-def _children(pid: int) -> set[int]:
-    """Live child pids of ``pid``, from /proc."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with suppress(OSError, IndexError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(stat.parent.name))
-    return found
 
 
 def _sockets(pid: int) -> set[str]:
@@ -124,11 +88,7 @@ class Host:
     def scrape(self) -> Samples:
         response = self.get()
         assert response.status_code == 200, response.text
-        return {
-            (s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(response.text)
-            for s in family.samples
-        }
+        return parse_samples(response.text)
 
     def diagnose(self) -> str:
         try:
@@ -212,7 +172,7 @@ def platform(
         queues = f"{settings.queue},{settings.relay_queue}"
         hosts = [_start_host(name, env, queues, tmp) for name in ("host-a", "host-b")]
         for host in hosts:
-            cleanup.callback(_stop, host.proc)
+            cleanup.callback(stop, host.proc)
         built = Platform(app, web.url, hosts, callbacks, f"{callback_server.url}/cb/hosts")
 
         def ready(host: Host) -> bool:
@@ -225,7 +185,7 @@ def platform(
                 return False
 
         for host in hosts:
-            _poll(f"{host.name} to serve its metrics", lambda h=host: ready(h), BOOT_TIMEOUT_S, built.diagnose)
+            poll(f"{host.name} to serve its metrics", lambda h=host: ready(h), BOOT_TIMEOUT_S, built.diagnose)
         yield built
 
 
@@ -251,7 +211,7 @@ def test_two_hosts_share_the_work_and_each_serves_its_own_counts(platform: Platf
             cid: get(f"{platform.web_url}/api/v1/tasks/{cid}", headers=auth, timeout=10).json()["state"] for cid in ids
         }
 
-    _poll(
+    poll(
         "every task to succeed",
         lambda: set(states().values()) == {"succeeded"},
         FLOW_TIMEOUT_S,
@@ -262,10 +222,9 @@ def test_two_hosts_share_the_work_and_each_serves_its_own_counts(platform: Platf
 
     def drained() -> bool:  # the database's word that no work is left (no late callback, no retry)
         text = requests.get(f"{platform.web_url}/metrics", headers=METRICS_AUTH, timeout=10).text
-        families = text_string_to_metric_families(text)
-        return sum(s.value for f in families for s in f.samples if s.name == "liaison_outbox_pending") == 0
+        return sum(v for (name, _), v in parse_samples(text).items() if name == "liaison_outbox_pending") == 0
 
-    _poll("the outbox to drain", drained, FLOW_TIMEOUT_S, platform.diagnose)
+    poll("the outbox to drain", drained, FLOW_TIMEOUT_S, platform.diagnose)
     delivered = len(platform.callbacks.requests)
     assert delivered == 2 * TASKS
 
@@ -280,7 +239,7 @@ def test_two_hosts_share_the_work_and_each_serves_its_own_counts(platform: Platf
         return counts if (sum(s for s, _ in counts), sum(d for _, d in counts)) == (TASKS, delivered) else None
 
     # A counter is incremented just after its row is marked done: give the last ones a moment to land.
-    counts = _poll(
+    counts = poll(
         "the hosts' counts to add up to all the work",
         all_counted,
         10,
@@ -303,13 +262,13 @@ def test_the_port_is_the_main_processs_and_a_replacement_child_does_not_hold_it(
     main = host.proc.pid
     listening = _listening_socket(host.port)
     assert listening in _sockets(main)
-    (child,) = _children(main)  # concurrency 1; forked before the port opened (worker_ready)
+    (child,) = children(main)  # concurrency 1; forked before the port opened (worker_ready)
     assert listening not in _sockets(child)
 
     os.kill(child, signal.SIGKILL)  # the pool forks a replacement, after the port opened
-    (replacement,) = _poll("a replacement child", lambda: _children(main) - {child} or None, 20, host.diagnose)
+    (replacement,) = poll("a replacement child", lambda: children(main) - {child} or None, 20, host.diagnose)
     # worker_process_init runs in the child once it is forked: give it a moment to close its copy.
-    _poll("the replacement to close its copy of the port", lambda: listening not in _sockets(replacement), 10)
+    poll("the replacement to close its copy of the port", lambda: listening not in _sockets(replacement), 10)
     assert host.scrape().get(SUBMITTED, 0.0) > 0  # the main process still serves, counts intact
 
 
