@@ -221,12 +221,6 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
     ).one()
 
 
-def stored_input(session: Session, task_id: int, limits: JsonLimits) -> Any:
-    """A task's input for its submission, read as text and parsed within ``limits``."""
-    raw = session.scalar(select(cast(ExternalTask.input, Text)).where(ExternalTask.id == task_id))
-    return parse_stored_input(raw if raw is not None else "null", limits)
-
-
 def parse_stored_input(raw: str, limits: JsonLimits) -> Any:
     """Rows stored before the limits existed may hold an input too deep for any JSON decoder
     (RecursionError wherever it is loaded): read as text, its depth is measured before parsing,

@@ -10,7 +10,13 @@ from core.states import State
 from models.base import Base
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
-from models.service import IdempotencyConflict, OpenTasksCapReached, stored_input, submit_task
+from models.service import (
+    IdempotencyConflict,
+    OpenTasksCapReached,
+    claim_outbox_and_task,
+    parse_stored_input,
+    submit_task,
+)
 from models.task import ExternalTask
 from tests.middle.builders import NOW, new_client, outbox_rows, request, submit, timeline
 from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge
@@ -119,13 +125,21 @@ def test_final_tasks_free_their_place_under_the_cap(db: Database) -> None:
 
 
 def test_the_stored_input_is_read_back_within_the_limits(db: Database) -> None:
+    """What the submission reads: the input as text, with its row's claim, parsed within the limits."""
+
+    def stored_input(session: Session, outbox_id: int, limits: JsonLimits) -> object:
+        claimed = claim_outbox_and_task(session, outbox_id, with_input=True)
+        assert claimed is not None
+        return parse_stored_input(claimed[2] or "null", limits)
+
     with db.transaction() as session:
-        task = submit(session, new_client(session), "order-1").task
-        assert stored_input(session, task.id, JsonLimits()) == {"sku": "A1"}
+        result = submit(session, new_client(session), "order-1")
+        task, outbox_id = result.task, result.outbox[0].id
+        assert stored_input(session, outbox_id, JsonLimits()) == {"sku": "A1"}
         # A row stored before the limits existed may be deeper than any decoder can take.
         task.input = {"a": {"b": {"c": 1}}}
         session.flush()
         with pytest.raises(TooDeep):
-            stored_input(session, task.id, JsonLimits(max_depth=2))
+            stored_input(session, outbox_id, JsonLimits(max_depth=2))
         with pytest.raises(TooLarge):
-            stored_input(session, task.id, JsonLimits(max_bytes=5))
+            stored_input(session, outbox_id, JsonLimits(max_bytes=5))
