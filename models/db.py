@@ -8,6 +8,7 @@ calls :meth:`Database.after_fork` so children never share the parent's pooled co
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -74,6 +75,9 @@ class Database:
         self.engine.dispose()
 
 
+#: How long a SQLite connection waits for another process's write lock.
+SQLITE_BUSY_S = 30
+
 #: A pooled connection idle longer than this is pinged before it is used; one used more recently is
 #: trusted. (``pool_pre_ping`` pings before every transaction: on a busy worker, a round trip for
 #: each of a job's dozen transactions, to connections that answered milliseconds ago.) A connection
@@ -89,14 +93,14 @@ def _make_engine(url: str, echo: bool) -> Engine:
         _ping_idle_connections(engine)
         return engine
     ensure_private_sqlite_file(url)
-    engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30})
+    engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_S})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (SQLAlchemy's pysqlite recipe)
         cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_S * 1000}")
+        _use_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
@@ -105,6 +109,21 @@ def _make_engine(url: str, echo: bool) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """WAL is a property of the file, kept once set, so it is set only when missing. Switching
+    takes a lock without waiting on the busy timeout: two processes opening a fresh file at once
+    (a worker's first call beside another's write) got "database is locked" at once, so the switch
+    is tried again for as long as the busy timeout would have waited."""
+    deadline = time.monotonic() + SQLITE_BUSY_S
+    while str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _ping_idle_connections(engine: Engine) -> None:
