@@ -132,7 +132,8 @@ def title(message: Message) -> str:
         return f"[Liaison] {len(message.notices)} notices: {', '.join(kinds)}"
     notice = message.notices[0]
     verb = "resolved" if notice.phase == RESOLVED else "incident"
-    return f"[Liaison] {verb}: {notice.kind} {notice.subject}"[:200]
+    task = f" ({notice.correlation_id})" if notice.correlation_id else ""
+    return f"[Liaison] {verb}: {notice.kind} {notice.subject}{task}"[:200]
 
 
 def text(message: Message, console_url: str | None = None) -> str:
