@@ -215,3 +215,33 @@ def test_a_mail_server_that_says_later_gets_the_message_on_a_retry(
     beats(notify_stack)
     sink.wait_for(lambda s: len(s) == 1, containing=tag)
     assert sink.refused == refused_before + 2
+
+
+def test_an_operator_mutes_a_kind_over_the_api_and_the_cli(notify_stack: Stack, smtp: tuple[MailSink, int]) -> None:
+    sink = smtp[0]
+    kind = IncidentKind.ORPHAN_UNBOUND
+    assert (
+        notify_stack.admin("PUT", f"/notification-mutes/{kind}", json={"by": "alice", "note": "noisy"}).status_code
+        == 201
+    )
+    again = notify_stack.admin("PUT", f"/notification-mutes/{kind}", json={"by": "bob"})
+    assert again.status_code == 200 and again.json()["muted_by"] == "alice"
+    assert notify_stack.admin("PUT", "/notification-mutes/no_such_kind", json={"by": "alice"}).status_code == 422
+    assert notify_stack.admin("PUT", f"/notification-mutes/{kind}", json={}).status_code == 422
+    assert [m["kind"] for m in notify_stack.admin("GET", "/notification-mutes").json()["items"]] == [kind]
+
+    tag = uuid.uuid4().hex[:8]
+    _open(notify_stack, kind, [f"orphan:{tag}-muted"])
+    beats(notify_stack)
+    cli = notify_stack.app.test_cli_runner()
+    assert f"{kind} unmuted" in cli.invoke(args=["liaison", "notifications", "unmute", kind]).output
+    assert "nothing is muted" in cli.invoke(args=["liaison", "notifications", "mutes"]).output
+    assert notify_stack.admin("DELETE", f"/notification-mutes/{kind}").status_code == 404
+    _open(notify_stack, kind, [f"orphan:{tag}-heard"])
+    time.sleep(WINDOW_S)
+    beats(notify_stack)
+    sink.wait_for(lambda s: len(s) == 1, containing=f"orphan:{tag}-heard")
+    assert sink.subjects(f"orphan:{tag}-muted") == []
+    muted = cli.invoke(args=["liaison", "notifications", "mute", kind, "--by", "carol"])
+    assert muted.exit_code == 0 and f"{kind} muted" in muted.output
+    assert notify_stack.admin("DELETE", f"/notification-mutes/{kind}").status_code == 204
