@@ -8,5 +8,6 @@ BEAT_SCHEDULE = {
     "reconcile": {"task": "liaison.reconcile", "schedule": timedelta(minutes=5)},
     "sweep-outbox": {"task": "liaison.sweep_outbox", "schedule": timedelta(seconds=30)},
     "prune-processed-messages": {"task": "liaison.prune_processed_messages", "schedule": timedelta(hours=1)},
+    "dispatch-notifications": {"task": "liaison.dispatch_notifications", "schedule": timedelta(seconds=10)},
     "flag-stale-orphans": {"task": "liaison.flag_stale_orphans", "schedule": timedelta(minutes=5)},
 }

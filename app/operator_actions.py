@@ -15,6 +15,7 @@ from models.client import Client
 from models.dead_letters import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
 from models.messages import DeadLetter
+from models.notifications import NotificationMute, mute, unmute
 from models.orphans import attach_orphan, discard_orphan
 from models.queries import DeadLetterFilter
 from models.service import lock_task
@@ -193,3 +194,21 @@ __all__ = [
     "task_for_operator",
     "update_incident",
 ]
+
+
+def mute_notifications(
+    ctx: Liaison, kind: str, now: datetime, *, by: str, note: str | None = None
+) -> tuple[NotificationMute, bool]:
+    """Silence an incident kind's notices (recorded and marked muted, not sent): the mute and
+    whether it is new (a kind muted already keeps its first mute)."""
+    with ctx.db.transaction() as session:
+        created = mute(session, kind, by, note, now)
+        row = session.get(NotificationMute, kind)
+        assert row is not None  # just inserted, or there before
+    return row, created
+
+
+def unmute_notifications(ctx: Liaison, kind: str, now: datetime) -> None:
+    with ctx.db.transaction() as session:
+        if not unmute(session, kind):
+            raise NotFoundError(f"notifications of {kind!r} are not muted")

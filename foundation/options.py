@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.notifications import parse_routes
 from core.outbound_guard import AllowList
 from webhooks.signing import decode_secret
 
@@ -146,14 +147,31 @@ def _ip_address(name: str, raw: str) -> str:
         raise ConfigError(f"{name} must be an IP address, e.g. 127.0.0.1, 0.0.0.0 or ::") from None
 
 
+def _kinds(name: str, raw: str) -> frozenset[str] | None:
+    kinds = parse_routes(raw)
+    if kinds is not None and not all(k == "*" or k.replace("_", "").isalnum() for k in kinds):
+        raise ConfigError(f"{name} must be * or comma-separated incident kinds")
+    return kinds
+
+
+def _addresses(name: str, raw: str) -> tuple[str, ...]:
+    addresses = tuple(a.strip() for a in raw.split(",") if a.strip())
+    if not all("@" in a and not any(c in a for c in " <>\r\n") for a in addresses):
+        raise ConfigError(f"{name} must be comma-separated email addresses")
+    return addresses
+
+
 TEXT = Parser(_text, "text")
 HTTP_URL = Parser(_http_url, "http(s) URL")
+OPTIONAL_HTTP_URL = Parser(lambda name, raw: _http_url(name, raw) if raw else "", "http(s) URL or empty")
 DELAYS = Parser(_delays, "seconds, comma-separated")
 WEBHOOK_SECRETS = Parser(_webhook_secrets, "whsec_… secrets, comma-separated")
 ALLOW_LIST = Parser(_allow_list, "host, host:port or CIDR, comma-separated")
 NAMES = Parser(_names, "names, comma-separated")
 PORT = Parser(_port, "TCP port, empty or 0 = off")
 IP_ADDRESS = Parser(_ip_address, "IP address")
+KINDS = Parser(_kinds, "incident kinds, comma-separated, or *")
+ADDRESSES = Parser(_addresses, "email addresses, comma-separated")
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,22 @@ class Settings:
     relay_client_concurrency: int
     relay_slot_wait_s: float
     startup_wait_s: float
+    notify_email_kinds: frozenset[str] | None
+    notify_chat_kinds: frozenset[str] | None
+    smtp_host: str
+    smtp_port: int
+    smtp_security: str
+    smtp_username: str
+    smtp_password: str
+    notify_email_from: str
+    notify_email_to: tuple[str, ...]
+    notify_chat_url: str
+    notify_timeout_s: float
+    notify_max_attempts: int
+    notify_backoff_base_s: float
+    notify_backoff_cap_s: float
+    notify_digest_threshold: int
+    notify_digest_window_s: float
 
     @property
     def input_limits(self) -> JsonLimits:
@@ -214,6 +230,10 @@ class Settings:
         if self.worker_metrics_port is not None and not self.metrics_token:
             # An open port would hand out what /metrics guards: the same token, or no listener.
             raise ConfigError("LIAISON_WORKER_METRICS_PORT needs LIAISON_METRICS_TOKEN (its scrapes send it)")
+        if self.notify_email_kinds is not None and not (self.smtp_host and self.notify_email_to):
+            raise ConfigError("LIAISON_NOTIFY_EMAIL_KINDS needs LIAISON_SMTP_HOST and LIAISON_NOTIFY_EMAIL_TO")
+        if self.notify_chat_kinds is not None and not self.notify_chat_url:
+            raise ConfigError("LIAISON_NOTIFY_CHAT_KINDS needs LIAISON_NOTIFY_CHAT_URL")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")
 

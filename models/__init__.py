@@ -5,6 +5,7 @@ from models.base import Base
 from models.client import ApiKey, Client
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
+from models.notifications import Notification, NotificationMute
 from models.rate_limits import RateLimitState
 from models.task import ExternalTask, TaskEvent
 
@@ -17,6 +18,8 @@ __all__ = [
     "ExternalTask",
     "Incident",
     "Lease",
+    "Notification",
+    "NotificationMute",
     "OrphanEvent",
     "OutboxMessage",
     "ProcessedMessage",

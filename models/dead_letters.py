@@ -25,6 +25,7 @@ INCIDENT_FOR_KIND = {
     OutboxKind.SUBMIT: IncidentKind.SUBMIT_FAILED,
     OutboxKind.RELAY: IncidentKind.RELAY_FAILED,
     OutboxKind.CANCEL: IncidentKind.CANCEL_FAILED,
+    OutboxKind.NOTIFY: IncidentKind.NOTIFICATION_FAILED,
 }
 PARKED_ENDPOINT_GONE = "endpoint_gone"
 
@@ -63,7 +64,9 @@ def dead_letter(
     )
     session.add(letter)
     session.flush()
-    kind = IncidentKind.POISON_MESSAGE if poison else INCIDENT_FOR_KIND[outbox.kind]
+    # A notice that cannot be sent is never itself notified (core.notifications.NOT_NOTIFIED), even as poison.
+    poisoned = poison and outbox.kind != OutboxKind.NOTIFY
+    kind = IncidentKind.POISON_MESSAGE if poisoned else INCIDENT_FOR_KIND[outbox.kind]
     open_incident(
         session,
         kind,

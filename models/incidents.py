@@ -7,9 +7,11 @@ from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
+from core.notifications import OPENED, RESOLVED
 from models.attention import Incident
+from models.notifications import record_notice
 
 
 class IncidentKind:
@@ -23,6 +25,8 @@ class IncidentKind:
     ORPHAN_UNBOUND = "orphan_unbound"
     #: a beat job or reconciliation could not process one task and went on without it (issue 8)
     BATCH_ROW_FAILED = "batch_row_failed"
+    #: a message to people could not be sent (never notified itself: core.notifications.NOT_NOTIFIED)
+    NOTIFICATION_FAILED = "notification_failed"
 
     ALL = (
         SUBMIT_FAILED,
@@ -34,6 +38,7 @@ class IncidentKind:
         UNKNOWN_JOB,
         ORPHAN_UNBOUND,
         BATCH_ROW_FAILED,
+        NOTIFICATION_FAILED,
     )
 
 
@@ -59,6 +64,7 @@ def open_incident(
             session.add(incident)
     except IntegrityError:
         return session.scalars(select(Incident).where(Incident.open_key == key)).one()
+    _notify(session, incident, OPENED, now)
     return incident
 
 
@@ -70,7 +76,25 @@ def resolve_incident(incident: Incident, now: datetime, note: str | None = None)
     incident.open_key = None
     if note:
         incident.detail = f"{incident.detail}\nresolved: {note}"
+    session = object_session(incident)
+    if session is not None:
+        _notify(session, incident, RESOLVED, now)
     return True
+
+
+def _notify(session: Session, incident: Incident, phase: str, now: datetime) -> None:
+    """People hear of an incident's opening and resolution once each (models.notifications)."""
+    record_notice(
+        session,
+        kind=incident.kind,
+        subject=incident.subject,
+        phase=phase,
+        opened_at=incident.opened_at,
+        occurred_at=now,
+        detail=incident.detail,
+        correlation_id=incident.correlation_id,
+        incident_id=incident.id,
+    )
 
 
 def resolve_open(session: Session, kind: str, subject: str, now: datetime, note: str) -> None:

@@ -28,8 +28,9 @@ class OutboxKind:
     SUBMIT = "submit"
     CANCEL = "cancel"
     RELAY = "relay"
+    NOTIFY = "notify"  # a message to people about incidents (models.notifications)
 
-    ALL = (SUBMIT, CANCEL, RELAY)
+    ALL = (SUBMIT, CANCEL, RELAY, NOTIFY)
 
 
 #: a dead letter is the outbox kind that failed, or ``poison`` (a message that never finished a

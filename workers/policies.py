@@ -38,3 +38,12 @@ def relay_policy(settings: Settings, jitter: float = 0.2) -> RetryPolicy:
         cap_s=max(schedule, default=0.0) * (1 + jitter),
         max_total_s=settings.relay_max_total_s,
     )
+
+
+def notify_policy(settings: Settings) -> RetryPolicy:
+    """The policy for messages to people (``LIAISON_NOTIFY_*``): backoff doubling to a cap."""
+    return RetryPolicy(
+        max_attempts=settings.notify_max_attempts,
+        base_s=settings.notify_backoff_base_s,
+        cap_s=settings.notify_backoff_cap_s,
+    )

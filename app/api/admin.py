@@ -13,6 +13,7 @@ from app.api.representation import (
     dead_letter_body,
     endpoint_body,
     incident_body,
+    mute_body,
     operator_task_body,
     orphan_body,
 )
@@ -28,14 +29,18 @@ from app.operator_actions import (
     discard_one,
     discard_orphan_one,
     enable_callback_endpoint,
+    mute_notifications,
     replay_matching,
     replay_one,
+    unmute_notifications,
     update_incident,
 )
 from app.session import db_session
 from models import queries
 from models.base import utcnow
+from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
+from models.notifications import mutes
 from models.queries import DeadLetterFilter
 from webhooks.urls import strip_url
 from workers.runtime import liaison
@@ -265,3 +270,35 @@ def reconcile_now() -> tuple[Response, int]:
     """Queue a reconciliation run now (the same job beat runs every 5 minutes)."""
     result = liaison().publisher.celery.send_task("liaison.reconcile")
     return jsonify({"queued": True, "celery_task_id": result.id}), 202
+
+
+def _incident_kind(kind: str) -> str:
+    if kind not in IncidentKind.ALL:
+        raise ValidationFailed(
+            "unknown incident kind", errors=[{"field": "kind", "message": "one of " + ", ".join(IncidentKind.ALL)}]
+        )
+    return kind
+
+
+@bp.get("/notification-mutes")
+def list_mutes() -> Response:
+    return jsonify({"items": [mute_body(m) for m in mutes(db_session())]})
+
+
+@bp.put("/notification-mutes/<kind>")
+def mute_kind(kind: str) -> tuple[Response, int]:
+    """Silence one incident kind's notifications until unmuted: its notices are kept, marked muted."""
+    body = _json_object()
+    by, note = body.get("by"), body.get("note")
+    if not isinstance(by, str) or not 0 < len(by) <= 100:
+        raise ValidationFailed("bad by", errors=[{"field": "by", "message": "who mutes it: 1 to 100 characters"}])
+    if note is not None and not isinstance(note, str):
+        raise ValidationFailed("bad note", errors=[{"field": "note", "message": "a string"}])
+    row, created = _act(partial(mute_notifications, by=by, note=note), _incident_kind(kind))
+    return jsonify(mute_body(row)), 201 if created else 200
+
+
+@bp.delete("/notification-mutes/<kind>")
+def unmute_kind(kind: str) -> tuple[str, int]:
+    _act(unmute_notifications, _incident_kind(kind))
+    return "", 204

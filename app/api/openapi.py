@@ -152,6 +152,7 @@ def document() -> dict[str, Any]:
                 for t in (
                     "dead letters",
                     "incidents",
+                    "notifications",
                     "callback endpoints",
                     "tasks (operators)",
                     "orphans",

@@ -22,11 +22,13 @@ from app.api.openapi_parts import (
     query,
     ref,
 )
+from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS
 
 
 def admin_paths() -> dict[str, Schema]:
     letter, incident, orphan = ref("DeadLetter"), ref("Incident"), ref("OrphanEvent")
+    mute, who = ref("NotificationMute"), {"type": "string", "minLength": 1, "maxLength": 100}
     kind, fault = query("kind", {"enum": list(DEAD_LETTER_KINDS)}), query("fault", {"enum": ["caller", "system"]})
     seconds = {"type": "integer", "minimum": 0, "maximum": 10**9}
     filters = (query("provider", TEXT_FILTER), query("older_than_s", seconds), query("newer_than_s", seconds))
@@ -134,6 +136,37 @@ def admin_paths() -> dict[str, Schema]:
                 params=(row["incident_id"],),
                 body=obj({"note": nullable("string")}),
             )
+        },
+        "/admin/v1/notification-mutes": {
+            "get": op(
+                "listNotificationMutes",
+                "Incident kinds whose notifications are muted",
+                {200: ok("Every mute.", obj({"items": {"type": "array", "items": mute}}, ("items",)))},
+                tag="notifications",
+            )
+        },
+        "/admin/v1/notification-mutes/{kind}": {
+            "put": op(
+                "muteNotifications",
+                "Mute an incident kind's notifications",
+                {
+                    200: ok("It was muted already: the first mute is kept.", mute),
+                    201: ok("Muted.", mute),
+                    422: None,
+                },
+                tag="notifications",
+                params=(path("kind", {"enum": list(IncidentKind.ALL)}),),
+                body=obj({"by": who, "note": nullable("string")}, ("by",)),
+                body_required=True,
+                description="Its notices are still recorded (marked muted), never sent; incidents open as before.",
+            ),
+            "delete": op(
+                "unmuteNotifications",
+                "Unmute an incident kind",
+                {204: {"description": "Unmuted."}, 422: None},
+                tag="notifications",
+                params=(path("kind", {"enum": list(IncidentKind.ALL)}),),
+            ),
         },
         "/admin/v1/callback-endpoints": {
             "get": op(

@@ -111,6 +111,10 @@ INCIDENT = obj(
     },
     ("id", "kind", "subject", "detail", "opened_at", "resolved_at"),
 )
+NOTIFICATION_MUTE = obj(
+    {"kind": STRING, "muted_by": STRING, "muted_at": TIME, "note": nullable("string")},
+    ("kind", "muted_by", "muted_at", "note"),
+)
 ORPHAN = obj(
     {
         "id": {"type": "integer"},
@@ -171,6 +175,7 @@ SCHEMAS = {
     "Problem": PROBLEM_SCHEMA,
     "DeadLetter": DEAD_LETTER,
     "Incident": INCIDENT,
+    "NotificationMute": NOTIFICATION_MUTE,
     "OrphanEvent": ORPHAN,
     "CallbackEndpoint": ENDPOINT,
     "ApiKeyRow": API_KEY_ROW,

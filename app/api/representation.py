@@ -11,6 +11,7 @@ from app.errors import BadRequest
 from core.states import TERMINAL
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.messages import DeadLetter
+from models.notifications import NotificationMute
 from models.task import ExternalTask, TaskEvent
 
 
@@ -96,6 +97,10 @@ def incident_body(incident: Incident) -> dict[str, Any]:
         "opened_at": _time(incident.opened_at),
         "resolved_at": _time(incident.resolved_at),
     }
+
+
+def mute_body(row: NotificationMute) -> dict[str, Any]:
+    return {"kind": row.kind, "muted_by": row.muted_by, "muted_at": _time(row.muted_at), "note": row.note}
 
 
 def orphan_body(orphan: OrphanEvent) -> dict[str, Any]:

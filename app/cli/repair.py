@@ -1,4 +1,5 @@
-"""Repair: dead letters, incidents, disabled callback endpoints, and tasks retrying right now."""
+"""Repair: dead letters, incidents (and their notifications), disabled callback endpoints, and tasks
+retrying right now."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from flask.cli import AppGroup
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
-from app.api.representation import dead_letter_body, endpoint_body, incident_body, operator_task_body, task_body
+from app.api.representation import (
+    dead_letter_body,
+    endpoint_body,
+    incident_body,
+    mute_body,
+    operator_task_body,
+    task_body,
+)
 from app.cli.output import emit, emit_one, json_option
 from app.operator_actions import (
     Ambiguous,
@@ -18,16 +26,20 @@ from app.operator_actions import (
     NotReplayable,
     discard_one,
     enable_callback_endpoint,
+    mute_notifications,
     replay_matching,
     replay_one,
     task_for_operator,
+    unmute_notifications,
     update_incident,
 )
 from core.states import State
 from models import queries
 from models.base import utcnow
 from models.client import Client
+from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
+from models.notifications import mutes
 from models.queries import DeadLetterFilter
 from models.task import ExternalTask, TaskEvent
 from webhooks.urls import strip_url
@@ -35,7 +47,7 @@ from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:
-    for command in (dead_letters, incidents, endpoints, tasks):
+    for command in (dead_letters, incidents, notifications, endpoints, tasks):
         group.add_command(command)
 
 
@@ -267,3 +279,35 @@ def tasks_retrying(limit: int, as_json: bool) -> None:
         as_json,
         "no task is retrying",
     )
+
+
+@click.group("notifications", cls=AppGroup)
+def notifications() -> None:
+    """Messages to people about incidents: mute or unmute an incident kind."""
+
+
+@notifications.command("mutes")
+@json_option
+def nt_mutes(as_json: bool) -> None:
+    """Muted incident kinds."""
+    with liaison().db.transaction() as session:
+        rows = [mute_body(m) for m in mutes(session)]
+    emit(rows, ["kind", "muted_by", "muted_at", "note"], as_json, "nothing is muted")
+
+
+@notifications.command("mute")
+@click.argument("kind", type=click.Choice(IncidentKind.ALL))
+@click.option("--by", required=True, help="Who mutes it (kept with the mute).")
+@click.option("--note", help="Why.")
+def nt_mute(kind: str, by: str, note: str | None) -> None:
+    """Stop notifying an incident kind (its notices are kept, marked muted; incidents open as before)."""
+    _, created = _run(mute_notifications, kind, by=by, note=note)
+    click.echo(f"{kind} muted" if created else f"{kind} was muted already")
+
+
+@notifications.command("unmute")
+@click.argument("kind", type=click.Choice(IncidentKind.ALL))
+def nt_unmute(kind: str) -> None:
+    """Notify an incident kind again (from its next notice on)."""
+    _run(unmute_notifications, kind)
+    click.echo(f"{kind} unmuted")

@@ -11,7 +11,9 @@ from typing import TypeVar
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
+from core.notifications import DigestRule
 from models.base import utcnow
+from models.notifications import Routes, dispatch
 from models.orphans import flag_stale_orphans
 from models.retention import prune_processed_messages as prune
 from workers.deadlines import check_deadlines as run_check_deadlines
@@ -81,3 +83,18 @@ def flag_stale_orphans_task() -> int:
     with ctx.db.transaction() as session:
         flagged = flag_stale_orphans(session, utcnow(), ctx.settings.orphan_window_s, ctx.settings.beat_batch)
     return flagged
+
+
+@shared_task(name="liaison.dispatch_notifications")
+@stops_at_soft_limit
+def dispatch_notifications() -> int:
+    """Pending notices become outbox rows: alone while calm, one digest in a burst."""
+    ctx = liaison()
+    settings = ctx.settings
+    routes = Routes(email=settings.notify_email_kinds, chat=settings.notify_chat_kinds)
+    rule = DigestRule(settings.notify_digest_threshold, settings.notify_digest_window_s)
+    with ctx.db.transaction() as session:
+        done = dispatch(session, utcnow(), routes, rule)
+    if done.messages or done.muted:
+        log.info("notifications: %s", done)
+    return done.messages
