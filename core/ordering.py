@@ -3,8 +3,8 @@
 Every callback (relay) of a task gets the next number of the task's own sequence, 1, 2, 3 …, when
 the event that causes it is applied under the task's row lock. A relay may be delivered only once
 no earlier relay of its task is still on its way: one queued, retrying, in flight or itself waiting.
-An earlier relay that will not be delivered (dead-lettered, parked behind a disabled endpoint, or
-coalesced into a newer progress) no longer holds the later ones: they go ahead, and the skipped
+An earlier relay that will not be delivered (dead-lettered, or parked behind a disabled endpoint)
+no longer holds the later ones: they go ahead, and the skipped
 sequence is a *gap* the task's timeline records. Tasks never wait on each other: only relays of
 the same task are compared.
 
@@ -25,7 +25,6 @@ class RelayStatus(StrEnum):
     DELIVERED = "delivered"
     DEAD_LETTERED = "dead_lettered"
     PARKED = "parked"  # its endpoint is disabled (410 Gone): waits for a person, holds nothing
-    COALESCED = "coalesced"  # a progress relay a newer one replaced before it was sent
 
 
 #: Relays that hold every later relay of their task.

@@ -45,3 +45,6 @@ def test_a_failing_domain_app_still_receives_accepted_before_completed(pair_stac
     # every attempt, failed or not, in sequence order: the completion was never tried early
     sequences = [seq for _, _, seq, _ in _seen(posts)]
     assert sequences == sorted(sequences)
+    timeline = pair_stack.get(api_key, cid)["timeline"]
+    held = [e["detail"] for e in timeline if e["kind"] == "relay.waiting"]
+    assert [(h["type"], h["sequence"]) for h in held] == [("task.completed", 2)]  # it was held, not late

@@ -137,9 +137,7 @@ def test_the_latest_earlier_holding_relay_is_the_one_waited_for() -> None:
     assert skipped(4, relays) == [2]
 
 
-@pytest.mark.parametrize(
-    "status", [RelayStatus.DELIVERED, RelayStatus.DEAD_LETTERED, RelayStatus.PARKED, RelayStatus.COALESCED]
-)
+@pytest.mark.parametrize("status", [RelayStatus.DELIVERED, RelayStatus.DEAD_LETTERED, RelayStatus.PARKED])
 def test_settled_relays_hold_nothing(status: RelayStatus) -> None:
     assert may_deliver(2, [Relay(1, status)])
 
