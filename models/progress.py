@@ -65,11 +65,15 @@ def relay_progress(
 
 def _pending(session: Session, task: ExternalTask) -> OutboxMessage | None:
     """The task's latest progress relay, locked: its start (which counts the delivery) and this
-    replacement exclude each other, so a relay never sends a body it did not count."""
+    replacement exclude each other, so a relay never sends a body it did not count. One locked
+    right now is being started: it is not waited for (SKIP LOCKED; its start may itself wait on an
+    earlier relay whose settling waits on this task's lock) but passed over, as if sent."""
     if task.progress_outbox_id is None:
         return None
     return session.scalar(
-        select(OutboxMessage).where(OutboxMessage.id == task.progress_outbox_id).with_for_update(key_share=True)
+        select(OutboxMessage)
+        .where(OutboxMessage.id == task.progress_outbox_id)
+        .with_for_update(key_share=True, skip_locked=True)
     )
 
 
