@@ -81,6 +81,7 @@ def reopen(current: State | str) -> State:
 class EventType(StrEnum):
     ACCEPTED = "job.accepted"
     COMPLETED = "job.completed"
+    PROGRESS = "job.progress"  # moves no state: relayed as ``task.progress``, latest wins
 
 
 #: What a ``job.completed`` status means for the task.
@@ -108,6 +109,8 @@ def target_of(event_type: EventType | str, status: str | None = None) -> State:
     event_type = EventType(event_type)
     if event_type is EventType.ACCEPTED:
         return State.ACCEPTED
+    if event_type is EventType.PROGRESS:
+        raise ValueError("job.progress asks for no state")
     if status not in COMPLETION_STATES:
         raise ValueError(f"job.completed needs status in {sorted(COMPLETION_STATES)}")
     return COMPLETION_STATES[status]
@@ -125,10 +128,20 @@ def decide(current: State | str, target: State | str) -> Decision:
     return Decision(transition(current, target), "applied")
 
 
+#: A progress report is relayed while the task is still open; once it is final, none is (a report
+#: that comes after the completion never overtakes it).
+PROGRESS_CALLBACK = "task.progress"
+COMPLETED_CALLBACK = "task.completed"
+
+
+def relays_progress(current: State | str) -> bool:
+    return State(current) not in TERMINAL
+
+
 #: Which task state changes the domain app hears of, and as which callback type.
 RELAYED: dict[State, str] = {
     State.ACCEPTED: "task.accepted",
-    State.SUCCEEDED: "task.completed",
-    State.FAILED: "task.completed",
-    State.CANCELED: "task.completed",
+    State.SUCCEEDED: COMPLETED_CALLBACK,
+    State.FAILED: COMPLETED_CALLBACK,
+    State.CANCELED: COMPLETED_CALLBACK,
 }

@@ -60,7 +60,7 @@ SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
 RetryKind = Literal["submit", "relay", "cancel"]
-RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait"]
+RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait", "held"]
 ScrapeSource = Literal["database", "broker"]
 RateLimitScope = Literal["submit", "provider"]
 

@@ -39,6 +39,11 @@ def _opt_str(data: Mapping[str, Any], name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _opt_int(data: Mapping[str, Any], name: str) -> int | None:
+    value = data.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class TimelineEntry:
     """One thing that happened to a task (``kind`` such as ``state.accepted``), as ``GET`` shows it."""
@@ -128,8 +133,13 @@ class Callback:
     """A verified callback from Liaison.
 
     ``message_id`` (the ``webhook-id`` header) is stable across redeliveries: store it and skip a
-    message already handled. ``type`` is ``task.accepted``, ``task.completed`` (the task is final;
-    ``state`` says how) or ``task.deadline_exceeded``.
+    message already handled. ``type`` is ``task.accepted``, ``task.progress`` (``data`` holds its
+    ``percent`` and ``message``), ``task.completed`` (the task is final; ``state`` says how) or
+    ``task.deadline_exceeded``.
+
+    ``sequence`` orders one task's callbacks (1, 2, 3 …; they are delivered in that order, but a
+    replayed one may come late): keep the highest handled and ignore a lower one. A ``task.completed``
+    that replaces an earlier one names it in ``supersedes`` (its ``message_id``).
     """
 
     message_id: str
@@ -139,6 +149,8 @@ class Callback:
     outcome: Any
     occurred_at: datetime | None
     timestamp: int
+    sequence: int | None = None  # None from a server older than issue 12
+    supersedes: str | None = None
     data: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -153,5 +165,7 @@ class Callback:
             outcome=data.get("outcome"),
             occurred_at=parse_time(data.get("occurred_at")),
             timestamp=timestamp,
+            sequence=_opt_int(data, "sequence"),
+            supersedes=_opt_str(data, "supersedes"),
             data=dict(data),
         )

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from core.classify import Fault
 from core.states import TERMINAL, State, reopen
+from models import ordering
 from models.attention import CallbackEndpoint
 from models.client import Client
 from models.incidents import IncidentKind, open_incident, resolve_open
@@ -45,6 +46,7 @@ def dead_letter(
     """
     outbox.done_at = now
     task = lock_task(session, outbox.task_id) if outbox.task_id is not None else None
+    ordering.settled(session, outbox, now, gap="dead_lettered")
     if not poison:
         outbox.attempts += 1
         if task is not None and outbox.kind == OutboxKind.SUBMIT:
@@ -113,6 +115,7 @@ def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMe
     letter.replay_count += 1
     row.done_at = row.dispatched_at = row.next_attempt_at = row.parked_reason = None
     row.attempts = row.deliveries = 0
+    row.holds_back = False
     row.created_at = now  # the retry budget (max total time) starts again
     if row.task_id is not None:
         task = lock_task(session, row.task_id)
@@ -193,6 +196,7 @@ def park(session: Session, outbox: OutboxMessage, url: str, now: datetime) -> No
     outbox.target = strip_url(url)
     outbox.dispatched_at = outbox.next_attempt_at = None
     outbox.deliveries = 0
+    ordering.settled(session, outbox, now, gap="callback endpoint disabled")
     if outbox.task_id is not None:
         task = lock_task(session, outbox.task_id)
         settle_retry(session, task, outbox)

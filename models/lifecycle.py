@@ -23,7 +23,7 @@ from core.states import TERMINAL, State
 from models.incidents import IncidentKind, open_incident
 from models.isolation import in_savepoint
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.service import ServiceError, add_event, add_outbox, move
+from models.service import ServiceError, add_event, add_outbox, add_relay, move
 from models.task import AWAITING_ACCEPTANCE, AWAITING_COMPLETION, ExternalTask
 from models.vendor_events import first_time
 
@@ -111,6 +111,7 @@ DEADLINE_COLUMNS = (
     ExternalTask.acceptance_deadline,
     ExternalTask.execution_deadline,
     ExternalTask.on_deadline,
+    ExternalTask.relay_seq,  # the escalation's callback takes the next number
     ExternalTask.acceptance_escalated_at,
     ExternalTask.execution_escalated_at,
 )
@@ -143,16 +144,12 @@ def _escalate(session: Session, task: ExternalTask, rule: DeadlineRule, now: dat
     # ``outcome`` is not read here: a task short of its final state has none yet (outcomes come
     # with completion; a failed submit's or a cancel's with their final state), so it is null.
     rows = [
-        add_outbox(
+        add_relay(
             session,
-            OutboxKind.RELAY,
             task,
+            "task.deadline_exceeded",
             now,
-            type="task.deadline_exceeded",
-            correlation_id=task.correlation_id,
-            state=task.state,
             outcome=None,
-            occurred_at=now.isoformat(),
             deadline=rule.name,
             deadline_at=deadline.isoformat(),
             late_by_s=late_s,

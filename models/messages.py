@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, String, Text, UniqueConstraint
+from sqlalchemy import Index, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
@@ -46,6 +46,9 @@ class OutboxMessage(Base):
     __table_args__ = (
         # The sweep reads only rows that are not done, oldest first.
         Index("ix_outbox_messages_pending", "done_at", "dispatched_at", "id"),
+        # One relay per place in its task's callback order; the index also finds a relay's
+        # earlier siblings (core/ordering.py). Rows without a sequence (submit, cancel) are not unique.
+        UniqueConstraint("task_id", "sequence"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -61,6 +64,10 @@ class OutboxMessage(Base):
     # the sweep leaves parked rows alone, and nothing is dropped.
     parked_reason: Mapped[str | None] = mapped_column(String(64))
     target: Mapped[str | None] = mapped_column(String(2000))  # a relay's callback URL, once known
+    # A relay's place in its task's callback order (1, 2, 3 …); None for submit and cancel rows.
+    sequence: Mapped[int | None] = mapped_column()
+    # A later relay of the task waits for this one: whatever settles it releases them.
+    holds_back: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # When a scheduled retry is due: the sweep's lease runs from here, not from the publish.

@@ -15,7 +15,9 @@ from typing import Any
 from sqlalchemy import Text, cast, false, func, inspect, or_, select, text
 from sqlalchemy.orm import Session, defer
 
-from core.states import RELAYED, TERMINAL, State, transition
+from core.ordering import next_sequence
+from core.states import COMPLETED_CALLBACK, RELAYED, TERMINAL, State, transition
+from models import ordering
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.task import OPEN, ExternalTask, TaskEvent, new_reference
@@ -82,12 +84,43 @@ def add_outbox(session: Session, kind: str, task: ExternalTask, now: datetime, *
         kind=kind,
         task_id=task.id,
         correlation_id=task.correlation_id,
+        sequence=payload.get("sequence"),
         payload=payload,
         created_at=now,
     )
     session.add(row)
     session.flush()
     return row
+
+
+def add_relay(session: Session, task: ExternalTask, callback_type: str, now: datetime, **fields: Any) -> OutboxMessage:
+    """Every callback of a task is written here, under the task's row lock: it takes the next
+    number of the task's sequence (``core.ordering``) and carries the task's state at that point,
+    so a domain app can discard anything older than what it holds. A completion after an earlier
+    one (a replay reopened the task) names the one it ``supersedes``.
+
+    The counter is a column of the task row the state change writes anyway: numbering costs no
+    statement.
+    """
+    task.relay_seq = next_sequence(task.relay_seq)
+    message_id = new_message_id()
+    supersedes = None
+    if callback_type == COMPLETED_CALLBACK:
+        supersedes, task.completion_message_id = task.completion_message_id, message_id
+    return add_outbox(
+        session,
+        OutboxKind.RELAY,
+        task,
+        now,
+        message_id=message_id,
+        type=callback_type,
+        correlation_id=task.correlation_id,
+        sequence=task.relay_seq,
+        state=task.state,
+        supersedes=supersedes,
+        occurred_at=now.isoformat(),
+        **fields,
+    )
 
 
 def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask | None:
@@ -242,19 +275,7 @@ def move(session: Session, task: ExternalTask, target: State, now: datetime, **d
     callback_type = RELAYED.get(target)
     if callback_type is None:
         return []
-    return [
-        add_outbox(
-            session,
-            OutboxKind.RELAY,
-            task,
-            now,
-            type=callback_type,
-            correlation_id=task.correlation_id,
-            state=task.state,
-            outcome=_relayed_outcome(task, target),
-            occurred_at=now.isoformat(),
-        )
-    ]
+    return [add_relay(session, task, callback_type, now, outcome=_relayed_outcome(task, target))]
 
 
 def _relayed_outcome(task: ExternalTask, target: State) -> Any:
@@ -303,6 +324,7 @@ def settle_retry(session: Session, task: ExternalTask, finished: OutboxMessage) 
             OutboxMessage.id != finished.id,
             OutboxMessage.done_at.is_(None),
             OutboxMessage.next_attempt_at.is_not(None),
+            OutboxMessage.parked_reason.is_(None),  # a relay held for an earlier one is not retrying
         )
     )
     task.next_attempt_at = pending
@@ -324,3 +346,4 @@ def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str
     session.add(
         TaskEvent(task_id=outbox.task_id, at=now, kind=event, detail={"message_id": outbox.message_id, **detail})
     )
+    ordering.settled(session, outbox, now)

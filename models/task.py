@@ -78,6 +78,14 @@ class ExternalTask(Base):
     attempts: Mapped[int] = mapped_column(default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # The task's callback counter: the sequence of its latest relay (0 before the first). Written
+    # with the state change that causes a relay, under the task's row lock (core/ordering.py).
+    relay_seq: Mapped[int] = mapped_column(default=0, server_default="0")
+    # The message id of its latest ``task.completed``: a later completion (a replay reopened the
+    # task) says that it supersedes it.
+    completion_message_id: Mapped[str | None] = mapped_column(String(64))
+    # Its latest ``task.progress`` relay: a newer report replaces that one's content while it is unsent.
+    progress_outbox_id: Mapped[int | None] = mapped_column(Id)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

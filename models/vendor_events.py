@@ -15,11 +15,12 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.states import State, decide
+from core.states import EventType, State, decide
 from models.attention import OrphanEvent
 from models.base import upsert
 from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
+from models.progress import relay_progress
 from models.service import WITHOUT_PAYLOAD, add_event, add_outbox, lock_task, move
 from models.task import ExternalTask
 from webhooks.events import VendorEvent, parse_event
@@ -95,7 +96,10 @@ def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[Ou
 def _apply(
     session: Session, task: ExternalTask, event: VendorEvent, message_id: str, now: datetime, **detail: Any
 ) -> tuple[bool, list[OutboxMessage]]:
-    """Apply an event forward-only; a stale one is recorded on the timeline and changes nothing."""
+    """Apply an event forward-only; a stale one is recorded on the timeline and changes nothing.
+    A progress report moves no state: it is relayed (``models.progress``)."""
+    if event.type is EventType.PROGRESS and event.progress is not None:
+        return relay_progress(session, task, event.progress, message_id, now, **detail)
     decision = decide(task.state, event.target)
     if decision.new_state is None:
         add_event(

@@ -17,10 +17,13 @@ from typing import Any
 EVENT_ACCEPTED = "job.accepted"
 EVENT_COMPLETED = "job.completed"
 EVENT_TYPES = (EVENT_ACCEPTED, EVENT_COMPLETED)
+#: reports sent between acceptance and completion (``progress``), each with a webhook-id of its own
+EVENT_PROGRESS = "job.progress"
 
 #: statuses a transient failure (or an outage) may answer with
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 _MAX_DUPLICATE = 20
+_MAX_PROGRESS_REPORTS = 1000
 _MAX_DELAY_S = 3600.0
 
 
@@ -48,6 +51,9 @@ class Behaviour:
     drop: frozenset[str] = frozenset()
     duplicate: int = 1
     reorder: bool = False
+    #: percentages reported as ``job.progress`` once accepted, one every ``progress_interval_s``
+    progress: tuple[float, ...] = ()
+    progress_interval_s: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,16 @@ def _payload(value: Any) -> Mapping[str, Any]:
     return MappingProxyType(dict(value))
 
 
+def _progress(value: Any) -> tuple[float, ...]:
+    if (
+        not isinstance(value, list)
+        or len(value) > _MAX_PROGRESS_REPORTS
+        or not all(not isinstance(p, bool) and isinstance(p, (int, float)) and 0 <= p <= 100 for p in value)
+    ):
+        raise _Invalid(f"must be a list of at most {_MAX_PROGRESS_REPORTS} percentages (0 to 100)")
+    return tuple(float(p) for p in value)
+
+
 def _drop(value: Any) -> frozenset[str]:
     if not isinstance(value, list) or not all(item in EVENT_TYPES for item in value):
         raise _Invalid(f"must be a list of event types among {list(EVENT_TYPES)}")
@@ -138,6 +154,8 @@ _JOB_VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "drop": _drop,
     "duplicate": _int(1, _MAX_DUPLICATE),
     "reorder": _bool,
+    "progress": _progress,
+    "progress_interval_s": _seconds,
 }
 _GLOBAL_VALIDATORS: dict[str, Callable[[Any], Any]] = {
     **_JOB_VALIDATORS,
@@ -192,6 +210,8 @@ def resolve_behaviour(config: GlobalConfig, job_input: object) -> Behaviour:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, frozenset):
         return sorted(value)
+    if isinstance(value, tuple):
+        return list(value)
     if isinstance(value, Mapping):
         return dict(value)
     return value

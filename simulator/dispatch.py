@@ -29,11 +29,12 @@ class Dispatcher:
         self._settings = settings
         self._store = store
 
-    def deliver(self, job: Job, event_type: str, payload: dict[str, Any]) -> None:
-        """Send one event (``behaviour.duplicate`` concurrent copies); return when all are done."""
-        webhook_id = job.webhook_ids[event_type]
+    def deliver(self, job: Job, event_type: str, payload: dict[str, Any], webhook_id: str | None = None) -> None:
+        """Send one event (``behaviour.duplicate`` concurrent copies); return when all are done.
+        ``webhook_id``: an event that is not one of the job's two (a progress report) names its own."""
+        webhook_id = webhook_id or job.webhook_ids[event_type]
         if event_type in job.behaviour.drop:
-            self._record(job, event_type, 1, 0, None, None, "dropped")
+            self._record(job, event_type, webhook_id, 1, 0, None, None, "dropped")
             return
         body = encode(payload)
         copies = job.behaviour.duplicate
@@ -62,11 +63,11 @@ class Dispatcher:
                 return
             status, error = self._post(job.callback_url, webhook_id, body)
             if status is not None and 200 <= status < 300:
-                self._record(job, event_type, copy, attempt, status, None, "delivered")
+                self._record(job, event_type, webhook_id, copy, attempt, status, None, "delivered")
                 return
             last = attempt == attempts
             result = "gave_up" if last else "retrying"
-            self._record(job, event_type, copy, attempt, status, error, result)
+            self._record(job, event_type, webhook_id, copy, attempt, status, error, result)
             if not last:
                 time.sleep(backoff[attempt - 1])
 
@@ -90,6 +91,7 @@ class Dispatcher:
         self,
         job: Job,
         event_type: str,
+        webhook_id: str,
         copy: int,
         attempt: int,
         status: int | None,
@@ -100,7 +102,7 @@ class Dispatcher:
             Delivery(
                 job_id=job.job_id,
                 type=event_type,
-                webhook_id=job.webhook_ids[event_type],
+                webhook_id=webhook_id,
                 copy=copy,
                 attempt=attempt,
                 status=status,

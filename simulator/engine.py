@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
-from simulator.behaviour import EVENT_ACCEPTED, EVENT_COMPLETED
+from simulator.behaviour import EVENT_ACCEPTED, EVENT_COMPLETED, EVENT_PROGRESS
 from simulator.dispatch import Dispatcher
 from simulator.settings import Settings
 from simulator.store import ACTIVE_STATUSES, Job, Store
@@ -69,6 +70,22 @@ class Engine:
         _later(self._settings.complete_delay_s if delay is None else delay, self._complete, job_id)
         if not job.behaviour.reorder:  # with reorder, accepted is held until after completed
             self._dispatcher.deliver(job, EVENT_ACCEPTED, self._accepted_payload(job))
+        if job.behaviour.progress:
+            _in_background(self._report_progress, job_id)
+
+    def _report_progress(self, job_id: str) -> None:
+        """Each of the job's ``progress`` percentages as a ``job.progress`` webhook of its own (a new
+        webhook-id each), one every ``progress_interval_s``, while the job is running."""
+        job = self._store.get(job_id)
+        if job is None:
+            return
+        for percent in job.behaviour.progress:
+            time.sleep(job.behaviour.progress_interval_s)
+            current = self._store.get(job_id)
+            if current is None or current.status != "running":
+                return
+            payload = {"type": EVENT_PROGRESS, "job_id": job_id, "percent": percent, "message": f"{percent:g}% done"}
+            self._dispatcher.deliver(current, EVENT_PROGRESS, payload, webhook_id="msg_" + uuid.uuid4().hex)
 
     def _complete(self, job_id: str) -> None:
         job = self._store.get(job_id)

@@ -23,19 +23,38 @@ class EventTooLarge(MalformedEvent):
     """The event's outcome is past the size limit (→ 413)."""
 
 
+#: A progress report's message: short, printable, one line of what the job is doing.
+MAX_PROGRESS_MESSAGE = 500
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a ``job.progress`` says: a percentage (0–100) and/or a short message."""
+
+    percent: float | None = None
+    message: str | None = None
+
+    def as_payload(self) -> dict[str, Any]:
+        return {"percent": self.percent, "message": self.message}
+
+
 @dataclass(frozen=True)
 class VendorEvent:
     type: EventType
     job_id: str
     status: str | None = None
     outcome: Any = None
+    progress: Progress | None = None  # job.progress only
 
     @property
     def target(self) -> State:
         return target_of(self.type, self.status)
 
     def as_payload(self) -> dict[str, Any]:
-        return {"type": self.type.value, "job_id": self.job_id, "status": self.status, "outcome": self.outcome}
+        payload = {"type": self.type.value, "job_id": self.job_id, "status": self.status, "outcome": self.outcome}
+        if self.progress is not None:
+            payload.update(self.progress.as_payload())
+        return payload
 
 
 def parse_event(body: bytes | dict[str, Any], limits: JsonLimits | None = None) -> VendorEvent:
@@ -75,9 +94,28 @@ def parse_event(body: bytes | dict[str, Any], limits: JsonLimits | None = None) 
     status = data.get("status")
     if event_type is EventType.COMPLETED and (not isinstance(status, str) or status not in COMPLETION_STATES):
         raise MalformedEvent(f"status must be one of {sorted(COMPLETION_STATES)}")
+    if event_type is EventType.PROGRESS:
+        return VendorEvent(event_type, job_id, progress=_progress(data))
     if event_type is EventType.ACCEPTED:
         status = None
     outcome = data.get("outcome")
     if outcome is not None and not isinstance(outcome, dict):
         raise MalformedEvent("outcome must be an object")
     return VendorEvent(event_type, job_id, status, outcome)
+
+
+def _progress(data: dict[str, Any]) -> Progress:
+    """``percent`` (a number from 0 to 100) and/or ``message`` (at most 500 printable characters);
+    anything else in the body (``status``, ``outcome``) is not read: progress moves no state."""
+    percent, message = data.get("percent"), data.get("message")
+    if percent is not None:
+        if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 <= percent <= 100:
+            raise MalformedEvent("percent must be a number from 0 to 100")
+        percent = float(percent)
+    if message is not None and (
+        not isinstance(message, str) or len(message) > MAX_PROGRESS_MESSAGE or not message.isprintable()
+    ):
+        raise MalformedEvent(f"message must be a printable string of at most {MAX_PROGRESS_MESSAGE} characters")
+    if percent is None and not message:
+        raise MalformedEvent("job.progress needs a percent, a message or both")
+    return Progress(percent, message)

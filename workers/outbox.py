@@ -18,6 +18,7 @@ from sqlalchemy.orm import load_only
 
 from models.db import Database
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
+from models.ordering import AWAITING_EARLIER
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,9 @@ class Publisher:
                 .options(load_only(*PUBLISH_COLUMNS))
                 .where(
                     OutboxMessage.done_at.is_(None),
-                    OutboxMessage.parked_reason.is_(None),
+                    # parked rows wait for a person; a relay held for an earlier one is rechecked
+                    # when its next_attempt_at is due, should its release have been missed
+                    or_(OutboxMessage.parked_reason.is_(None), OutboxMessage.parked_reason == AWAITING_EARLIER),
                     or_(
                         # never published (broker down, crash after commit)
                         and_(

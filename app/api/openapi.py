@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from app.api.openapi_admin import admin_paths
+from app.api.openapi_callbacks import CALLBACK, callback_webhooks
 from app.api.openapi_clients import client_paths
 from app.api.openapi_parts import (
     ADMIN,
@@ -141,7 +142,8 @@ def document() -> dict[str, Any]:
             "title": "Liaison",
             "version": VERSION,
             "description": "Hand Liaison a task; it submits it to the vendor, tracks it and relays every "
-            "acceptance and completion to your callback_url as a Standard Webhooks-signed POST. "
+            "acceptance, progress report and completion to your callback_url as a Standard Webhooks-signed POST, "
+            "in order, numbered by `sequence` (see `webhooks`). "
             "Errors are application/problem+json (RFC 9457). The design: docs/design.md.",
         },
         "tags": [
@@ -162,8 +164,9 @@ def document() -> dict[str, Any]:
             ),
         ],
         "paths": {**_tasks(), **admin_paths(), **client_paths()},
+        "webhooks": callback_webhooks(),
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, "Callback": CALLBACK},
             "responses": {name: _error_response(status) for status, (name, _) in ERRORS.items()},
             "securitySchemes": {
                 API_KEY: {

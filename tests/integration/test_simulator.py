@@ -126,6 +126,9 @@ def test_behaviour_merges_job_knobs_over_global() -> None:
         {"transient_status": 404},
         {"drop": ["job.started"]},
         {"outcome": "canceled"},
+        {"progress": [10, 101]},
+        {"progress": "50"},
+        {"progress": [True]},
         "not an object",
     ],
 )
@@ -250,6 +253,17 @@ def test_duplicate_sends_same_webhook_id(vendor: Vendor) -> None:
 def test_reorder(vendor: Vendor) -> None:
     job_id = vendor.submit(simulate={"reorder": True}).json()["job_id"]
     assert types(vendor.wait_webhooks(job_id, 2)) == ["job.completed", "job.accepted"]
+
+
+def test_progress_reports_each_with_its_own_webhook_id_before_completion(vendor: Vendor) -> None:
+    knobs = {"progress": [25, 50, 75], "progress_interval_s": 0.05, "complete_delay_s": 1}
+    job_id = vendor.submit(simulate=knobs).json()["job_id"]
+    hooks = vendor.wait_webhooks(job_id, 5)
+    assert types(hooks) == ["job.accepted", "job.progress", "job.progress", "job.progress", "job.completed"]
+    reports = [h for h in hooks if h.json()["type"] == "job.progress"]
+    assert [h.json()["percent"] for h in reports] == [25, 50, 75]
+    assert reports[0].json() == {"type": "job.progress", "job_id": job_id, "percent": 25, "message": "25% done"}
+    assert len({h.headers["webhook-id"] for h in hooks}) == 5  # a report is not a re-send of another
 
 
 def test_cancel(vendor: Vendor) -> None:

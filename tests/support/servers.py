@@ -96,6 +96,7 @@ class CallbackRecorder:
       ``set_status(path, [500, 500, 204])`` answers those in order, then the default again.
     - ``requests`` (a copy) / ``posts_to(path)`` / ``clear()`` read and reset the record.
     - ``wait_for(predicate, timeout)`` polls until ``predicate(requests)`` is true.
+    - ``set_delay(path, seconds)`` answers every request on ``path`` that much later (a slow app).
     Anything but POST gets 405 and is not recorded.
     """
 
@@ -105,6 +106,7 @@ class CallbackRecorder:
         self._requests: list[RecordedRequest] = []
         self._fixed: dict[str, int] = {}
         self._scripted: dict[str, deque[int]] = {}
+        self._delays: dict[str, float] = {}
 
     def set_status(self, path: str, status: int | Iterable[int]) -> None:
         """Answer ``status`` on ``path`` (a sequence is consumed one per request, then default)."""
@@ -115,6 +117,10 @@ class CallbackRecorder:
                 self._fixed[path] = status
             else:
                 self._scripted[path] = deque(status)
+
+    def set_delay(self, path: str, seconds: float) -> None:
+        with self._lock:
+            self._delays[path] = seconds
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -130,6 +136,7 @@ class CallbackRecorder:
             self._requests.clear()
             self._fixed.clear()
             self._scripted.clear()
+            self._delays.clear()
 
     def wait_for(
         self,
@@ -178,4 +185,7 @@ class CallbackRecorder:
         )
         with self._lock:
             self._requests.append(recorded)
+            delay = self._delays.get(request.path, 0.0)
+        if delay:
+            time.sleep(delay)  # recorded on arrival: the order is the order requests came in
         return Response(status=status)(environ, start_response)

@@ -256,7 +256,9 @@ CALLBACK = {
     "message_id": "msg_1",
     "type": "task.completed",
     "correlation_id": "order-42",
+    "sequence": 3,
     "state": "succeeded",
+    "supersedes": "msg_0",
     "outcome": {"pdf": "r.pdf"},
     "occurred_at": "2030-01-01T12:00:00+00:00",
 }
@@ -276,6 +278,7 @@ def test_a_relayed_callback_verifies_with_any_rotating_secret() -> None:
     assert callback.message_id == "msg_1" and callback.type == "task.completed"
     assert callback.correlation_id == "order-42" and callback.state == "succeeded"
     assert callback.outcome == {"pdf": "r.pdf"} and callback.occurred_at == datetime(2030, 1, 1, 12, tzinfo=UTC)
+    assert (callback.sequence, callback.supersedes) == (3, "msg_0")
     assert callback.data == CALLBACK
 
 

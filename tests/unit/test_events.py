@@ -300,3 +300,37 @@ def _strings(value):
     elif isinstance(value, list):
         for item in value:
             yield from _strings(item)
+
+
+# --- job.progress -----------------------------------------------------------------------------
+
+
+def test_progress_event_carries_a_percentage_and_or_a_message():
+    from webhooks.events import Progress
+
+    event = parse_event(body(type="job.progress", job_id="j-1", percent=42, message="rendering", status="failed"))
+    assert event == VendorEvent(EventType.PROGRESS, "j-1", progress=Progress(42.0, "rendering"))
+    assert parse_event(body(type="job.progress", job_id="j", percent=0)).progress == Progress(0.0, None)
+    assert parse_event(body(type="job.progress", job_id="j", message="x")).progress == Progress(None, "x")
+    assert parse_event(event.as_payload()) == event  # as stored for an orphan, and read back
+    with pytest.raises(ValueError):
+        _ = event.target  # progress asks for no state
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"percent": 101},
+        {"percent": -1},
+        {"percent": True},
+        {"percent": "50"},
+        {"message": ""},
+        {"message": "x" * 501},
+        {"message": "two\nlines"},
+        {"message": 5},
+    ],
+)
+def test_bad_progress_is_malformed(fields):
+    with pytest.raises(MalformedEvent):
+        parse_event(body(type="job.progress", job_id="j-1", **fields))

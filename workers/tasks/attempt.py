@@ -1,7 +1,8 @@
 """The one shape of an outbox task (submit, relay, cancel): start → call → record.
 
 1. **start**, one transaction: lock the outbox row (nothing to do once it is done), let the task
-   admit it (the relay takes one of its client's slots here, before anything is counted), count the
+   admit it (the relay waits here for an earlier relay of its task, or takes one of its client's
+   slots, before anything is counted), count the
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
    dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
    an endpoint disabled). Committed before the call, so a call that kills its worker is counted.
@@ -80,8 +81,11 @@ class OutboxTask(Generic[W, R]):
         more rows there may lock and load them in the same statement (one round trip, not two)."""
         return service.claim_outbox(session, outbox_id)
 
-    def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> None:
-        """Before the delivery is counted; raise :class:`ComeBackLater` to come back later."""
+    def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
+        """Before the delivery is counted; raise :class:`ComeBackLater` to come back later, or return
+        an outcome to end the start there, committed, nothing counted (a relay held for an earlier
+        one of its task)."""
+        return None
 
     def release(self, ctx: Liaison) -> None:
         """After the delivery, whatever happened (give back what ``admit`` took)."""
@@ -178,7 +182,10 @@ def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt
             if row is None:
                 return "skipped"
             bind(attempt=row.attempts + 1)  # the row counts attempts; a held retry is a new Celery message
-            steps.admit(ctx, session, row)  # may raise ComeBackLater: the transaction rolls back, nothing counted
+            # may raise ComeBackLater: the transaction rolls back, nothing counted
+            admitted = steps.admit(ctx, session, row)
+            if admitted is not None:
+                return admitted
             if not count_delivery(session, row, ctx.settings.max_deliveries, utcnow()):
                 log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
                 return "skipped"

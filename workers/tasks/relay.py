@@ -20,6 +20,7 @@ from models.client import Client
 from models.dead_letters import disable_endpoint, park, url_hash
 from models.leases import give_back, release, take_slot
 from models.messages import OutboxMessage
+from models.ordering import AWAITING_EARLIER, held_by, hold
 from models.task import ExternalTask
 from webhooks.urls import strip_url
 from workers.delivery import deliver
@@ -51,6 +52,8 @@ def relay(self: Task, outbox_id: int) -> str:
     The slot is taken before the delivery is counted (poison guard) or attempted: a relay that finds
     every slot of its client taken waits a short countdown and tries again, which costs it nothing,
     so one tenant's slow endpoint holds at most its own slots and never the other tenants'.
+    Before that, a relay with an earlier relay of its task still on its way is held until that one
+    is settled (``models.ordering``): a task's callbacks are delivered in order.
     """
     return run(self, liaison(), outbox_id, Relay())
 
@@ -61,15 +64,17 @@ class Relay(OutboxTask[Callback, int]):
         self.holder = uuid.uuid4().hex
         self.target: tuple[str | None, Client] | None = None  # (the task's callback_url, its client)
         self.disabled: set[str] = set()  # url_hash of the client's disabled endpoints
+        self.held_by: int | None = None  # the earlier relay of the task this one must wait for
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        """At the start, with the row: the task's callback URL, its client, and the client's
-        disabled endpoints (usually none), in one statement. The task's payload is not read: the
-        outbox row carries the callback's body."""
+        """At the start, with the row: the task's callback URL, its client, the client's disabled
+        endpoints (usually none) and the earlier relay of the task this one must wait for (usually
+        none), in one statement. The task's payload is not read: the outbox row carries the
+        callback's body."""
         if stage != "start":
             return service.claim_outbox(session, outbox_id)
         found = session.execute(
-            select(OutboxMessage, ExternalTask.callback_url, Client, CallbackEndpoint.url_hash)
+            select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash)
             .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
             .outerjoin(Client, Client.id == ExternalTask.client_id)
             .outerjoin(
@@ -82,16 +87,24 @@ class Relay(OutboxTask[Callback, int]):
         ).all()
         if not found or found[0][0].done_at is not None:
             return None
-        row, task_url, client, _ = found[0]
+        row, task_url, client, self.held_by, _ = found[0]
         self.target = (task_url, client) if client is not None else None
         self.disabled = {hashed for *_, hashed in found if hashed is not None}
         return row
 
-    def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> None:
-        if self.target is None:
-            return  # nothing to deliver: prepare says why
-        client = self.target[1]
+    def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
         settings = ctx.settings
+        if self.held_by is not None:
+            if hold(session, row, self.held_by, utcnow(), settings.outbox_lease_s):
+                metrics.relay_delivery("held")
+                return "held"
+            # the earlier relay was settled since the start statement read it: look again, at once
+            raise ComeBackLater(0.05, "held")
+        if row.parked_reason == AWAITING_EARLIER:
+            row.parked_reason = None  # released (or rechecked by the sweep): nothing holds it now
+        if self.target is None:
+            return None  # nothing to deliver: prepare says why
+        client = self.target[1]
         self.slot = take_slot(
             session,
             slot_group(client.id),
@@ -103,6 +116,7 @@ class Relay(OutboxTask[Callback, int]):
         if self.slot is None:
             metrics.relay_delivery("slot_wait")
             raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
+        return None
 
     def release(self, ctx: Liaison) -> None:
         if self.slot is not None:

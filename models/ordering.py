@@ -1,0 +1,126 @@
+"""A task's callbacks in order (``core/ordering.py`` in SQL): which earlier relay holds a later one,
+holding it, and releasing it when the earlier one is settled.
+
+A relay that finds an earlier relay of its task still on its way does not poll: it is *held* (its
+row waits in the database, ``parked_reason = awaiting_earlier``, no message in the broker) and it
+flags the relay it waits for (``holds_back``). Whatever settles that one — delivered, dead-lettered,
+parked behind a disabled endpoint — reads the flag with the row it locked anyway and re-publishes
+the relays waiting behind it, in the same transaction. So the happy path, where nothing waits,
+costs no statement: the check is a subquery of the relay's own start statement, the flag a column
+of a row already read. A held relay also carries a recheck time (``LIAISON_OUTBOX_LEASE_S``) the
+outbox sweep honours, should a release ever be missed.
+
+Each function runs in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, ScalarSelect, or_, select, update
+from sqlalchemy.orm import Session, aliased
+
+from models.messages import OutboxMessage
+from models.publishing import publish_after_commit
+from models.task import TaskEvent
+
+#: ``parked_reason`` of a relay held until an earlier relay of its task is settled.
+AWAITING_EARLIER = "awaiting_earlier"
+
+
+def holding(row: type[OutboxMessage] | Any) -> ColumnElement[bool]:
+    """``core.ordering.HOLDING`` in SQL: not done, and not parked for a person (a disabled endpoint).
+    A relay queued, in flight, waiting for a retry or itself held still holds the later ones."""
+    return row.done_at.is_(None) & or_(row.parked_reason.is_(None), row.parked_reason == AWAITING_EARLIER)
+
+
+def held_by() -> ScalarSelect[int]:
+    """``core.ordering.held_by`` as a subquery of a statement reading ``OutboxMessage``: the id of
+    the latest earlier relay of the same task still holding it, or NULL. Uses the unique
+    ``(task_id, sequence)`` index; other tasks' relays are never looked at."""
+    earlier = aliased(OutboxMessage)
+    return (
+        select(earlier.id)
+        .where(
+            earlier.task_id == OutboxMessage.task_id,
+            earlier.sequence < OutboxMessage.sequence,
+            holding(earlier),
+        )
+        .order_by(earlier.sequence.desc())
+        .limit(1)
+        .correlate(OutboxMessage)
+        .scalar_subquery()
+    )
+
+
+def hold(session: Session, row: OutboxMessage, earlier_id: int, now: datetime, recheck_s: float) -> bool:
+    """Hold ``row`` until relay ``earlier_id`` is settled; False when that one was settled since the
+    caller looked (then look again). The flag is set by a conditional UPDATE: on PostgreSQL it waits
+    for a settling transaction holding the row and then sees its outcome, so a release and a hold
+    can never miss each other."""
+    flagged = session.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == earlier_id, holding(OutboxMessage))
+        .values(holds_back=True)
+        .returning(OutboxMessage.id)
+        .execution_options(synchronize_session=False)
+    ).first()
+    if flagged is None:
+        return False
+    row.parked_reason = AWAITING_EARLIER
+    row.dispatched_at = None
+    row.next_attempt_at = now + timedelta(seconds=recheck_s)  # the sweep's recheck, should a release be missed
+    row.deliveries = 0  # this delivery ended normally: not a poison message
+    if row.task_id is not None:
+        session.add(
+            TaskEvent(
+                task_id=row.task_id,
+                at=now,
+                kind="relay.waiting",
+                detail={"message_id": row.message_id, "sequence": row.sequence, "type": row.payload.get("type")},
+            )
+        )
+    return True
+
+
+def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None = None) -> None:
+    """``row``, a relay, will not hold its task's later relays any more. ``gap``: why it was not
+    delivered (it is recorded on the timeline: the later ones go ahead without it). The relays
+    held behind it are re-published; each checks again at its start."""
+    if row.sequence is None or row.task_id is None:
+        return
+    if gap is not None:
+        session.add(
+            TaskEvent(
+                task_id=row.task_id,
+                at=now,
+                kind="relay.gap",
+                detail={
+                    "message_id": row.message_id,
+                    "sequence": row.sequence,
+                    "type": row.payload.get("type"),
+                    "reason": gap,
+                },
+            )
+        )
+    if not row.holds_back:
+        return
+    row.holds_back = False
+    # SKIP LOCKED: a held relay locked right now is at its start, checking again by itself (and
+    # waiting for this row's lock): taking it here could deadlock with it.
+    waiting = session.scalars(
+        select(OutboxMessage)
+        .where(
+            OutboxMessage.task_id == row.task_id,
+            OutboxMessage.sequence > row.sequence,
+            OutboxMessage.parked_reason == AWAITING_EARLIER,
+            OutboxMessage.done_at.is_(None),
+        )
+        .order_by(OutboxMessage.sequence)
+        .with_for_update(skip_locked=True)
+    ).all()
+    for held in waiting:
+        held.parked_reason = None
+        held.next_attempt_at = None
+    publish_after_commit(session, waiting)

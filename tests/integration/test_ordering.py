@@ -1,0 +1,154 @@
+"""Ordered callbacks per task (issue 12): a later callback waits while an earlier one retries, a
+dead-lettered one lets it through, progress is coalesced, a replayed completion supersedes.
+
+Every test reads what the pretend domain app saw, in the order it arrived. ``-s`` prints it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from tests.integration.stack import Stack
+from tests.support.servers import RecordedRequest
+
+
+def _seen(posts: list[RecordedRequest]) -> list[tuple[int, str, Any, str | None]]:
+    """(status answered, type, sequence, state) of every POST, in arrival order."""
+    return [(r.status, r.json()["type"], r.json().get("sequence"), r.json().get("state")) for r in posts]
+
+
+def _delivered(posts: list[RecordedRequest]) -> list[dict[str, Any]]:
+    return [r.json() for r in posts if 200 <= r.status < 300]
+
+
+def test_a_failing_domain_app_still_receives_accepted_before_completed(pair_stack: Stack) -> None:
+    """The domain app answers 500 to its first two deliveries: ``task.accepted`` is retried, and the
+    completion, which comes while it waits, is held until the acceptance is delivered."""
+    api_key, _, path = pair_stack.new_client()
+    pair_stack.callbacks.set_status(path, [500, 500])
+    cid = f"ordered-{uuid.uuid4().hex[:8]}"
+    # completed ~0.3 s after accepted: while the acceptance waits for its second retry
+    body = {"correlation_id": cid, "input": {"simulate": {"accept_delay_s": 0.2, "complete_delay_s": 0.3}}}
+    assert pair_stack.submit(api_key, body).status_code == 202
+    pair_stack.callbacks.wait_for(lambda _: len(_delivered(pair_stack.callbacks.posts_to(path))) == 2, timeout=20)
+    time.sleep(0.5)  # nothing more may arrive
+    posts = pair_stack.callbacks.posts_to(path)
+    print(f"\n{pair_stack.name}: the domain app saw {_seen(posts)}")
+    delivered = _delivered(posts)
+    assert [(d["type"], d["sequence"], d["state"]) for d in delivered] == [
+        ("task.accepted", 1, "accepted"),
+        ("task.completed", 2, "succeeded"),
+    ]
+    assert [status for status, *_ in _seen(posts)] == [500, 500, 204, 204]
+    # every attempt, failed or not, in sequence order: the completion was never tried early
+    sequences = [seq for _, _, seq, _ in _seen(posts)]
+    assert sequences == sorted(sequences)
+    timeline = pair_stack.get(api_key, cid)["timeline"]
+    held = [e["detail"] for e in timeline if e["kind"] == "relay.waiting"]
+    assert [(h["type"], h["sequence"]) for h in held] == [("task.completed", 2)]  # it was held, not late
+
+
+def test_a_dead_lettered_earlier_callback_lets_the_later_one_through(pair_stack: Stack) -> None:
+    """``task.accepted`` fails every attempt (the test policy allows 4) and is dead-lettered; the
+    completion, held behind it meanwhile, then goes, and the gap (sequence 1) is on the timeline."""
+    api_key, _, path = pair_stack.new_client()
+    pair_stack.callbacks.set_status(path, [500, 500, 500, 500])
+    cid = f"gap-{uuid.uuid4().hex[:8]}"
+    body = {"correlation_id": cid, "input": {"simulate": {"accept_delay_s": 0.2, "complete_delay_s": 0.3}}}
+    assert pair_stack.submit(api_key, body).status_code == 202
+    pair_stack.callbacks.wait_for(lambda _: len(_delivered(pair_stack.callbacks.posts_to(path))) == 1, timeout=20)
+    time.sleep(0.5)
+    posts = pair_stack.callbacks.posts_to(path)
+    print(f"\n{pair_stack.name}: the domain app saw {_seen(posts)}")
+    assert _seen(posts) == [*[(500, "task.accepted", 1, "accepted")] * 4, (204, "task.completed", 2, "succeeded")]
+    timeline = pair_stack.get(api_key, cid)["timeline"]
+    kinds = [e["kind"] for e in timeline]
+    assert kinds.index("relay.dead_lettered") < kinds.index("relay.delivered")
+    [gap] = [e["detail"] for e in timeline if e["kind"] == "relay.gap"]
+    assert (gap["sequence"], gap["type"], gap["reason"]) == (1, "task.accepted", "dead_lettered")
+    assert [e["detail"]["sequence"] for e in timeline if e["kind"] == "relay.waiting"] == [2]
+
+
+def test_progress_is_coalesced_under_a_slow_endpoint(pair_stack: Stack) -> None:
+    """Nine reports arrive while the domain app takes 0.6 s per callback: the ones that came while
+    a progress callback waited were merged into it (latest wins), none came after the completion,
+    and the sequence still only grows."""
+    api_key, _, path = pair_stack.new_client()
+    pair_stack.callbacks.set_delay(path, 0.6)
+    cid = f"progress-{uuid.uuid4().hex[:8]}"
+    reports = [10, 20, 30, 40, 50, 60, 70, 80, 90]
+    knobs = {"accept_delay_s": 0.1, "progress": reports, "progress_interval_s": 0.05, "complete_delay_s": 1.0}
+    assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": knobs}}).status_code == 202
+    pair_stack.callbacks.wait_for(
+        lambda _: any(d["type"] == "task.completed" for d in _delivered(pair_stack.callbacks.posts_to(path))),
+        timeout=30,
+    )
+    time.sleep(1.0)
+    delivered = _delivered(pair_stack.callbacks.posts_to(path))
+    print(
+        f"\n{pair_stack.name}: the domain app saw {[(d['type'], d['sequence'], d.get('percent')) for d in delivered]}"
+    )
+    assert [d["sequence"] for d in delivered] == list(range(1, len(delivered) + 1))  # no gap, in order
+    assert delivered[0]["type"] == "task.accepted" and delivered[-1]["type"] == "task.completed"
+    progress = [d for d in delivered if d["type"] == "task.progress"]
+    assert 1 <= len(progress) < len(reports)  # coalesced
+    assert progress[-1]["percent"] == 90 and progress[-1]["message"] == "90% done"  # latest wins
+    assert [p["percent"] for p in progress] == sorted(p["percent"] for p in progress)
+    assert all(p["state"] == "accepted" for p in progress)
+    timeline = pair_stack.get(api_key, cid)["timeline"]
+    received = [e["detail"] for e in timeline if e["kind"] == "event.progress"]
+    assert len(received) == len(reports)  # every report was received and recorded
+    assert sum(r["coalesced"] for r in received) == len(reports) - len(progress)
+
+
+def test_a_replayed_completion_supersedes_the_earlier_one(pair_stack: Stack) -> None:
+    """The submission fails for good (the vendor answers 503 six times): ``task.completed``/failed
+    is sent. Replayed, the task completes for real: that completion carries a higher sequence and
+    names the failed one in ``supersedes``."""
+    api_key, _, path = pair_stack.new_client()
+    cid = f"supersede-{uuid.uuid4().hex[:8]}"
+    body = {"correlation_id": cid, "input": {"simulate": {"transient_failures": 6, "complete_delay_s": 0.2}}}
+    assert pair_stack.submit(api_key, body).status_code == 202
+    failed = pair_stack.wait_for_task(api_key, cid, timeout=30)
+    assert failed["state"] == "failed"
+    pair_stack.callbacks.wait_for(lambda _: len(_delivered(pair_stack.callbacks.posts_to(path))) == 1, timeout=10)
+    letter_id = failed["outcome"]["dead_letter_id"]
+    assert pair_stack.admin("POST", f"/dead-letters/{letter_id}/replay").status_code == 202
+    pair_stack.callbacks.wait_for(lambda _: len(_delivered(pair_stack.callbacks.posts_to(path))) == 3, timeout=20)
+    delivered = _delivered(pair_stack.callbacks.posts_to(path))
+    print(f"\n{pair_stack.name}: {[(d['type'], d['sequence'], d['state'], d['supersedes']) for d in delivered]}")
+    first, accepted, final = delivered
+    assert (first["type"], first["sequence"], first["state"], first["supersedes"]) == (
+        "task.completed",
+        1,
+        "failed",
+        None,
+    )
+    assert (accepted["type"], accepted["sequence"], accepted["supersedes"]) == ("task.accepted", 2, None)
+    assert (final["type"], final["sequence"], final["state"]) == ("task.completed", 3, "succeeded")
+    assert final["supersedes"] == first["message_id"]
+
+
+def test_one_tasks_stuck_callback_never_delays_another_tasks(pair_stack: Stack) -> None:
+    """Two tasks of one client: the first's callback URL answers 500 to everything, so its
+    ``task.accepted`` retries and its completion waits; the second's callbacks all arrive meanwhile."""
+    api_key, _, path = pair_stack.new_client()
+    stuck_path = path + "-stuck"
+    pair_stack.callbacks.set_status(stuck_path, 500)
+    stuck, free = f"stuck-{uuid.uuid4().hex[:8]}", f"free-{uuid.uuid4().hex[:8]}"
+    quick = {"accept_delay_s": 0.1, "complete_delay_s": 0.2}
+    stuck_url = pair_stack.callback_server.url + stuck_path
+    body = {"correlation_id": stuck, "callback_url": stuck_url, "input": {"simulate": quick}}
+    assert pair_stack.submit(api_key, body).status_code == 202
+    pair_stack.callbacks.wait_for(lambda _: len(pair_stack.callbacks.posts_to(stuck_path)) >= 2, timeout=10)
+    assert pair_stack.submit(api_key, {"correlation_id": free, "input": {"simulate": quick}}).status_code == 202
+    pair_stack.callbacks.wait_for(lambda _: len(_delivered(pair_stack.callbacks.posts_to(path))) == 2, timeout=10)
+    stuck_posts = pair_stack.callbacks.posts_to(stuck_path)
+    assert {r.json()["sequence"] for r in stuck_posts} == {1}  # still retrying its first
+    assert [(d["type"], d["sequence"]) for d in _delivered(pair_stack.callbacks.posts_to(path))] == [
+        ("task.accepted", 1),
+        ("task.completed", 2),
+    ]
+    pair_stack.callbacks.set_status(stuck_path, 204)  # let the stuck one finish (or be dead-lettered)
