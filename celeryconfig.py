@@ -50,3 +50,5 @@ task_send_sent_event = False
 # --- What the worker and beat load ---
 imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.cancel", "workers.tasks.beat")
 beat_schedule = BEAT_SCHEDULE
+# Celery's file-backed scheduler, plus a heartbeat row written at every tick (beat liveness, issue 12).
+beat_scheduler = "app.beat:HeartbeatScheduler"
