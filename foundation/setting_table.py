@@ -137,7 +137,7 @@ SECTIONS: tuple[Section, ...] = (
                "finished tasks with their events and outbox rows (30 days); "
                "kept while a callback is undelivered or dead-lettered"),
         Option("LIAISON_RETENTION_OUTBOX_S", "retention_outbox_s", integer(1), "2592000",
-               "done outbox rows (one an open dead letter names is kept)"),
+               "done outbox rows of settled tasks, when tasks are kept longer (otherwise they go with their task)"),
         Option("LIAISON_RETENTION_DEAD_LETTERS_S", "retention_dead_letters_s", integer(1), "2592000",
                "replayed or discarded dead letters, after they were closed (open ones never)"),
         Option("LIAISON_RETENTION_INCIDENTS_S", "retention_incidents_s", integer(1), "2592000",

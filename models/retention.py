@@ -10,7 +10,9 @@ The kinds, and what "finished" means for each (nothing open is ever removed):
   (an undelivered or parked callback) or one of them has an open dead letter (it may be replayed,
   which may reopen the task): the task is removed by a later run, once that is settled.
 - ``outbox``: done rows older than the cutoff, except one an open dead letter names (replay
-  re-drives that very row).
+  re-drives that very row) and any row of a task that may still change (open, or finished but held
+  as above): a task's callback history stays whole while more callbacks can follow. So this kind
+  removes rows whose task is gone, or finished and settled while its own retention is longer.
 - ``dead_letters``: replayed or discarded letters closed before the cutoff. Open ones never.
 - ``incidents``: resolved before the cutoff. Open ones never.
 - ``orphans``: orphan events resolved (bound) or discarded before the cutoff. Open ones never.
@@ -41,9 +43,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, Select, Table, delete, exists, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import Column, ColumnElement, Select, Table, delete, exists, or_, select, text
+from sqlalchemy.orm import Session, aliased
 
+from core.states import TERMINAL
 from foundation.settings import Settings
 from models.attention import Incident, OrphanEvent
 from models.base import Base
@@ -59,6 +62,7 @@ DEFAULT_RETENTION_S = 30 * DAY_S
 
 #: every kind, in the order a run handles them: tasks first (they take their own outbox rows along)
 KINDS = ("tasks", "outbox", "dead_letters", "incidents", "orphans", "processed_messages")
+FINAL_STATES = sorted(state.value for state in TERMINAL)
 
 
 class ExportFailed(Exception):
@@ -129,6 +133,20 @@ def _open_letter_of_outbox() -> ColumnElement[bool]:
     return exists().where(DeadLetter.outbox_id == OutboxMessage.id, text("dead_letters.state = 'open'"))
 
 
+def _task_may_change() -> ColumnElement[bool]:
+    """The outbox row's task is open, or finished but held (a row of it undone or with an open
+    letter): its callback history (sequence, what a replayed completion supersedes) stays whole."""
+    task, sibling, letter = aliased(ExternalTask), aliased(OutboxMessage), aliased(DeadLetter)
+    held = exists().where(
+        sibling.task_id == task.id,
+        or_(
+            sibling.done_at.is_(None),
+            exists().where(letter.outbox_id == sibling.id, letter.state == "open"),
+        ),
+    )
+    return exists().where(task.id == OutboxMessage.task_id, or_(task.state.not_in(FINAL_STATES), held))
+
+
 def due_query(kind: str, cutoff: datetime, batch: int) -> Select[tuple[int]]:
     """The ids of up to ``batch`` rows of ``kind`` due for removal, oldest first, locked (SKIP LOCKED)."""
     if kind == "tasks":
@@ -142,7 +160,7 @@ def due_query(kind: str, cutoff: datetime, batch: int) -> Select[tuple[int]]:
     if kind == "outbox":
         query = (
             select(OutboxMessage.id)
-            .where(OutboxMessage.done_at < cutoff, ~_open_letter_of_outbox())
+            .where(OutboxMessage.done_at < cutoff, ~_open_letter_of_outbox(), ~_task_may_change())
             .order_by(OutboxMessage.done_at)
         )
         return query.limit(batch).with_for_update(skip_locked=True, of=OutboxMessage)

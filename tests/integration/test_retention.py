@@ -209,8 +209,13 @@ def test_retention_removes_only_finished_rows_older_than_the_cutoff(pair_stack: 
     kept = [made.tasks[n] for n in ("new_done", "old_open", "old_undelivered", "old_dead_lettered")]
     assert _count(pair_stack, TaskEvent.task_id, gone) == 0 and _count(pair_stack, OutboxMessage.task_id, gone) == 0
     assert _count(pair_stack, TaskEvent.task_id, kept) == 2 * len(kept)
-    # a done row of an open task goes with the outbox's own retention; one an open letter names stays
-    assert _ids(pair_stack, OutboxMessage, made.outbox) == {"new_done_task_row", "undelivered", "dead_lettered"}
+    # the done rows of a task that may still change (open, or held) stay with it, however old
+    assert _ids(pair_stack, OutboxMessage, made.outbox) == {
+        "new_done_task_row",
+        "old_open_task_row",
+        "undelivered",
+        "dead_lettered",
+    }
     assert _ids(pair_stack, DeadLetter, made.letters) == {"open_on_task", "new_discarded", "old_open"}
     assert _ids(pair_stack, Incident, made.incidents) == {"new_resolved", "old_open"}
     assert _ids(pair_stack, OrphanEvent, made.orphans) == {"new_resolved", "old_open"}
@@ -223,9 +228,25 @@ def test_retention_removes_only_finished_rows_older_than_the_cutoff(pair_stack: 
         letter.state, letter.closed_at = "discarded", now - 31 * DAY  # type: ignore[union-attr]
     prune(pair_stack.db, now, RETENTION)
     assert _ids(pair_stack, ExternalTask, made.tasks) == {"new_done", "old_open"}
-    assert _ids(pair_stack, OutboxMessage, made.outbox) == {"new_done_task_row"}
+    assert _ids(pair_stack, OutboxMessage, made.outbox) == {"new_done_task_row", "old_open_task_row"}
 
     assert prune(pair_stack.db, now, RETENTION)["tasks"] == 0  # a run with nothing due removes nothing
+
+
+def test_done_outbox_rows_go_by_their_own_retention_when_tasks_are_kept_longer(pair_stack: Stack) -> None:
+    now = utcnow()
+    api_key, _, _ = pair_stack.new_client()
+    with Session(pair_stack.db.engine) as session, session.begin():
+        client = authenticate(session, api_key)
+        assert client is not None
+        b = Builder(session, client.id, now)
+        settled, settled_rows = b.task("settled", "succeeded", 40 * DAY, (40 * DAY, 40 * DAY))
+        running, running_rows = b.task("running", "accepted", 40 * DAY, (40 * DAY,))
+    prune(pair_stack.db, now, Retention(tasks_s=365 * 86400), ["tasks", "outbox"])
+    assert _count(pair_stack, ExternalTask.id, [settled, running]) == 2
+    assert _count(pair_stack, OutboxMessage.id, settled_rows) == 0  # the settled task's callbacks: history
+    assert _count(pair_stack, OutboxMessage.id, running_rows) == 1  # a running task's: kept while it runs
+    assert _count(pair_stack, TaskEvent.task_id, [settled]) == 2  # the timeline stays with its task
 
 
 def test_every_table_that_points_at_a_task_is_emptied_with_it() -> None:
