@@ -177,7 +177,7 @@ def main() -> None:
         after = prune(db, purge_now, retention)
         print(
             f"  the whole job right after: {(time.perf_counter() - started) * 1000:.1f} ms, {counter.n} statements, "
-            f"removed {after} (the kept tasks' done submit rows go by the outbox's own retention)"
+            f"removed {after} (the kept tasks' done rows stay with them)"
         )
         with db.engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM ANALYZE")
