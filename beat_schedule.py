@@ -7,7 +7,8 @@ BEAT_SCHEDULE = {
     "check-deadlines": {"task": "liaison.check_deadlines", "schedule": timedelta(seconds=60)},
     "reconcile": {"task": "liaison.reconcile", "schedule": timedelta(minutes=5)},
     "sweep-outbox": {"task": "liaison.sweep_outbox", "schedule": timedelta(seconds=30)},
-    "prune-processed-messages": {"task": "liaison.prune_processed_messages", "schedule": timedelta(hours=1)},
     "dispatch-notifications": {"task": "liaison.dispatch_notifications", "schedule": timedelta(seconds=10)},
+    # every kind of finished work past its retention, processed messages included (models/retention.py)
+    "retention": {"task": "liaison.retention", "schedule": timedelta(hours=1)},
     "flag-stale-orphans": {"task": "liaison.flag_stale_orphans", "schedule": timedelta(minutes=5)},
 }

@@ -56,3 +56,5 @@ imports = (
     "workers.tasks.beat",
 )
 beat_schedule = BEAT_SCHEDULE
+# Celery's file-backed scheduler, plus a heartbeat row written at every tick (beat liveness, issue 12).
+beat_scheduler = "app.beat:HeartbeatScheduler"

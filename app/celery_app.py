@@ -62,6 +62,7 @@ CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel")
 BEAT_TASKS = (
     "liaison.sweep_outbox",
     "liaison.prune_processed_messages",
+    "liaison.retention",
     "liaison.check_deadlines",
     "liaison.reconcile",
     "liaison.flag_stale_orphans",

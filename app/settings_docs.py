@@ -45,7 +45,18 @@ OTHER_SECTIONS = (
                 "refused as is: a password of your own, 16+ characters (workers/flower_check.py)",
                 example="admin:change-me",
             ),
+            _other(
+                "FLOWER_ADDRESS",
+                "0.0.0.0",
+                "where the Procfile's Flower listens: all interfaces for a deploy (bin/demo: 127.0.0.1)",
+            ),
             _other("FLOWER_PORT", "5555", "Flower's port (Procfile)"),
+            _other(
+                "FLOWER_URL_PREFIX",
+                "",
+                "serve Flower under /PREFIX/ behind a proxy that forwards that path unchanged (docs/runbook.md)",
+                example="flower",
+            ),
         ),
     ),
     Section(

@@ -135,6 +135,23 @@ SECTIONS: tuple[Section, ...] = (
                "a relay finding its client's slots taken is re-queued after this"),
     ),
     section(
+        "Retention (issue 12): finished work is deleted after this long (beat, hourly; docs/runbook.md)",
+        Option("LIAISON_RETENTION_TASKS_S", "retention_tasks_s", integer(1), "2592000",
+               "finished tasks with their events and outbox rows (30 days); "
+               "kept while a callback is undelivered or dead-lettered"),
+        Option("LIAISON_RETENTION_OUTBOX_S", "retention_outbox_s", integer(1), "2592000",
+               "done outbox rows of settled tasks, when tasks are kept longer (otherwise they go with their task)"),
+        Option("LIAISON_RETENTION_DEAD_LETTERS_S", "retention_dead_letters_s", integer(1), "2592000",
+               "replayed or discarded dead letters, after they were closed (open ones never)"),
+        Option("LIAISON_RETENTION_INCIDENTS_S", "retention_incidents_s", integer(1), "2592000",
+               "resolved incidents, after they were resolved (open ones never)"),
+        Option("LIAISON_RETENTION_ORPHANS_S", "retention_orphans_s", integer(1), "2592000",
+               "bound or discarded orphan events (open ones never)"),
+        Option("LIAISON_RETENTION_EXPORT_DIR", "retention_export_dir", TEXT, "",
+               "if set, removed rows are first appended as JSON lines to <dir>/<kind>-<date>.jsonl; "
+               "a failed write deletes nothing"),
+    ),
+    section(
         "Outbox",
         Option("LIAISON_OUTBOX_GRACE_S", "outbox_grace_s", integer(0), "10",
                "unpublished this long after commit: the sweep publishes it"),

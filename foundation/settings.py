@@ -118,6 +118,12 @@ class Settings:
     max_body_bytes: int
     webhook_tolerance_s: int
     processed_retention_s: int
+    retention_tasks_s: int
+    retention_outbox_s: int
+    retention_dead_letters_s: int
+    retention_incidents_s: int
+    retention_orphans_s: int
+    retention_export_dir: str
     outbox_grace_s: int
     outbox_lease_s: int
     relay_timeout_s: float

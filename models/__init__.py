@@ -3,6 +3,7 @@
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import Base
 from models.client import ApiKey, Client
+from models.heartbeats import BeatHeartbeat
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
 from models.notifications import Notification, NotificationMute
@@ -12,6 +13,7 @@ from models.task import ExternalTask, TaskEvent
 __all__ = [
     "ApiKey",
     "Base",
+    "BeatHeartbeat",
     "CallbackEndpoint",
     "Client",
     "DeadLetter",

@@ -26,6 +26,7 @@ class OrphanEvent(Base):
             postgresql_where=text("state = 'open' AND flagged_at IS NULL"),
             sqlite_where=text("state = 'open' AND flagged_at IS NULL"),
         ),
+        Index("ix_orphan_events_resolved_at", "resolved_at"),  # retention, oldest first
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, String, Text, UniqueConstraint, false
+from sqlalchemy import Index, String, Text, UniqueConstraint, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
@@ -92,6 +92,17 @@ class DeadLetter(Base):
     """Work that could not be done. Never evicted; replay keeps the original message_id."""
 
     __tablename__ = "dead_letters"
+    __table_args__ = (
+        # Retention: closed letters, oldest first; and "does this outbox row have an open letter?"
+        # (a row with one is kept: replay needs it).
+        Index("ix_dead_letters_closed_at", "closed_at"),
+        Index(
+            "ix_dead_letters_open_outbox",
+            "outbox_id",
+            postgresql_where=text("state = 'open'"),
+            sqlite_where=text("state = 'open'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     kind: Mapped[str] = mapped_column(String(16))  # submit | cancel | relay | poison

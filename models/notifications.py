@@ -57,6 +57,7 @@ class Notification(Base):
     state: Mapped[str] = mapped_column(String(16), default=PENDING)
     #: the message (a single notice's key, or a digest's) it went out in
     message_key: Mapped[str | None] = mapped_column(String(64))
+    #: when it was settled: sent, muted or unrouted (retention counts from here)
     dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
@@ -156,9 +157,9 @@ def dispatch(
     live: list[Notification] = []
     for row in rows:
         if row.kind in muted_kinds:
-            row.state, muted = MUTED, muted + 1
+            row.state, row.dispatched_at, muted = MUTED, now, muted + 1
         elif not routes.any(row.kind):
-            row.state = UNROUTED
+            row.state, row.dispatched_at = UNROUTED, now  # settled: retention counts from here
         else:
             live.append(row)
     sent_in_window = session.scalar(

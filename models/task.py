@@ -23,6 +23,8 @@ AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
 NOT_SUBMITTED = "state = 'requested'"
 #: not final: what counts against a client's cap on open tasks (LIAISON_CLIENT_MAX_OPEN_TASKS)
 OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
+#: final: what retention may remove once it has been quiet for long enough (models.retention)
+FINISHED = "state IN ('succeeded', 'failed', 'canceled')"
 
 
 def new_reference() -> str:
@@ -52,6 +54,7 @@ class ExternalTask(Base):
         _partial("ix_external_tasks_quiet_requested", "checked_at", predicate=NOT_SUBMITTED),
         _partial("ix_external_tasks_client_open", "client_id", predicate=OPEN),
         _partial("ix_external_tasks_retrying", "next_attempt_at", predicate="next_attempt_at IS NOT NULL"),
+        _partial("ix_external_tasks_finished", "updated_at", predicate=FINISHED),  # retention, oldest first
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

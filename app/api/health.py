@@ -13,6 +13,8 @@ from app.errors import problem
 from app.observability.migrations import migration_status
 from app.observability.web import business_collector
 from foundation import metrics
+from models.base import utcnow
+from models.heartbeats import beat_liveness
 from workers.runtime import liaison
 
 bp = Blueprint("health", __name__)
@@ -25,13 +27,18 @@ def healthz() -> Response:
 
 @bp.get("/readyz")
 def readyz() -> Response:
+    """503 when the database or broker does not answer or a migration is pending; otherwise 200,
+    with when beat last ticked and whether that is stale (``core.beat_liveness``)."""
     require_metrics_token()
     ctx = liaison()
     problems: list[str] = []
+    beat: dict[str, object] | None = None
     try:
         with ctx.db.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
             status = migration_status(conn)
+            if not status.pending:
+                beat = beat_liveness(conn, utcnow()).as_dict()
         if status.pending:
             problems.append(status.describe())
     except SQLAlchemyError as exc:
@@ -43,7 +50,9 @@ def readyz() -> Response:
         problems.append(f"broker unreachable ({type(exc).__name__})")
     if problems:
         return problem(503, "Service Unavailable", "; ".join(problems))
-    return jsonify({"status": "ready"})
+    # A stale beat is reported, not a reason to take this web process out of rotation: it serves
+    # requests as well as before, and the beat alert is its own (docs/runbook.md "Beat is stale").
+    return jsonify({"status": "ready", "beat": beat})
 
 
 @bp.get("/metrics")

@@ -13,7 +13,9 @@ from app.cli.output import json_option
 from app.demo import run_demo
 from app.observability.migrations import alembic_config
 from models.base import utcnow
-from models.retention import prune_processed_messages
+from models.heartbeats import beat_liveness
+from models.retention import KINDS, ExportFailed, Retention
+from models.retention import prune as prune_all
 from workers.runtime import liaison
 
 
@@ -21,6 +23,7 @@ def register(group: AppGroup) -> None:
     group.add_command(db_group)
     group.add_command(sweep_outbox)
     group.add_command(prune)
+    group.add_command(beat_group)
     group.add_command(demo)
 
 
@@ -48,21 +51,48 @@ def sweep_outbox(as_json: bool) -> None:
 
 @click.command("prune")
 @with_appcontext
+@click.option(
+    "--kind", "kinds", multiple=True, type=click.Choice(KINDS), help="Only this kind (repeatable); default: all."
+)
 @json_option
-def prune(as_json: bool) -> None:
-    """Delete processed-message records older than the retention, in batches, showing progress
-    (what beat runs hourly)."""
+def prune(kinds: tuple[str, ...], as_json: bool) -> None:
+    """Delete finished work older than its retention (LIAISON_RETENTION_*, LIAISON_PROCESSED_RETENTION_S),
+    in batches, showing progress: what beat runs hourly. Exits 1 if the export could not be written
+    (that batch was not deleted)."""
     ctx = liaison()
-    removed = prune_processed_messages(
-        ctx.db,
-        utcnow(),
-        ctx.settings.processed_retention_s,
-        progress=lambda n: click.echo(f"  removed {n} so far", err=True),
-    )
+    retention = Retention.from_settings(ctx.settings)
+    try:
+        removed = prune_all(
+            ctx.db,
+            utcnow(),
+            retention,
+            kinds or KINDS,
+            progress=lambda kind, n: click.echo(f"  {kind}: removed {n} so far", err=True),
+        )
+    except ExportFailed as exc:
+        raise click.ClickException(f"{exc}; nothing of that batch was deleted") from exc
     if as_json:
-        click.echo(json.dumps({"removed": removed, "retention_s": ctx.settings.processed_retention_s}))
+        click.echo(json.dumps({"removed": removed}))
     else:
-        click.echo(f"removed {removed} processed messages older than {ctx.settings.processed_retention_s}s")
+        for kind, n in removed.items():
+            click.echo(f"{kind}: removed {n} older than {retention.seconds(kind)}s")
+
+
+@click.group("beat", cls=AppGroup)
+def beat_group() -> None:
+    """Beat's liveness."""
+
+
+@beat_group.command("check")
+@with_appcontext
+@json_option
+def beat_check(as_json: bool) -> None:
+    """When beat last ticked; exits 1 when that is stale (3 x its shortest interval) or never."""
+    with liaison().db.engine.connect() as conn:
+        beat = beat_liveness(conn, utcnow())
+    click.echo(json.dumps(beat.as_dict()) if as_json else beat.describe())
+    if beat.stale:
+        raise SystemExit(1)
 
 
 @click.command("demo")

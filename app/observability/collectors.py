@@ -29,11 +29,13 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.observability.queue_probe import BrokerProbeError, QueueStats, filesystem_stats, queue_stats
+from core.beat_liveness import BeatLiveness
 from core.states import State
 from foundation import metrics
 from models.attention import Incident, OrphanEvent
 from models.base import utcnow
 from models.db import Database
+from models.heartbeats import beat_liveness
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
 from models.task import ExternalTask
@@ -145,6 +147,11 @@ class BusinessCollector(Collector):
                 .where(OutboxMessage.done_at.is_(None))
                 .group_by(OutboxMessage.kind)
             ).all()
+            try:  # last: a schema before migration 0008 costs the beat gauges only, not the scrape
+                beat: BeatLiveness | None = beat_liveness(conn, now)
+            except SQLAlchemyError as exc:
+                log.warning("metrics: beat heartbeat unreadable: %s", type(exc).__name__)
+                beat = None
 
         # Every known combination is reported, zeros included, so alerts and graphs never see a
         # series vanish when its count drops to 0.
@@ -185,6 +192,20 @@ class BusinessCollector(Collector):
         for kind, (n, oldest) in sorted(pending.items()):
             count.add_metric([kind], n)
             age.add_metric([kind], _age_s(now, oldest))
+
+        if beat is None:
+            return out.items
+        out.gauge(
+            "liaison_beat_stale",
+            "1 when beat has not ticked for 3 x its shortest interval (or never ticked), else 0.",
+        ).add_metric([], 1 if beat.stale else 0)
+        if beat.last_tick_at is not None:
+            out.gauge("liaison_beat_last_tick_timestamp_seconds", "When beat last ticked (Unix time).").add_metric(
+                [], beat.last_tick_at.timestamp()
+            )
+            out.gauge(
+                "liaison_beat_stale_after_seconds", "How long without a tick before beat counts as stale."
+            ).add_metric([], beat.stale_after_s or 0.0)
         return out.items
 
     # --- broker -------------------------------------------------------------------------------

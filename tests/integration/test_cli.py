@@ -248,7 +248,7 @@ def test_maintenance_commands_do_their_work(pair_stack: Stack) -> None:
 
     assert json.loads(run(pair_stack, "sweep-outbox", "--json").output)["published"] >= 1
     assert pair_stack.wait_for_task(api_key, lost)["state"] == "succeeded"
-    assert json.loads(run(pair_stack, "prune", "--json").stdout)["removed"] >= 1
+    assert json.loads(run(pair_stack, "prune", "--json").stdout)["removed"]["processed_messages"] >= 1
     assert not due_work.processed_message_exists(pair_stack, *old)
     assert json.loads(run(pair_stack, "check-deadlines", "--json").stdout)["escalated"] >= 1
     assert "deadline.exceeded" in [e["kind"] for e in pair_stack.get(api_key, overdue)["timeline"]]

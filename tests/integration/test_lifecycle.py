@@ -450,7 +450,7 @@ def test_beat_jobs_run_as_celery_tasks_on_the_worker(pair_stack: Stack, vendor_s
     for name in (
         "liaison.sweep_outbox",
         "liaison.check_deadlines",
-        "liaison.prune_processed_messages",
+        "liaison.retention",
         "liaison.flag_stale_orphans",
     ):
         pair_stack.celery.send_task(name)
