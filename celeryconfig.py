@@ -48,5 +48,11 @@ worker_send_task_events = False
 task_send_sent_event = False
 
 # --- What the worker and beat load ---
-imports = ("workers.tasks.submission", "workers.tasks.relay", "workers.tasks.cancel", "workers.tasks.beat")
+imports = (
+    "workers.tasks.submission",
+    "workers.tasks.relay",
+    "workers.tasks.cancel",
+    "workers.tasks.probe",
+    "workers.tasks.beat",
+)
 beat_schedule = BEAT_SCHEDULE

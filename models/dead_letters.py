@@ -25,6 +25,8 @@ INCIDENT_FOR_KIND = {
     OutboxKind.SUBMIT: IncidentKind.SUBMIT_FAILED,
     OutboxKind.RELAY: IncidentKind.RELAY_FAILED,
     OutboxKind.CANCEL: IncidentKind.CANCEL_FAILED,
+    # a probe that never finished: the escalation it stood for did not happen either
+    OutboxKind.PROBE: IncidentKind.DEADLINE_EXCEEDED,
 }
 PARKED_ENDPOINT_GONE = "endpoint_gone"
 

@@ -28,8 +28,10 @@ class OutboxKind:
     SUBMIT = "submit"
     CANCEL = "cancel"
     RELAY = "relay"
+    #: ask the vendor for a job's status before a deadline or heartbeat escalation
+    PROBE = "probe"
 
-    ALL = (SUBMIT, CANCEL, RELAY)
+    ALL = (SUBMIT, CANCEL, RELAY, PROBE)
 
 
 #: a dead letter is the outbox kind that failed, or ``poison`` (a message that never finished a

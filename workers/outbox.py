@@ -25,6 +25,7 @@ TASK_FOR_KIND = {
     OutboxKind.SUBMIT: "liaison.submit",
     OutboxKind.CANCEL: "liaison.cancel",
     OutboxKind.RELAY: "liaison.relay",
+    OutboxKind.PROBE: "liaison.probe",
 }
 #: Reconnect once (a pooled connection may be stale after a broker restart), then leave it to the
 #: sweep: a request must not hang on a broker that is down.
