@@ -48,6 +48,9 @@ class Behaviour:
     drop: frozenset[str] = frozenset()
     duplicate: int = 1
     reorder: bool = False
+    #: accept the job and then send nothing at all (no webhook of any type), while ``GET
+    #: /jobs/<id>`` still answers: a vendor that went silent, for heartbeats and deadlines
+    silent: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ _JOB_VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "drop": _drop,
     "duplicate": _int(1, _MAX_DUPLICATE),
     "reorder": _bool,
+    "silent": _bool,
 }
 _GLOBAL_VALIDATORS: dict[str, Callable[[Any], Any]] = {
     **_JOB_VALIDATORS,

@@ -32,6 +32,9 @@ class Dispatcher:
     def deliver(self, job: Job, event_type: str, payload: dict[str, Any]) -> None:
         """Send one event (``behaviour.duplicate`` concurrent copies); return when all are done."""
         webhook_id = job.webhook_ids[event_type]
+        if job.behaviour.silent:
+            self._record(job, event_type, 1, 0, None, None, "silenced")
+            return
         if event_type in job.behaviour.drop:
             self._record(job, event_type, 1, 0, None, None, "dropped")
             return

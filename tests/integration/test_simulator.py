@@ -237,6 +237,18 @@ def test_drop(vendor: Vendor) -> None:
     assert [d["type"] for d in dropped] == ["job.accepted"]
 
 
+def test_silent_accepts_then_sends_nothing_but_still_answers_status(vendor: Vendor) -> None:
+    job_id = vendor.submit(simulate={"silent": True, "complete_delay_s": 0}).json()["job_id"]
+    deadline = time.monotonic() + 5
+    while requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).json()["status"] != "succeeded":
+        assert time.monotonic() < deadline, "the silent job never completed"
+        time.sleep(0.02)
+    time.sleep(0.2)  # time enough for a webhook to have gone out
+    assert vendor.webhooks(job_id) == []
+    silenced = [d for d in vendor.sim_state()["deliveries"] if d["result"] == "silenced"]
+    assert sorted(d["type"] for d in silenced) == ["job.accepted", "job.completed"]
+
+
 def test_duplicate_sends_same_webhook_id(vendor: Vendor) -> None:
     job_id = vendor.submit(simulate={"duplicate": 3}).json()["job_id"]
     hooks = vendor.wait_webhooks(job_id, 6)
