@@ -121,6 +121,7 @@ def test_behaviour_merges_job_knobs_over_global() -> None:
     [
         {"bogus": 1},
         {"down": True},  # global-only
+        {"status_down": True},  # global-only
         {"duplicate": 0},
         {"reject": 1},
         {"transient_status": 404},
@@ -286,7 +287,11 @@ def test_global_config_down(vendor: Vendor) -> None:
     assert vendor.submit().status_code == 502
 
     requests.post(vendor.url + "/_sim/config", json={}, timeout=5)
-    assert vendor.submit().status_code == 201
+    job_id = vendor.submit().json()["job_id"]
+    assert requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).status_code == 200  # down spares status
+    requests.post(vendor.url + "/_sim/config", json={"status_down": True}, timeout=5)
+    assert requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).status_code == 503
+    requests.post(vendor.url + "/_sim/config", json={}, timeout=5)
 
 
 def test_unknown_behaviour_key_is_400(vendor: Vendor) -> None:
