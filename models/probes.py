@@ -14,8 +14,20 @@ from core.deadlines import HEARTBEAT, VendorAnswer, at_deadline, at_heartbeat, h
 from models.lifecycle import ask_vendor, escalate
 from models.messages import OutboxMessage
 from models.reconciliation import apply_snapshot
-from models.service import add_event, mark_done
+from models.service import WITHOUT_PAYLOAD, add_event, mark_done
 from models.task import HEARTBEAT_ARMED, ExternalTask
+
+
+def lock_task_without_payload(session: Session, task_id: int) -> ExternalTask:
+    """The task, row-locked, without its input or outcome: a probe reads neither (a final answer
+    brings its own outcome), and rows stored before their limits may not even decode."""
+    return session.scalars(
+        select(ExternalTask)
+        .options(*WITHOUT_PAYLOAD)
+        .where(ExternalTask.id == task_id)
+        .with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
+    ).one()
 
 
 def silent_query(now: datetime, batch: int) -> Select:
@@ -68,6 +80,9 @@ def settle_probe(
     """What the vendor answered, applied to the (locked) task; the row is done. A final status goes
     through the webhook's path (``apply_snapshot``) instead of an escalation; an open job re-arms
     a heartbeat; otherwise the escalation, saying what the vendor answered."""
+    # Never dated before its claim: beat and the worker may run on hosts whose clocks differ a
+    # little (and tests move beat's clock ahead), and lateness is measured from the claim on.
+    now = max(now, row.created_at)
     reason = str(row.payload.get("reason"))
     deadline_at = datetime.fromisoformat(str(row.payload["deadline_at"]))
     step = at_heartbeat(answer) if reason == HEARTBEAT else at_deadline(answer, task.on_deadline)

@@ -276,7 +276,7 @@ def test_a_row_failing_inside_a_deadline_batch_is_isolated(pair_stack: Stack, mo
     good_key, _, _ = pair_stack.new_client()
     bad = due_work.overdue_task(pair_stack, bad_key)
     good = due_work.overdue_task(pair_stack, good_key)
-    real = lifecycle._escalate
+    real = lifecycle._claim_deadline
 
     def failing(session, task, rule, now):  # type: ignore[no-untyped-def]
         if task.correlation_id == bad:
@@ -284,7 +284,7 @@ def test_a_row_failing_inside_a_deadline_batch_is_isolated(pair_stack: Stack, mo
             raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
         return real(session, task, rule, now)
 
-    monkeypatch.setattr(lifecycle, "_escalate", failing)
+    monkeypatch.setattr(lifecycle, "_claim_deadline", failing)
     now = utcnow()
     check_deadlines(pair_stack.ctx, now)
     check_deadlines(pair_stack.ctx, now + timedelta(seconds=1))  # the failed row is not retried

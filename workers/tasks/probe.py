@@ -19,7 +19,7 @@ from core.states import TERMINAL
 from models import service
 from models.base import utcnow
 from models.messages import OutboxMessage
-from models.probes import settle_probe
+from models.probes import lock_task_without_payload, settle_probe
 from models.task import ExternalTask
 from workers.providers import Provider
 from workers.providers.base import JobSnapshot
@@ -41,10 +41,11 @@ class Probe(OutboxTask[tuple[Provider, str], JobSnapshot]):
         self.task: ExternalTask | None = None  # locked with the row, at each stage
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        claimed = service.claim_outbox_and_task(session, outbox_id)
-        if claimed is None:
+        row = service.claim_outbox(session, outbox_id)
+        if row is None:
             return None
-        row, self.task, _ = claimed
+        assert row.task_id is not None  # a probe's row always names its task
+        self.task = lock_task_without_payload(session, row.task_id)
         return row
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
@@ -90,7 +91,7 @@ class Probe(OutboxTask[tuple[Provider, str], JobSnapshot]):
         self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]], exc: CallError
     ) -> str:
         assert row.task_id is not None  # a probe's row always names its task
-        task, now = service.lock_task(session, row.task_id), utcnow()  # only the row was claimed here
+        task, now = lock_task_without_payload(session, row.task_id), utcnow()  # only the row was claimed here
         if task.state in TERMINAL:
             service.mark_done(session, row, now, "probe.skipped", reason=f"task is {task.state}")
             return "skipped"
