@@ -51,9 +51,26 @@ class Step:
     rearm: bool = False  # a heartbeat: wait another ``heartbeat_timeout_s`` for news
 
 
-def at_deadline(answer: VendorAnswer, on_deadline: str) -> Step:
-    """An acceptance or execution deadline passed and the vendor was asked."""
-    if answer is VendorAnswer.FINAL:
+ACCEPTANCE = "acceptance"
+#: the states in which each deadline still waits for something (past them, it was met)
+_AWAITED_IN: dict[str, frozenset[str]] = {
+    ACCEPTANCE: frozenset({"requested", "submitted"}),
+    "execution": frozenset({"requested", "submitted", "accepted", "cancel_requested"}),
+    HEARTBEAT: frozenset({"submitted", "accepted", "cancel_requested"}),
+}
+
+
+def still_awaited(deadline: str, state: str) -> bool:
+    """Does a task in ``state`` still wait for what ``deadline`` is about? An acceptance deadline is
+    met once the task is accepted (or further), the others once it is final."""
+    return state in _AWAITED_IN.get(deadline, frozenset())
+
+
+def at_deadline(answer: VendorAnswer, on_deadline: str, deadline: str = "execution") -> Step:
+    """An acceptance or execution deadline passed and the vendor was asked. What the deadline waited
+    for may have happened with its webhook lost: a final job, or for acceptance a running one too,
+    is applied instead of escalated."""
+    if answer is VendorAnswer.FINAL or (deadline == ACCEPTANCE and answer is VendorAnswer.RUNNING):
         return Step(apply=True)
     return Step(escalate=True, cancel=on_deadline == "cancel")
 

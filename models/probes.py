@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session, load_only
 
-from core.deadlines import HEARTBEAT, VendorAnswer, at_deadline, at_heartbeat, heartbeat_due
+from core.deadlines import HEARTBEAT, VendorAnswer, at_deadline, at_heartbeat, heartbeat_due, still_awaited
 from models.lifecycle import ask_vendor, escalate
 from models.messages import OutboxMessage
 from models.reconciliation import apply_snapshot
@@ -79,13 +79,17 @@ def settle_probe(
 ) -> str:
     """What the vendor answered, applied to the (locked) task; the row is done. A final status goes
     through the webhook's path (``apply_snapshot``) instead of an escalation; an open job re-arms
-    a heartbeat; otherwise the escalation, saying what the vendor answered."""
+    a heartbeat; otherwise the escalation, saying what the vendor answered. A task that no longer
+    waits for what the deadline was about (accepted, or final, meanwhile) is left alone."""
     # Never dated before its claim: beat and the worker may run on hosts whose clocks differ a
     # little (and tests move beat's clock ahead), and lateness is measured from the claim on.
     now = max(now, row.created_at)
     reason = str(row.payload.get("reason"))
     deadline_at = datetime.fromisoformat(str(row.payload["deadline_at"]))
-    step = at_heartbeat(answer) if reason == HEARTBEAT else at_deadline(answer, task.on_deadline)
+    if not still_awaited(reason, task.state):  # met while we asked (its event arrived meanwhile)
+        mark_done(session, row, now, "probe.skipped", reason=f"task is {task.state}")
+        return "skipped"
+    step = at_heartbeat(answer) if reason == HEARTBEAT else at_deadline(answer, task.on_deadline, reason)
     if step.apply:
         assert status is not None and task.vendor_job_id is not None  # a final answer has its status
         apply_snapshot(session, task.provider, task.vendor_job_id, status, outcome, now)

@@ -62,8 +62,8 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
     cid = f"late-{uuid.uuid4().hex[:8]}"
     body = {
         "correlation_id": cid,
-        # still running at the vendor when asked (the escalation asks first), and telling nobody
-        "input": {"simulate": {**SILENT, "complete_delay_s": 600}},
+        # still queued at the vendor when asked (each escalation asks first), and telling nobody
+        "input": {"simulate": {**SILENT, "accept_delay_s": 600}},
         "acceptance_timeout_s": 60,
         "execution_timeout_s": 120,
     }
@@ -101,7 +101,7 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
     assert sorted(e["deadline"] for e in exceeded) == ["acceptance", "execution"]
     execution_callback = next(e for e in exceeded if e["deadline"] == "execution")
     assert execution_callback["late_by_s"] == 30.0
-    assert {e["vendor_status"] for e in exceeded} == {"running"}  # what the vendor said when asked
+    assert {e["vendor_status"] for e in exceeded} == {"queued"}  # what the vendor said when asked
     incidents = pair_stack.admin("GET", "/incidents", params={"kind": "deadline_exceeded", "limit": 500}).json()[
         "items"
     ]

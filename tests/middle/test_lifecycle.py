@@ -84,17 +84,35 @@ def test_an_overdue_task_at_the_vendor_is_asked_about_first_and_claimed_once(db:
         assert escalate_due(session, later(900), 100) == (0, [])  # once per deadline
 
 
-def test_a_vendor_that_says_running_gets_the_escalation_saying_so(db: Database) -> None:
+def test_a_vendor_that_says_queued_gets_the_escalation_saying_so(db: Database) -> None:
     with db.transaction() as session:
         task = at_vendor(session, new_client(session), "order-1", acceptance_deadline=later(60))
         [probe] = escalate_due(session, later(90), 100)[1]
-        assert settle_probe(session, probe, task, VendorAnswer.RUNNING, later(91), status="running") == "escalated"
+        assert settle_probe(session, probe, task, VendorAnswer.QUEUED, later(91), status="queued") == "escalated"
         [relay] = [r for r in outbox_rows(session, task) if r.kind == OutboxKind.RELAY]
         assert relay.payload["type"] == "task.deadline_exceeded" and relay.payload["deadline"] == "acceptance"
-        assert relay.payload["late_by_s"] == 31.0 and relay.payload["vendor_status"] == "running"
+        assert relay.payload["late_by_s"] == 31.0 and relay.payload["vendor_status"] == "queued"
         assert task.state == State.SUBMITTED and probe.done_at == later(91)
         [incident] = _incidents(session, IncidentKind.DEADLINE_EXCEEDED)
-        assert incident.correlation_id == "order-1" and "the vendor: running" in incident.detail
+        assert incident.correlation_id == "order-1" and "the vendor: queued" in incident.detail
+
+
+def test_an_acceptance_deadline_the_vendor_says_running_is_met_not_escalated(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", acceptance_deadline=later(60))
+        [probe] = escalate_due(session, later(90), 100)[1]
+        assert settle_probe(session, probe, task, VendorAnswer.RUNNING, later(91), status="running") == "applied"
+        assert task.state == State.ACCEPTED  # its job.accepted webhook was lost; the status said so
+        assert _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
+
+
+def test_a_probe_for_a_deadline_met_meanwhile_is_left_alone(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", acceptance_deadline=later(60))
+        [probe] = escalate_due(session, later(90), 100)[1]
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-1"), later(91))
+        assert settle_probe(session, probe, task, VendorAnswer.QUEUED, later(92), status="queued") == "skipped"
+        assert probe.done_at is not None and _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
 
 
 def test_a_vendor_that_cannot_be_reached_gets_the_escalation_saying_so(db: Database) -> None:

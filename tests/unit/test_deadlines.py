@@ -20,7 +20,9 @@ from core.deadlines import (
     heartbeat_is_due,
     passes_deadline,
     retry_past_deadline,
+    still_awaited,
 )
+from core.states import State
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOT_FINAL = [a for a in VendorAnswer if a is not VendorAnswer.FINAL]
@@ -40,6 +42,27 @@ def test_anything_short_of_final_escalates_at_a_deadline_and_cancels_only_when_a
     assert at_deadline(answer, "cancel") == Step(escalate=True, cancel=True)
 
 
+def test_an_acceptance_deadline_is_met_by_a_running_job_an_execution_deadline_is_not() -> None:
+    running = VendorAnswer.RUNNING
+    assert at_deadline(running, "cancel", "acceptance") == Step(apply=True)
+    assert at_deadline(running, "cancel", "execution") == Step(escalate=True, cancel=True)
+    assert at_deadline(VendorAnswer.QUEUED, "escalate", "acceptance") == Step(escalate=True)
+
+
+@pytest.mark.parametrize(
+    ("deadline", "awaited_in"),
+    [
+        ("acceptance", {"requested", "submitted"}),
+        ("execution", {"requested", "submitted", "accepted", "cancel_requested"}),
+        ("heartbeat", {"submitted", "accepted", "cancel_requested"}),
+        ("nonsense", set()),
+    ],
+)
+def test_what_each_deadline_still_waits_for(deadline: str, awaited_in: set[str]) -> None:
+    states = {s.value for s in State}
+    assert {s for s in states if still_awaited(deadline, s)} == awaited_in
+
+
 @pytest.mark.parametrize("status", ["queued", "running"])
 def test_a_heartbeat_the_vendor_answers_for_is_rearmed(status: str) -> None:
     assert at_heartbeat(answer_of(status)) == Step(rearm=True)
@@ -56,9 +79,13 @@ def test_a_status_outside_the_contract_is_refused() -> None:
         answer_of("done")
 
 
-@given(st.sampled_from(list(VendorAnswer)), st.sampled_from(["escalate", "cancel"]))
-def test_a_step_never_both_applies_and_escalates(answer: VendorAnswer, on_deadline: str) -> None:
-    for step in (at_deadline(answer, on_deadline), at_heartbeat(answer)):
+@given(
+    st.sampled_from(list(VendorAnswer)),
+    st.sampled_from(["escalate", "cancel"]),
+    st.sampled_from(["acceptance", "execution"]),
+)
+def test_a_step_never_both_applies_and_escalates(answer: VendorAnswer, on_deadline: str, deadline: str) -> None:
+    for step in (at_deadline(answer, on_deadline, deadline), at_heartbeat(answer)):
         assert not (step.apply and step.escalate)
         assert step.cancel <= step.escalate  # a cancel always comes with its escalation
         assert step.apply or step.escalate or step.rearm  # every answer leads somewhere

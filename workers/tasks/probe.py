@@ -12,10 +12,9 @@ from __future__ import annotations
 from celery import Task, shared_task
 from sqlalchemy.orm import Session
 
-from core.deadlines import HEARTBEAT, VendorAnswer, answer_of
+from core.deadlines import HEARTBEAT, VendorAnswer, answer_of, still_awaited
 from core.errors import CallError, PermanentError
 from core.retry_policy import RetryPolicy
-from core.states import TERMINAL
 from models import service
 from models.base import utcnow
 from models.messages import OutboxMessage
@@ -51,7 +50,7 @@ class Probe(OutboxTask[tuple[Provider, str], JobSnapshot]):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
         task, now = self.task, utcnow()
         assert task is not None  # claimed with its row
-        if task.state in TERMINAL:
+        if not still_awaited(str(row.payload.get("reason")), task.state):
             service.mark_done(session, row, now, "probe.skipped", reason=f"task is {task.state}")
             return "skipped"
         if row.payload.get("reason") == HEARTBEAT and task.last_event_at and task.last_event_at > row.created_at:
@@ -78,9 +77,6 @@ class Probe(OutboxTask[tuple[Provider, str], JobSnapshot]):
     ) -> str:
         assert self.task is not None  # claimed with its row
         now = utcnow()
-        if self.task.state in TERMINAL:  # its completion arrived while we asked
-            service.mark_done(session, row, now, "probe.skipped", reason=f"task is {self.task.state}")
-            return "skipped"
         answer = answer_of(result.status)  # the provider checked it is one of the contract's
         return settle_probe(session, row, self.task, answer, now, status=result.status, outcome=result.outcome)
 
@@ -92,9 +88,6 @@ class Probe(OutboxTask[tuple[Provider, str], JobSnapshot]):
     ) -> str:
         assert row.task_id is not None  # a probe's row always names its task
         task, now = lock_task_without_payload(session, row.task_id), utcnow()  # only the row was claimed here
-        if task.state in TERMINAL:
-            service.mark_done(session, row, now, "probe.skipped", reason=f"task is {task.state}")
-            return "skipped"
         unknown = isinstance(exc, PermanentError) and exc.status == NOT_FOUND
         answer = VendorAnswer.UNKNOWN_JOB if unknown else VendorAnswer.UNREACHABLE
         return settle_probe(session, row, task, answer, now, note=str(exc))
