@@ -66,6 +66,21 @@ def claim_silent(session: Session, now: datetime, batch: int) -> tuple[int, list
     return len(tasks), rows
 
 
+def skip_probe(session: Session, row: OutboxMessage, task: ExternalTask, now: datetime) -> str | None:
+    """Done with nothing to do, when what the probe was about is settled already: the deadline was
+    met (the task was accepted, or is final, meanwhile), or for a heartbeat the vendor has spoken
+    since the probe was written (its event re-armed the heartbeat)."""
+    reason = str(row.payload.get("reason"))
+    if not still_awaited(reason, task.state):
+        why = f"task is {task.state}"
+    elif reason == HEARTBEAT and task.last_event_at is not None and task.last_event_at > row.created_at:
+        why = "the vendor has spoken since"
+    else:
+        return None
+    mark_done(session, row, now, "probe.skipped", reason=why)
+    return "skipped"
+
+
 def settle_probe(
     session: Session,
     row: OutboxMessage,
@@ -84,11 +99,10 @@ def settle_probe(
     # Never dated before its claim: beat and the worker may run on hosts whose clocks differ a
     # little (and tests move beat's clock ahead), and lateness is measured from the claim on.
     now = max(now, row.created_at)
+    if (skipped := skip_probe(session, row, task, now)) is not None:
+        return skipped
     reason = str(row.payload.get("reason"))
     deadline_at = datetime.fromisoformat(str(row.payload["deadline_at"]))
-    if not still_awaited(reason, task.state):  # met while we asked (its event arrived meanwhile)
-        mark_done(session, row, now, "probe.skipped", reason=f"task is {task.state}")
-        return "skipped"
     step = at_heartbeat(answer) if reason == HEARTBEAT else at_deadline(answer, task.on_deadline, reason)
     if step.apply:
         assert status is not None and task.vendor_job_id is not None  # a final answer has its status

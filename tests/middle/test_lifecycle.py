@@ -228,6 +228,16 @@ def test_a_silent_task_whose_vendor_does_not_answer_is_escalated_not_canceled(db
         assert task.state == State.SUBMITTED and task.heartbeat_due_at is None  # until the vendor speaks again
 
 
+def test_a_heartbeat_probe_is_dropped_once_the_vendor_has_spoken_again(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", heartbeat_timeout_s=60)
+        [probe] = claim_silent(session, later(60), 100)[1]
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-1"), later(61))
+        assert settle_probe(session, probe, task, VendorAnswer.UNREACHABLE, later(62)) == "skipped"
+        assert task.heartbeat_due_at == later(121)  # armed by the event, not disarmed by the probe
+        assert _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
+
+
 # --- Reconciliation's claims ---
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from celery import Task, shared_task
 from sqlalchemy.orm import Session
 
-from core.deadlines import HEARTBEAT, VendorAnswer, answer_of, still_awaited
+from core.deadlines import VendorAnswer, answer_of
 from core.errors import CallError, PermanentError
 from core.retry_policy import RetryPolicy
 from models import service
 from models.base import utcnow
 from models.messages import OutboxMessage
-from models.probes import lock_task_without_payload, settle_probe
+from models.probes import lock_task_without_payload, settle_probe, skip_probe
 from models.task import ExternalTask
 from workers.providers import Provider
 from workers.providers.base import JobSnapshot
@@ -50,12 +50,8 @@ class Probe(OutboxTask[tuple[Provider, str], JobSnapshot]):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
         task, now = self.task, utcnow()
         assert task is not None  # claimed with its row
-        if not still_awaited(str(row.payload.get("reason")), task.state):
-            service.mark_done(session, row, now, "probe.skipped", reason=f"task is {task.state}")
-            return "skipped"
-        if row.payload.get("reason") == HEARTBEAT and task.last_event_at and task.last_event_at > row.created_at:
-            service.mark_done(session, row, now, "probe.skipped", reason="the vendor has spoken since")
-            return "skipped"
+        if (skipped := skip_probe(session, row, task, now)) is not None:
+            return skipped
         provider = ctx.providers.get(task.provider)
         if task.vendor_job_id is None or provider is None:
             answer = VendorAnswer.NO_JOB if task.vendor_job_id is None else VendorAnswer.UNREACHABLE
