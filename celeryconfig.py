@@ -53,6 +53,7 @@ imports = (
     "workers.tasks.relay",
     "workers.tasks.cancel",
     "workers.tasks.notify",
+    "workers.tasks.probe",
     "workers.tasks.beat",
 )
 beat_schedule = BEAT_SCHEDULE

@@ -58,7 +58,7 @@ def work_queues(settings: Settings) -> list[Queue]:
 
 #: Tasks bounded by the per-call limits (their work is one or two outbound calls); every other
 #: registered ``liaison.*`` task is a beat job, bounded by the beat limits.
-CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel")
+CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel", "liaison.probe")
 BEAT_TASKS = (
     "liaison.sweep_outbox",
     "liaison.prune_processed_messages",

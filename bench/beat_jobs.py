@@ -5,8 +5,9 @@ in tests).
     .venv/bin/python bench/beat_jobs.py --tasks 100000 --sqlite
 
 It builds the schema with the real migrations, fills ``external_tasks`` with mostly finished tasks
-plus a few due ones, then times check_deadlines (escalate_due), the reconcile claim, a reconcile
-run against the real simulator over HTTP, and pruning; on PostgreSQL it prints EXPLAIN ANALYZE.
+plus a few due ones, then times check_deadlines (escalate_due, and the heartbeat claim), the
+reconcile claim, a reconcile run against the real simulator over HTTP, and pruning; on PostgreSQL
+it prints EXPLAIN ANALYZE.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from models import ExternalTask, ProcessedMessage
 from models.base import utcnow
 from models.db import Database
 from models.lifecycle import DEADLINES, due_query, escalate_due
+from models.probes import claim_silent, silent_query
 from models.reconciliation import claim_quiet, quiet_query
 from models.retention import prune_processed_messages
 from tests.integration.stack import migrate
@@ -72,6 +74,9 @@ def fill(db: Database, total: int, due: int) -> None:
                     "created_at": long_ago,
                     "updated_at": long_ago,
                     "checked_at": long_ago,
+                    # silent since long ago too: the heartbeat check's claim is timed below
+                    "heartbeat_timeout_s": 600,
+                    "heartbeat_due_at": long_ago if is_due else None,
                 }
             )
         with db.transaction() as s:
@@ -137,6 +142,7 @@ def main() -> None:
         for rule in DEADLINES:
             print(f"  check_deadlines/{rule.name}:\n{explain(ctx.db, due_query(rule, now, 500))}")
         print(f"  reconcile claim:\n{explain(ctx.db, quiet_query('sim', 900, now, 500))}")
+        print(f"  check_deadlines/heartbeat:\n{explain(ctx.db, silent_query(now, 500))}")
 
         print("\n== check_deadlines (one run; the publish to the broker is left out)")
         t0 = time.perf_counter()
@@ -147,6 +153,14 @@ def main() -> None:
         with ctx.db.transaction() as s:
             again, _ = escalate_due(s, now, 500)
         print(f"  a second run found {again} due in {(time.perf_counter() - t0) * 1000:.1f} ms")
+        for run in ("first", "second"):
+            t0 = time.perf_counter()
+            with ctx.db.transaction() as s:
+                silent, _ = claim_silent(s, now, 500)
+            took_ms = (time.perf_counter() - t0) * 1000
+            print(
+                f"  heartbeats, {run} run: {silent} silent of {args.tasks:,} claimed (a probe each) in {took_ms:.1f} ms"
+            )
 
         print("\n== reconcile")
         t0 = time.perf_counter()

@@ -245,6 +245,8 @@ PROVIDER_SECTION = section(
            "default deadline for its tasks to reach accepted"),
     Option(_S + "EXECUTION_TIMEOUT_S", "execution_timeout_s", optional_int(), "",
            "default deadline for its tasks to reach a final state"),
+    Option(_S + "HEARTBEAT_TIMEOUT_S", "heartbeat_timeout_s", optional_int(), "",
+           "default heartbeat: no vendor event for this long asks the vendor (a task may set its own)"),
     Option(_S + "SUBMIT_MAX_ATTEMPTS", "submit_max_attempts", integer(1), "6", "submit/cancel attempts in all"),
     Option(_S + "SUBMIT_BACKOFF_BASE_S", "submit_backoff_base_s", decimal(0.0), "2", "first retry wait, doubling"),
     Option(_S + "SUBMIT_BACKOFF_CAP_S", "submit_backoff_cap_s", decimal(0.0), "300", "longest retry wait"),

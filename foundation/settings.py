@@ -80,6 +80,7 @@ class ProviderSettings:
     api_key: str = _provider_default("api_key")
     acceptance_timeout_s: int | None = _provider_default("acceptance_timeout_s")
     execution_timeout_s: int | None = _provider_default("execution_timeout_s")
+    heartbeat_timeout_s: int | None = _provider_default("heartbeat_timeout_s")
     submit_max_attempts: int = _provider_default("submit_max_attempts")
     submit_backoff_base_s: float = _provider_default("submit_backoff_base_s")
     submit_backoff_cap_s: float = _provider_default("submit_backoff_cap_s")

@@ -76,6 +76,7 @@ class LiaisonClient:
         execution_timeout_s: int | None = None,
         execution_deadline: datetime | str | None = None,
         on_deadline: Literal["escalate", "cancel"] | None = None,
+        heartbeat_timeout_s: int | None = None,
         idempotency_key: str | None = None,
     ) -> Task:
         """Hand Liaison a task (``POST /api/v1/tasks``); it is ``requested`` on return.
@@ -85,7 +86,8 @@ class LiaisonClient:
         ``idempotency_key`` makes a retry after a timeout safe: the same key and body return the
         same task, a different body is a :class:`~liaison_client.errors.Conflict`. Give a timeout
         in seconds or an aware deadline for acceptance and execution, not both; unset, the
-        provider's defaults apply. Field problems raise
+        provider's defaults apply. ``heartbeat_timeout_s``: no vendor event for that long makes
+        Liaison ask the vendor (and escalate if it does not answer). Field problems raise
         :class:`~liaison_client.errors.ValidationFailed` listing each one.
         """
         body: dict[str, Any] = {"input": input}
@@ -98,6 +100,7 @@ class LiaisonClient:
             "execution_timeout_s": execution_timeout_s,
             "execution_deadline": _when(execution_deadline) if execution_deadline is not None else None,
             "on_deadline": on_deadline,
+            "heartbeat_timeout_s": heartbeat_timeout_s,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}

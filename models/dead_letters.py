@@ -27,6 +27,8 @@ INCIDENT_FOR_KIND = {
     OutboxKind.RELAY: IncidentKind.RELAY_FAILED,
     OutboxKind.CANCEL: IncidentKind.CANCEL_FAILED,
     OutboxKind.NOTIFY: IncidentKind.NOTIFICATION_FAILED,
+    # a probe that never finished: the escalation it stood for did not happen either
+    OutboxKind.PROBE: IncidentKind.DEADLINE_EXCEEDED,
 }
 PARKED_ENDPOINT_GONE = "endpoint_gone"
 

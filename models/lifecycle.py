@@ -19,11 +19,12 @@ from typing import Any
 from sqlalchemy import Select, select, text, update
 from sqlalchemy.orm import Session, load_only
 
+from core.deadlines import HEARTBEAT, RetryAtDeadline, VendorAnswer, at_deadline, at_heartbeat, retry_past_deadline
 from core.states import TERMINAL, State
 from models.incidents import IncidentKind, open_incident
 from models.isolation import in_savepoint
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.service import ServiceError, add_event, add_outbox, add_relay, move
+from models.service import ServiceError, add_event, add_outbox, add_relay, lock_task, move
 from models.task import AWAITING_ACCEPTANCE, AWAITING_COMPLETION, ExternalTask
 from models.vendor_events import first_time
 
@@ -128,16 +129,39 @@ def due_query(rule: DeadlineRule, now: datetime, batch: int) -> Select:
     )
 
 
-def _escalate(session: Session, task: ExternalTask, rule: DeadlineRule, now: datetime) -> list[OutboxMessage]:
-    deadline = getattr(task, rule.column.key)
+def escalate(
+    session: Session,
+    task: ExternalTask,
+    deadline_name: str,
+    deadline: datetime,
+    now: datetime,
+    answer: VendorAnswer,
+    *,
+    note: str | None = None,
+    cancel: bool = False,
+) -> list[OutboxMessage]:
+    """``task.deadline_exceeded`` to the domain app and an Incident, saying what the vendor answered
+    (``vendor_status``: the job is ``queued`` or ``running`` there, or the vendor was
+    ``unreachable``, did not know the job, or had ``no_job`` to ask about); then the cancel when
+    ``cancel``. The caller marked the deadline escalated when it claimed it."""
     late_s = round((now - deadline).total_seconds(), 3)
-    setattr(task, rule.escalated, now)
-    add_event(session, task, "deadline.exceeded", now, deadline=rule.name, late_by_s=late_s)
+    vendor = answer.value + (f" ({note})" if note else "")
+    add_event(
+        session,
+        task,
+        "deadline.exceeded",
+        now,
+        deadline=deadline_name,
+        late_by_s=late_s,
+        vendor_status=answer.value,
+        **({"vendor_error": note} if note else {}),
+    )
     open_incident(
         session,
         IncidentKind.DEADLINE_EXCEEDED,
-        f"{rule.name}:task:{task.id}",
-        f"{rule.name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}",
+        f"{deadline_name}:task:{task.id}",
+        f"{deadline_name} deadline {deadline.isoformat()} passed {late_s:.0f}s ago in state {task.state}; "
+        f"the vendor: {vendor}",
         now,
         correlation_id=task.correlation_id,
     )
@@ -150,21 +174,44 @@ def _escalate(session: Session, task: ExternalTask, rule: DeadlineRule, now: dat
             "task.deadline_exceeded",
             now,
             outcome=None,
-            deadline=rule.name,
+            deadline=deadline_name,
             deadline_at=deadline.isoformat(),
             late_by_s=late_s,
+            vendor_status=answer.value,
         )
     ]
-    if task.on_deadline == "cancel":
-        rows += request_cancel(session, task, f"{rule.name} deadline exceeded", now)
+    if cancel:
+        rows += request_cancel(session, task, f"{deadline_name} deadline exceeded", now)
     return rows
 
 
-def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
-    """Escalate each overdue task once per deadline: ``task.deadline_exceeded`` to the domain app and
-    an Incident; the task keeps running unless ``on_deadline=cancel``.
+def ask_vendor(
+    session: Session, task: ExternalTask, reason: str, deadline: datetime, now: datetime
+) -> list[OutboxMessage]:
+    """Before escalating ``reason`` (a deadline's name, or ``heartbeat``), ask the vendor: a
+    ``probe`` outbox row, whose worker calls the provider's ``status`` outside any transaction and
+    then applies a final answer or escalates (``models.probes``). Through the outbox, a crash
+    after this commit loses nothing: the sweep publishes the probe again. A task the vendor never
+    accepted has no job to ask about: a deadline escalates at once and says so."""
+    if task.vendor_job_id is None:
+        no_job = VendorAnswer.NO_JOB
+        step = at_heartbeat(no_job) if reason == HEARTBEAT else at_deadline(no_job, task.on_deadline)
+        return escalate(session, task, reason, deadline, now, VendorAnswer.NO_JOB, cancel=step.cancel)
+    add_event(session, task, f"{reason}.asking_vendor", now, deadline_at=deadline.isoformat())
+    return [add_outbox(session, OutboxKind.PROBE, task, now, reason=reason, deadline_at=deadline.isoformat())]
 
-    Each task is escalated in a savepoint: one that fails is rolled back alone, gets a
+
+def _claim_deadline(session: Session, task: ExternalTask, rule: DeadlineRule, now: datetime) -> list[OutboxMessage]:
+    setattr(task, rule.escalated, now)  # off the partial index: claimed, once
+    return ask_vendor(session, task, rule.name, getattr(task, rule.column.key), now)
+
+
+def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
+    """Each overdue task, once per deadline: the vendor is asked first (:func:`ask_vendor`), and the
+    escalation (``task.deadline_exceeded`` and an Incident; the task keeps running unless
+    ``on_deadline=cancel``) follows unless the job turns out to be final.
+
+    Each task is claimed in a savepoint: one that fails is rolled back alone, gets a
     ``batch_row_failed`` incident and is marked escalated all the same (so the next run does not
     trip over it again, ahead of every other tenant's deadlines); the rest of the batch goes on.
     """
@@ -174,7 +221,7 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
         for task in due:
             task_id, correlation_id = task.id, task.correlation_id
             ok, out = in_savepoint(
-                session, "check_deadlines", correlation_id, now, partial(_escalate, session, task, rule, now)
+                session, "check_deadlines", correlation_id, now, partial(_claim_deadline, session, task, rule, now)
             )
             if ok:
                 rows += out or []
@@ -187,6 +234,25 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
                     .execution_options(synchronize_session=False)
                 )
     return escalated, rows
+
+
+def retry_past_deadline_of(session: Session, row: OutboxMessage, now: datetime) -> RetryAtDeadline:
+    """A submit retry the budget allows would start after the task's execution deadline
+    (docs/design.md §6). Under ``on_deadline=escalate`` the deadline is escalated once (the vendor
+    has no job yet, so the escalation says ``no_job``) and the retry goes ahead: the task fails
+    only when its retry budget is spent. Under ``cancel`` the task is canceled, and the caller ends
+    the row instead of retrying. Runs in the caller's transaction, which locks the task."""
+    assert row.task_id is not None  # a submission's row always names its task
+    task = lock_task(session, row.task_id)
+    decision = retry_past_deadline(task.on_deadline, escalated=task.execution_escalated_at is not None)
+    deadline = task.execution_deadline
+    assert deadline is not None  # a retry only passes a deadline the task has
+    if decision is not RetryAtDeadline.RETRY and task.execution_escalated_at is None:
+        task.execution_escalated_at = now
+        ask_vendor(session, task, "execution", deadline, now)  # with a cancel, under on_deadline=cancel
+    if decision is RetryAtDeadline.CANCEL and task.state not in TERMINAL:
+        request_cancel(session, task, "execution deadline exceeded", now)
+    return decision
 
 
 # --- Reconciliation ---

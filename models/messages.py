@@ -29,8 +29,10 @@ class OutboxKind:
     CANCEL = "cancel"
     RELAY = "relay"
     NOTIFY = "notify"  # a message to people about incidents (models.notifications)
+    #: ask the vendor for a job's status before a deadline or heartbeat escalation
+    PROBE = "probe"
 
-    ALL = (SUBMIT, CANCEL, RELAY, NOTIFY)
+    ALL = (SUBMIT, CANCEL, RELAY, NOTIFY, PROBE)
 
 
 #: a dead letter is the outbox kind that failed, or ``poison`` (a message that never finished a

@@ -65,6 +65,8 @@ class SubmitRequest:
     execution_deadline: datetime | None
     on_deadline: str
     fingerprint: str
+    #: no vendor event for this long asks the vendor (the task's own, or its provider's default)
+    heartbeat_timeout_s: int | None = None
 
 
 @dataclass
@@ -177,6 +179,7 @@ def submit_task(
         acceptance_deadline=req.acceptance_deadline,
         execution_deadline=req.execution_deadline,
         on_deadline=req.on_deadline,
+        heartbeat_timeout_s=req.heartbeat_timeout_s,
         created_at=now,
         updated_at=now,
         checked_at=now,

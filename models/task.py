@@ -21,6 +21,8 @@ AWAITING_COMPLETION = (
 )
 AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
 NOT_SUBMITTED = "state = 'requested'"
+#: at the vendor with a heartbeat armed: what the heartbeat check reads (``heartbeat_due_at``)
+HEARTBEAT_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND heartbeat_due_at IS NOT NULL"
 #: not final: what counts against a client's cap on open tasks (LIAISON_CLIENT_MAX_OPEN_TASKS)
 OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
 #: final: what retention may remove once it has been quiet for long enough (models.retention)
@@ -53,6 +55,7 @@ class ExternalTask(Base):
         _partial("ix_external_tasks_quiet_at_vendor", "provider", "checked_at", predicate=AT_VENDOR),
         _partial("ix_external_tasks_quiet_requested", "checked_at", predicate=NOT_SUBMITTED),
         _partial("ix_external_tasks_client_open", "client_id", predicate=OPEN),
+        _partial("ix_external_tasks_heartbeat_due", "heartbeat_due_at", predicate=HEARTBEAT_ARMED),
         _partial("ix_external_tasks_retrying", "next_attempt_at", predicate="next_attempt_at IS NOT NULL"),
         _partial("ix_external_tasks_finished", "updated_at", predicate=FINISHED),  # retention, oldest first
     )
@@ -76,6 +79,13 @@ class ExternalTask(Base):
     on_deadline: Mapped[str] = mapped_column(String(16), default="escalate")
     acceptance_escalated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     execution_escalated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Heartbeats (docs/design.md §7): no vendor event for ``heartbeat_timeout_s`` (the task's, or
+    # its provider's default, fixed at submit) asks the vendor. ``last_event_at`` is stamped by
+    # every verified vendor event for the task; ``heartbeat_due_at`` is when silence becomes due
+    # (null: no heartbeat kept, or a check is out), so the beat query reads only an index.
+    heartbeat_timeout_s: Mapped[int | None] = mapped_column()
+    last_event_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    heartbeat_due_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     # Last time anything happened to the task or reconciliation asked the vendor about it.
     checked_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     attempts: Mapped[int] = mapped_column(default=0)

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.deadlines import heartbeat_due
 from core.states import EventType, State, decide
 from models.attention import OrphanEvent
 from models.base import upsert
@@ -41,6 +42,7 @@ def record_submission(
     task.attempts += 1
     task.last_error = None
     task.next_attempt_at = None
+    heard_from_vendor(task, now)  # the submit's answer starts the heartbeat
     if task.state == State.REQUESTED:
         out += move(session, task, State.SUBMITTED, now, attempt=task.attempts)
     else:
@@ -174,5 +176,16 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
             )
         )
         return EventResult("orphan")
+    heard_from_vendor(task, now)
     applied, rows = _apply(session, task, event, message_id, now)
     return EventResult("applied" if applied else "ignored", rows)
+
+
+def heard_from_vendor(task: ExternalTask, now: datetime) -> None:
+    """The vendor spoke about this task: the one place its last event time is stamped, and its
+    heartbeat moved on (``core.deadlines.heartbeat_due``). Every verified vendor event for a known
+    task passes here (``receive_event``: webhooks of every type, reconciled answers, orphans bound
+    later go through the submission's stamp), and it writes only columns of the task row the
+    event's own UPDATE writes anyway, so it costs no statement on the happy path."""
+    task.last_event_at = now
+    task.heartbeat_due_at = heartbeat_due(now, task.heartbeat_timeout_s)

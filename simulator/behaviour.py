@@ -54,6 +54,9 @@ class Behaviour:
     #: percentages reported as ``job.progress`` once accepted, one every ``progress_interval_s``
     progress: tuple[float, ...] = ()
     progress_interval_s: float = 0.1
+    #: accept the job and then send nothing at all (no webhook of any type), while ``GET
+    #: /jobs/<id>`` still answers: a vendor that went silent, for heartbeats and deadlines
+    silent: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,12 +65,14 @@ class GlobalConfig:
 
     down: bool = False
     down_status: int = 503
+    #: the outage reaches the status endpoint too (``GET /jobs/<id>``): a vendor that cannot be asked
+    status_down: bool = False
     knobs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready view (what the control endpoint echoes back)."""
         out = {key: _jsonable(value) for key, value in self.knobs.items()}
-        out.update(down=self.down, down_status=self.down_status)
+        out.update(down=self.down, down_status=self.down_status, status_down=self.status_down)
         return out
 
 
@@ -156,11 +161,13 @@ _JOB_VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "reorder": _bool,
     "progress": _progress,
     "progress_interval_s": _seconds,
+    "silent": _bool,
 }
 _GLOBAL_VALIDATORS: dict[str, Callable[[Any], Any]] = {
     **_JOB_VALIDATORS,
     "down": _bool,
     "down_status": _status,
+    "status_down": _bool,
 }
 
 
@@ -191,7 +198,8 @@ def parse_global_config(raw: object) -> GlobalConfig:
     knobs = _validate(raw, _GLOBAL_VALIDATORS, "config")
     down = knobs.pop("down", False)
     down_status = knobs.pop("down_status", 503)
-    return GlobalConfig(down=down, down_status=down_status, knobs=MappingProxyType(knobs))
+    status_down = knobs.pop("status_down", False)
+    return GlobalConfig(down=down, down_status=down_status, status_down=status_down, knobs=MappingProxyType(knobs))
 
 
 def parse_job_knobs(job_input: object) -> dict[str, Any]:

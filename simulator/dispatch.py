@@ -33,6 +33,9 @@ class Dispatcher:
         """Send one event (``behaviour.duplicate`` concurrent copies); return when all are done.
         ``webhook_id``: an event that is not one of the job's two (a progress report) names its own."""
         webhook_id = webhook_id or job.webhook_ids[event_type]
+        if job.behaviour.silent:
+            self._record(job, event_type, webhook_id, 1, 0, None, None, "silenced")
+            return
         if event_type in job.behaviour.drop:
             self._record(job, event_type, webhook_id, 1, 0, None, None, "dropped")
             return

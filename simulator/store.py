@@ -58,7 +58,7 @@ class Delivery:
     attempt: int
     status: int | None  # HTTP status, None on a connection error or a drop
     error: str | None
-    result: str  # delivered | retrying | gave_up | dropped
+    result: str  # delivered | retrying | gave_up | dropped | silenced
     at: float = field(default_factory=time.time)
 
 

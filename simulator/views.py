@@ -87,6 +87,9 @@ def submit_job() -> Response:
 
 @bp.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
+    config = runtime().store.config
+    if config.status_down:
+        return problem(config.down_status, "Vendor unavailable", "simulated outage (status_down)")
     job = runtime().store.get(job_id)
     if job is None:
         return problem(404, "Unknown job", f"no job {job_id}")

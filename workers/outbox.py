@@ -27,6 +27,7 @@ TASK_FOR_KIND = {
     OutboxKind.CANCEL: "liaison.cancel",
     OutboxKind.RELAY: "liaison.relay",
     OutboxKind.NOTIFY: "liaison.notify",
+    OutboxKind.PROBE: "liaison.probe",
 }
 #: Reconnect once (a pooled connection may be stale after a broker restart), then leave it to the
 #: sweep: a request must not hang on a broker that is down.

@@ -21,6 +21,11 @@ TASK = obj(
         "acceptance_deadline": TIME,
         "execution_deadline": TIME,
         "on_deadline": {"enum": ["escalate", "cancel"]},
+        "heartbeat_timeout_s": {
+            "type": ["integer", "null"],
+            "description": "No vendor event for this long asks the vendor for the job's status; null: none kept.",
+        },
+        "last_event_at": {**TIME, "description": "When the vendor last sent an event for this task; null before."},
         "attempts": {"type": "integer", "minimum": 0},
         "retrying": {"type": "boolean", "description": "A failed attempt with another one scheduled."},
         "last_error": nullable("string"),
@@ -43,6 +48,8 @@ TASK = obj(
         "acceptance_deadline",
         "execution_deadline",
         "on_deadline",
+        "heartbeat_timeout_s",
+        "last_event_at",
         "attempts",
         "retrying",
         "last_error",
@@ -74,6 +81,13 @@ SUBMIT = obj(
         "execution_timeout_s": TIMEOUT,
         "execution_deadline": {"type": "string", "format": "date-time"},
         "on_deadline": {"enum": ["escalate", "cancel"], "default": "escalate"},
+        "heartbeat_timeout_s": {
+            **TIMEOUT,
+            "description": "No vendor event for this long (after submission) makes Liaison ask the vendor for "
+            "the job's status; a final status is applied, a vendor that does not answer is escalated "
+            "(task.deadline_exceeded with deadline heartbeat). Default: the provider's "
+            "LIAISON_PROVIDER_<NAME>_HEARTBEAT_TIMEOUT_S, if set.",
+        },
     },
     ("input",),
     closed=True,

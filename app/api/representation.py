@@ -30,6 +30,8 @@ def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict
         "acceptance_deadline": _time(task.acceptance_deadline),
         "execution_deadline": _time(task.execution_deadline),
         "on_deadline": task.on_deadline,
+        "heartbeat_timeout_s": task.heartbeat_timeout_s,
+        "last_event_at": _time(task.last_event_at),
         "attempts": task.attempts,
         # A failed attempt with another one scheduled: the task is retrying right now.
         "retrying": task.next_attempt_at is not None and task.state not in TERMINAL,

@@ -29,6 +29,7 @@ FIELDS = {
     "execution_timeout_s",
     "execution_deadline",
     "on_deadline",
+    "heartbeat_timeout_s",
 }
 MAX_TIMEOUT_S = 366 * 24 * 3600
 
@@ -173,6 +174,14 @@ def parse_submit(
     if acceptance and execution and acceptance > execution:
         errors.append({"field": "acceptance_deadline", "message": "must not be after the execution deadline"})
 
+    heartbeat_s = provider_settings.heartbeat_timeout_s if provider_settings else None
+    if "heartbeat_timeout_s" in body:
+        heartbeat_s = body["heartbeat_timeout_s"]
+        if isinstance(heartbeat_s, bool) or not isinstance(heartbeat_s, int) or not 0 < heartbeat_s <= MAX_TIMEOUT_S:
+            errors.append(
+                {"field": "heartbeat_timeout_s", "message": f"a whole number of seconds, 1 to {MAX_TIMEOUT_S}"}
+            )
+
     if errors:
         raise ValidationFailed("the task request has invalid fields", errors=errors)
     assert isinstance(provider, str)  # checked above: a configured provider's name
@@ -185,4 +194,5 @@ def parse_submit(
         execution_deadline=execution,
         on_deadline=on_deadline,
         fingerprint=fingerprint(body),
+        heartbeat_timeout_s=heartbeat_s,
     )

@@ -95,9 +95,11 @@ def reconcile(as_json: bool) -> None:
 @json_option
 @with_appcontext
 def check_deadlines(as_json: bool) -> None:
-    """Escalate tasks past their acceptance or execution deadline, once per deadline (what beat runs
-    every minute, here and now)."""
+    """Tasks past their acceptance or execution deadline (once per deadline), or silent past their
+    heartbeat: what beat runs every minute, here and now. Each is escalated once a worker has asked
+    the vendor (a final answer is applied instead); ``escalated`` counts them as they come due."""
     total = run_check_deadlines(
-        liaison(), utcnow(), max_batches=10_000, progress=lambda n: click.echo(f"  escalated {n} so far", err=True)
+        liaison(), utcnow(), max_batches=10_000, progress=lambda n: click.echo(f"  {n} due so far", err=True)
     )
-    click.echo(json.dumps({"escalated": total}) if as_json else f"escalated {total} overdue tasks")
+    message = f"{total} deadlines or heartbeats due: the vendor is asked, then escalated if not final"
+    click.echo(json.dumps({"escalated": total}) if as_json else message)

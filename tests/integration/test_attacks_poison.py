@@ -168,14 +168,15 @@ def test_deep_input_is_refused_and_a_deadline_still_escalates_for_another_tenant
         timeout=20,
     )
     assert len(_incidents(pair_stack, normal, "deadline_exceeded")) == 1
-    # The poison row itself escalates too (nothing about it needed its input or outcome), and its
-    # relay is delivered: the relay does not load them either.
+    # The poison row itself escalates too (nothing about it needed its input or outcome: neither
+    # the probe that asks the vendor first, nor the escalation), and its relay is delivered: the
+    # relay does not load them either.
     assert _column(pair_stack, poison, "acceptance_escalated_at") is not None
-    assert len(_incidents(pair_stack, poison, "deadline_exceeded")) == 1
     pair_stack.callbacks.wait_for(
         lambda _: any(r.json()["type"] == "task.deadline_exceeded" for r in pair_stack.callbacks.posts_to(poison_path)),
         timeout=20,
     )
+    assert len(_incidents(pair_stack, poison, "deadline_exceeded")) == 1
 
 
 def _running_job(stack: Stack, correlation_id: str) -> str:
@@ -276,7 +277,7 @@ def test_a_row_failing_inside_a_deadline_batch_is_isolated(pair_stack: Stack, mo
     good_key, _, _ = pair_stack.new_client()
     bad = due_work.overdue_task(pair_stack, bad_key)
     good = due_work.overdue_task(pair_stack, good_key)
-    real = lifecycle._escalate
+    real = lifecycle._claim_deadline
 
     def failing(session, task, rule, now):  # type: ignore[no-untyped-def]
         if task.correlation_id == bad:
@@ -284,7 +285,7 @@ def test_a_row_failing_inside_a_deadline_batch_is_isolated(pair_stack: Stack, mo
             raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
         return real(session, task, rule, now)
 
-    monkeypatch.setattr(lifecycle, "_escalate", failing)
+    monkeypatch.setattr(lifecycle, "_claim_deadline", failing)
     now = utcnow()
     check_deadlines(pair_stack.ctx, now)
     check_deadlines(pair_stack.ctx, now + timedelta(seconds=1))  # the failed row is not retried

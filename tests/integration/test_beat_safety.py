@@ -13,6 +13,7 @@ from sqlalchemy import func, insert, select, text
 from models import OutboxMessage, ProcessedMessage, TaskEvent, leases
 from models.base import utcnow
 from models.lifecycle import DEADLINES, due_query, escalate_due
+from models.probes import silent_query
 from models.reconciliation import quiet_query
 from models.retention import prune_processed_messages
 from tests.integration.stack import Stack
@@ -119,6 +120,7 @@ def test_beat_queries_use_their_partial_indexes_on_postgresql(pair_stack: Stack)
         "ix_external_tasks_acceptance_due": due_query(DEADLINES[0], now, 500),
         "ix_external_tasks_execution_due": due_query(DEADLINES[1], now, 500),
         "ix_external_tasks_quiet_at_vendor": quiet_query("sim", 900, now, 500),
+        "ix_external_tasks_heartbeat_due": silent_query(now, 500),
     }
     with pair_stack.db.engine.connect() as conn:
         conn.exec_driver_sql("SET enable_seqscan = off")  # a tiny table would be scanned; ask what the index allows

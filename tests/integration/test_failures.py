@@ -121,20 +121,6 @@ def test_vendor_down_for_good_then_replay_completes_with_the_same_idempotency_ke
     assert types()[0] == ("task.completed", "failed")
 
 
-def test_retry_is_not_scheduled_past_the_execution_deadline(pair_stack: Stack, vendor_down: None) -> None:
-    api_key, _, _ = pair_stack.new_client()
-    cid = f"deadline-{uuid.uuid4().hex[:8]}"
-    assert (
-        pair_stack.submit(api_key, {"correlation_id": cid, "input": "x", "execution_timeout_s": 1}).status_code == 202
-    )
-    body = pair_stack.wait_for_task(api_key, cid)
-    assert body["state"] == "failed" and body["attempts"] < 6
-    assert "execution deadline" in body["outcome"]["error"]
-    for event in body["timeline"]:
-        if event["kind"] == "submit.attempt_failed":
-            assert _at(event["detail"]["next_attempt_at"]) < _at(body["execution_deadline"])
-
-
 def test_an_uncertain_submit_is_settled_by_find_and_never_sent_twice(pair_stack: Stack) -> None:
     """The vendor creates the job, then answers after our read timeout (2 s here): we cannot know
     whether it has the job, so we ask ``find(correlation_id)`` before anything else."""

@@ -62,7 +62,8 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
     cid = f"late-{uuid.uuid4().hex[:8]}"
     body = {
         "correlation_id": cid,
-        "input": {"simulate": SILENT},
+        # still queued at the vendor when asked (each escalation asks first), and telling nobody
+        "input": {"simulate": {**SILENT, "accept_delay_s": 600}},
         "acceptance_timeout_s": 60,
         "execution_timeout_s": 120,
     }
@@ -82,6 +83,8 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
     assert escalations() == []
     _escalate(pair_stack, acceptance + timedelta(seconds=5))
     _escalate(pair_stack, acceptance + timedelta(seconds=6))
+    pair_stack.wait_for_task(api_key, cid, until=lambda _: escalations() == ["acceptance"])  # after the vendor's answer
+    time.sleep(0.5)  # a second escalation (there must be none) would be on the timeline by now
     assert escalations() == ["acceptance"]  # once per deadline
     pair_stack.callbacks.wait_for(
         lambda _: ("task.deadline_exceeded", "acceptance") in _types(pair_stack, path), timeout=10
@@ -90,13 +93,15 @@ def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_comple
 
     _escalate(pair_stack, execution + timedelta(seconds=30))
     _escalate(pair_stack, execution + timedelta(seconds=31))
-    assert escalations() == ["acceptance", "execution"]
+    pair_stack.wait_for_task(api_key, cid, until=lambda _: escalations() == ["acceptance", "execution"])
     pair_stack.callbacks.wait_for(
         lambda _: ("task.deadline_exceeded", "execution") in _types(pair_stack, path), timeout=10
     )
     exceeded = [r.json() for r in pair_stack.callbacks.posts_to(path) if r.json()["type"] == "task.deadline_exceeded"]
     assert sorted(e["deadline"] for e in exceeded) == ["acceptance", "execution"]
-    assert next(e for e in exceeded if e["deadline"] == "execution")["late_by_s"] == 30.0
+    execution_callback = next(e for e in exceeded if e["deadline"] == "execution")
+    assert execution_callback["late_by_s"] == 30.0
+    assert {e["vendor_status"] for e in exceeded} == {"queued"}  # what the vendor said when asked
     incidents = pair_stack.admin("GET", "/incidents", params={"kind": "deadline_exceeded", "limit": 500}).json()[
         "items"
     ]

@@ -121,6 +121,7 @@ def test_behaviour_merges_job_knobs_over_global() -> None:
     [
         {"bogus": 1},
         {"down": True},  # global-only
+        {"status_down": True},  # global-only
         {"duplicate": 0},
         {"reject": 1},
         {"transient_status": 404},
@@ -240,6 +241,18 @@ def test_drop(vendor: Vendor) -> None:
     assert [d["type"] for d in dropped] == ["job.accepted"]
 
 
+def test_silent_accepts_then_sends_nothing_but_still_answers_status(vendor: Vendor) -> None:
+    job_id = vendor.submit(simulate={"silent": True, "complete_delay_s": 0}).json()["job_id"]
+    deadline = time.monotonic() + 5
+    while requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).json()["status"] != "succeeded":
+        assert time.monotonic() < deadline, "the silent job never completed"
+        time.sleep(0.02)
+    time.sleep(0.2)  # time enough for a webhook to have gone out
+    assert vendor.webhooks(job_id) == []
+    silenced = [d for d in vendor.sim_state()["deliveries"] if d["result"] == "silenced"]
+    assert sorted(d["type"] for d in silenced) == ["job.accepted", "job.completed"]
+
+
 def test_duplicate_sends_same_webhook_id(vendor: Vendor) -> None:
     job_id = vendor.submit(simulate={"duplicate": 3}).json()["job_id"]
     hooks = vendor.wait_webhooks(job_id, 6)
@@ -288,7 +301,11 @@ def test_global_config_down(vendor: Vendor) -> None:
     assert vendor.submit().status_code == 502
 
     requests.post(vendor.url + "/_sim/config", json={}, timeout=5)
-    assert vendor.submit().status_code == 201
+    job_id = vendor.submit().json()["job_id"]
+    assert requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).status_code == 200  # down spares status
+    requests.post(vendor.url + "/_sim/config", json={"status_down": True}, timeout=5)
+    assert requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).status_code == 503
+    requests.post(vendor.url + "/_sim/config", json={}, timeout=5)
 
 
 def test_unknown_behaviour_key_is_400(vendor: Vendor) -> None:

@@ -36,6 +36,7 @@ def request(
     execution_deadline: datetime | None = None,
     on_deadline: str = "escalate",
     provider: str = PROVIDER,
+    heartbeat_timeout_s: int | None = None,
 ) -> SubmitRequest:
     return SubmitRequest(
         input={"sku": "A1"},
@@ -46,6 +47,7 @@ def request(
         execution_deadline=execution_deadline,
         on_deadline=on_deadline,
         fingerprint=fingerprint,
+        heartbeat_timeout_s=heartbeat_timeout_s,
     )
 
 

@@ -7,6 +7,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.deadlines import VendorAnswer
 from core.states import EventType, State
 from models.attention import Incident, OrphanEvent
 from models.db import Database
@@ -15,9 +16,10 @@ from models.incidents import IncidentKind
 from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, escalate_due, request_cancel
 from models.messages import OutboxKind
 from models.orphans import attach_orphan, discard_orphan, flag_stale_orphans
+from models.probes import claim_silent, settle_probe
 from models.reconciliation import claim_quiet, claim_unsubmitted
 from models.vendor_events import receive_event, record_submission
-from tests.middle.builders import NOW, at_vendor, later, new_client, submit, timeline
+from tests.middle.builders import NOW, at_vendor, later, new_client, outbox_rows, submit, timeline
 from webhooks.events import VendorEvent
 
 
@@ -69,19 +71,75 @@ def test_a_cancel_key_is_bound_to_the_task_it_canceled(db: Database) -> None:
 # --- Deadlines ---
 
 
-def test_an_overdue_task_is_escalated_once_and_keeps_running(db: Database) -> None:
+def test_an_overdue_task_at_the_vendor_is_asked_about_first_and_claimed_once(db: Database) -> None:
     with db.transaction() as session:
         task = at_vendor(session, new_client(session), "order-1", acceptance_deadline=later(60))
         assert escalate_due(session, later(59), 100) == (0, [])
         escalated, rows = escalate_due(session, later(90), 100)
         assert escalated == 1 and task.state == State.SUBMITTED and task.acceptance_escalated_at == later(90)
-        [relay] = rows
-        assert relay.payload["type"] == "task.deadline_exceeded" and relay.payload["deadline"] == "acceptance"
-        assert relay.payload["late_by_s"] == 30.0
-        assert timeline(session, task)[-1] == "deadline.exceeded"
-        [incident] = _incidents(session, IncidentKind.DEADLINE_EXCEEDED)
-        assert incident.correlation_id == "order-1" and incident.resolved_at is None
+        [probe] = rows
+        assert probe.kind == OutboxKind.PROBE and probe.payload["reason"] == "acceptance"
+        assert timeline(session, task)[-1] == "acceptance.asking_vendor"
+        assert _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []  # not before the vendor answered
         assert escalate_due(session, later(900), 100) == (0, [])  # once per deadline
+
+
+def test_a_vendor_that_says_queued_gets_the_escalation_saying_so(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", acceptance_deadline=later(60))
+        [probe] = escalate_due(session, later(90), 100)[1]
+        assert settle_probe(session, probe, task, VendorAnswer.QUEUED, later(91), status="queued") == "escalated"
+        [relay] = [r for r in outbox_rows(session, task) if r.kind == OutboxKind.RELAY]
+        assert relay.payload["type"] == "task.deadline_exceeded" and relay.payload["deadline"] == "acceptance"
+        assert relay.payload["late_by_s"] == 31.0 and relay.payload["vendor_status"] == "queued"
+        assert task.state == State.SUBMITTED and probe.done_at == later(91)
+        [incident] = _incidents(session, IncidentKind.DEADLINE_EXCEEDED)
+        assert incident.correlation_id == "order-1" and "the vendor: queued" in incident.detail
+
+
+def test_an_acceptance_deadline_the_vendor_says_running_is_met_not_escalated(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", acceptance_deadline=later(60))
+        [probe] = escalate_due(session, later(90), 100)[1]
+        assert settle_probe(session, probe, task, VendorAnswer.RUNNING, later(91), status="running") == "applied"
+        assert task.state == State.ACCEPTED  # its job.accepted webhook was lost; the status said so
+        assert _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
+
+
+def test_a_probe_for_a_deadline_met_meanwhile_is_left_alone(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", acceptance_deadline=later(60))
+        [probe] = escalate_due(session, later(90), 100)[1]
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-1"), later(91))
+        assert settle_probe(session, probe, task, VendorAnswer.QUEUED, later(92), status="queued") == "skipped"
+        assert probe.done_at is not None and _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
+
+
+def test_a_vendor_that_cannot_be_reached_gets_the_escalation_saying_so(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", execution_deadline=later(60))
+        [probe] = escalate_due(session, later(61), 100)[1]
+        settle_probe(session, probe, task, VendorAnswer.UNREACHABLE, later(62), note="503 from the vendor")
+        [relay] = [r for r in outbox_rows(session, task) if r.kind == OutboxKind.RELAY]
+        assert relay.payload["vendor_status"] == "unreachable"
+        [incident] = _incidents(session, IncidentKind.DEADLINE_EXCEEDED)
+        assert "unreachable (503 from the vendor)" in incident.detail
+
+
+def test_a_job_final_at_the_vendor_is_applied_instead_of_escalated(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(
+            session, new_client(session), "order-1", "job-1", execution_deadline=later(60), on_deadline="cancel"
+        )
+        [probe] = escalate_due(session, later(61), 100)[1]
+        result = settle_probe(
+            session, probe, task, VendorAnswer.FINAL, later(62), status="succeeded", outcome={"ok": 1}
+        )
+        assert result == "applied" and task.state == State.SUCCEEDED and task.outcome == {"ok": 1}
+        kinds = [(r.kind, r.payload.get("type")) for r in outbox_rows(session, task)]
+        assert (OutboxKind.RELAY, "task.completed") in kinds
+        assert (OutboxKind.RELAY, "task.deadline_exceeded") not in kinds and OutboxKind.CANCEL not in dict(kinds)
+        assert _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
 
 
 def test_each_deadline_escalates_on_its_own(db: Database) -> None:
@@ -90,7 +148,7 @@ def test_each_deadline_escalates_on_its_own(db: Database) -> None:
             session, new_client(session), "order-1", acceptance_deadline=later(60), execution_deadline=later(120)
         )
         escalated, rows = escalate_due(session, later(200), 100)
-        assert escalated == 2 and sorted(r.payload["deadline"] for r in rows) == ["acceptance", "execution"]
+        assert escalated == 2 and sorted(r.payload["reason"] for r in rows) == ["acceptance", "execution"]
         assert task.acceptance_escalated_at == task.execution_escalated_at == later(200)
 
 
@@ -105,8 +163,12 @@ def test_a_final_task_is_never_escalated(db: Database) -> None:
 def test_on_deadline_cancel_cancels_at_the_vendor(db: Database) -> None:
     with db.transaction() as session:
         task = at_vendor(session, new_client(session), "order-1", execution_deadline=later(60), on_deadline="cancel")
-        _, rows = escalate_due(session, later(61), 100)
-        assert [r.kind for r in rows] == [OutboxKind.RELAY, OutboxKind.CANCEL]
+        [probe] = escalate_due(session, later(61), 100)[1]
+        settle_probe(session, probe, task, VendorAnswer.RUNNING, later(62), status="running")
+        assert [r.kind for r in outbox_rows(session, task) if r.done_at is None] == [
+            OutboxKind.RELAY,
+            OutboxKind.CANCEL,
+        ]
         assert task.state == State.CANCEL_REQUESTED
 
 
@@ -115,6 +177,7 @@ def test_on_deadline_cancel_of_a_task_never_submitted_cancels_it_here(db: Databa
         task = submit(session, new_client(session), "order-1", acceptance_deadline=later(60), on_deadline="cancel").task
         _, rows = escalate_due(session, later(61), 100)
         assert [r.payload["type"] for r in rows] == ["task.deadline_exceeded", "task.completed"]
+        assert rows[0].payload["vendor_status"] == "no_job"  # nothing at the vendor to ask about
         assert task.state == State.CANCELED
 
 
@@ -125,6 +188,54 @@ def test_the_deadline_batch_is_bounded(db: Database) -> None:
             submit(session, client, f"order-{n}", acceptance_deadline=later(n))
         assert escalate_due(session, later(60), 2)[0] == 2  # the two oldest deadlines first
         assert escalate_due(session, later(60), 2)[0] == 1
+
+
+# --- Heartbeats ---
+
+
+def test_the_submission_and_every_vendor_event_move_the_heartbeat_on(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", heartbeat_timeout_s=300)
+        assert task.last_event_at == NOW and task.heartbeat_due_at == later(300)
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-1"), later(100))
+        assert task.last_event_at == later(100) and task.heartbeat_due_at == later(400)
+        # an event that changes nothing (a repeated acceptance) is still news from the vendor
+        receive_event(session, "sim", "wh-2", VendorEvent(EventType.ACCEPTED, "job-1"), later(200))
+        assert task.heartbeat_due_at == later(500)
+        assert claim_silent(session, later(499), 100) == (0, [])
+
+
+def test_a_silent_task_is_asked_about_once_and_rearmed_when_the_vendor_answers(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", heartbeat_timeout_s=300)
+        quiet = at_vendor(session, new_client(session), "order-2", "job-2")  # no heartbeat kept
+        claimed, [probe] = claim_silent(session, later(300), 100)
+        assert claimed == 1 and probe.task_id == task.id and probe.payload["reason"] == "heartbeat"
+        assert quiet.heartbeat_due_at is None and task.heartbeat_due_at is None  # disarmed while asking
+        assert claim_silent(session, later(600), 100) == (0, [])
+        assert settle_probe(session, probe, task, VendorAnswer.RUNNING, later(301), status="running") == "rearmed"
+        assert task.heartbeat_due_at == later(601) and task.state == State.SUBMITTED
+        assert _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
+
+
+def test_a_silent_task_whose_vendor_does_not_answer_is_escalated_not_canceled(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", heartbeat_timeout_s=60, on_deadline="cancel")
+        [probe] = claim_silent(session, later(60), 100)[1]
+        assert settle_probe(session, probe, task, VendorAnswer.UNREACHABLE, later(61)) == "escalated"
+        [relay] = [r for r in outbox_rows(session, task) if r.done_at is None]
+        assert relay.payload["deadline"] == "heartbeat" and relay.payload["vendor_status"] == "unreachable"
+        assert task.state == State.SUBMITTED and task.heartbeat_due_at is None  # until the vendor speaks again
+
+
+def test_a_heartbeat_probe_is_dropped_once_the_vendor_has_spoken_again(db: Database) -> None:
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "order-1", "job-1", heartbeat_timeout_s=60)
+        [probe] = claim_silent(session, later(60), 100)[1]
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-1"), later(61))
+        assert settle_probe(session, probe, task, VendorAnswer.UNREACHABLE, later(62)) == "skipped"
+        assert task.heartbeat_due_at == later(121)  # armed by the event, not disarmed by the probe
+        assert _incidents(session, IncidentKind.DEADLINE_EXCEEDED) == []
 
 
 # --- Reconciliation's claims ---

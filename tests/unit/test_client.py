@@ -113,6 +113,7 @@ def test_submit_sends_only_the_given_fields_and_parses_the_task() -> None:
         idempotency_key="k-1",
         execution_deadline=datetime(2030, 1, 1, 12, tzinfo=UTC),
         on_deadline="cancel",
+        heartbeat_timeout_s=600,
     )
     sent = adapter.sent[0]
     assert (sent.method, sent.url) == ("POST", "http://liaison.test/api/v1/tasks")
@@ -123,6 +124,7 @@ def test_submit_sends_only_the_given_fields_and_parses_the_task() -> None:
         "correlation_id": "order-42",
         "execution_deadline": "2030-01-01T12:00:00+00:00",
         "on_deadline": "cancel",
+        "heartbeat_timeout_s": 600,
     }
     assert task.correlation_id == "order-42" and task.state == "requested" and not task.is_final
     assert task.execution_deadline == datetime(2030, 1, 1, 12, tzinfo=UTC)

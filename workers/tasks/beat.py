@@ -78,7 +78,7 @@ def prune_processed_messages() -> int:
 def check_deadlines() -> int:
     escalated = run_check_deadlines(liaison(), utcnow())
     if escalated:
-        log.info("escalated %d overdue tasks", escalated)
+        log.info("%d deadlines or heartbeats came due", escalated)
     return escalated
 
 

@@ -16,12 +16,14 @@ from typing import cast
 from celery import Task
 
 from core.classify import Failure
+from core.deadlines import RetryAtDeadline, passes_deadline
 from core.errors import CallError, PermanentError, TransientError
 from core.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
 from foundation import metrics
 from models import service
 from models.base import utcnow
 from models.dead_letters import dead_letter
+from models.lifecycle import retry_past_deadline_of
 from models.messages import OutboxMessage
 from models.task import ExternalTask
 from workers.limiter import RateLimited
@@ -88,6 +90,7 @@ def retry_or_dead_letter(
 ) -> str:
     """Schedule the next attempt, or write the dead letter when the policy says stop."""
     now = utcnow()
+    canceled = False
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)
         if row is None:
@@ -96,26 +99,37 @@ def retry_or_dead_letter(
         kind = row.kind
         delay = None
         if retry_permanent or not isinstance(exc, PermanentError):
+            # The budget decides whether to retry; the deadline only whether to escalate first.
             delay = next_delay(
                 failed_attempts,
                 policy,
                 _rng,
                 elapsed_s=(now - row.created_at).total_seconds(),
                 retry_after_s=exc.retry_after_s,
-                deadline_in_s=(deadline - now).total_seconds() if deadline else None,
             )
-        if delay is None:
+        if (
+            delay is not None
+            and row.task_id is not None
+            and deadline is not None
+            and passes_deadline(delay, (deadline - now).total_seconds())
+            # escalates once (and keeps the budget), or cancels the task (docs/design.md §6)
+            and retry_past_deadline_of(session, row, now) is RetryAtDeadline.CANCEL
+        ):
+            service.mark_done(session, row, now, f"{kind}.canceled", reason="execution deadline exceeded")
+            canceled = True
+        elif delay is None:
             error = str(exc)
             if retry_after_past_cap(policy, exc.retry_after_s):
                 error = f"{exc}; its Retry-After ({exc.retry_after_s:.0f}s) is past the retry cap ({policy.cap_s:.0f}s)"
-            elif deadline is not None and not isinstance(exc, PermanentError) and failed_attempts < policy.max_attempts:
-                error = f"{exc}; the next attempt would start after the execution deadline"
             dead_letter(session, row, error, fault, now)
         else:
             service.record_attempt_failure(session, row, str(exc), now + timedelta(seconds=delay), now)
             held = delay > ctx.settings.max_countdown_s
             if held:
                 row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+    if canceled:
+        log.info("outbox %s: the next attempt would start after the execution deadline; task canceled", outbox_id)
+        return "canceled"
     metrics.failed_attempt(cast(metrics.RetryKind, kind), dead_lettered=delay is None, provider=provider)
     if delay is None:
         log.warning("dead-lettered outbox %s after %d attempts: %s", outbox_id, failed_attempts, exc)

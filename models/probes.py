@@ -1,0 +1,119 @@
+"""Asking the vendor before escalating: the heartbeat check's claims, and what a ``probe``'s answer
+does (``core.deadlines``). The probe's call is made by ``workers.tasks.probe``, outside any
+transaction; these functions run in its record transaction, with the task row locked."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, select, text
+from sqlalchemy.orm import Session, load_only
+
+from core.deadlines import HEARTBEAT, VendorAnswer, at_deadline, at_heartbeat, heartbeat_due, still_awaited
+from models.lifecycle import ask_vendor, escalate
+from models.messages import OutboxMessage
+from models.reconciliation import apply_snapshot
+from models.service import WITHOUT_PAYLOAD, add_event, mark_done
+from models.task import HEARTBEAT_ARMED, ExternalTask
+
+
+def lock_task_without_payload(session: Session, task_id: int) -> ExternalTask:
+    """The task, row-locked, without its input or outcome: a probe reads neither (a final answer
+    brings its own outcome), and rows stored before their limits may not even decode."""
+    return session.scalars(
+        select(ExternalTask)
+        .options(*WITHOUT_PAYLOAD)
+        .where(ExternalTask.id == task_id)
+        .with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
+    ).one()
+
+
+def silent_query(now: datetime, batch: int) -> Select:
+    """Tasks at the vendor whose heartbeat is due, on ``ix_external_tasks_heartbeat_due`` alone
+    (the predicate repeats the partial index's), claimed like every beat claim."""
+    return (
+        select(ExternalTask)
+        .options(
+            load_only(
+                ExternalTask.id,
+                ExternalTask.correlation_id,
+                ExternalTask.state,
+                ExternalTask.vendor_job_id,
+                ExternalTask.on_deadline,
+                ExternalTask.heartbeat_due_at,
+            )
+        )
+        .where(text(HEARTBEAT_ARMED), ExternalTask.heartbeat_due_at <= now)
+        .order_by(ExternalTask.heartbeat_due_at)
+        .limit(batch)
+        .with_for_update(skip_locked=True, key_share=True)
+    )
+
+
+def claim_silent(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
+    """No vendor event for ``heartbeat_timeout_s``: ask the vendor (a probe). The heartbeat is
+    disarmed while the probe is out (so the next run does not ask again); the vendor's next event,
+    or its answer that the job is still open, arms it again."""
+    tasks = session.scalars(silent_query(now, batch)).all()
+    rows: list[OutboxMessage] = []
+    for task in tasks:
+        due_at = task.heartbeat_due_at
+        assert due_at is not None  # the query's predicate
+        task.heartbeat_due_at = None
+        rows += ask_vendor(session, task, HEARTBEAT, due_at, now)
+    return len(tasks), rows
+
+
+def skip_probe(session: Session, row: OutboxMessage, task: ExternalTask, now: datetime) -> str | None:
+    """Done with nothing to do, when what the probe was about is settled already: the deadline was
+    met (the task was accepted, or is final, meanwhile), or for a heartbeat the vendor has spoken
+    since the probe was written (its event re-armed the heartbeat)."""
+    reason = str(row.payload.get("reason"))
+    if not still_awaited(reason, task.state):
+        why = f"task is {task.state}"
+    elif reason == HEARTBEAT and task.last_event_at is not None and task.last_event_at > row.created_at:
+        why = "the vendor has spoken since"
+    else:
+        return None
+    mark_done(session, row, now, "probe.skipped", reason=why)
+    return "skipped"
+
+
+def settle_probe(
+    session: Session,
+    row: OutboxMessage,
+    task: ExternalTask,
+    answer: VendorAnswer,
+    now: datetime,
+    *,
+    status: str | None = None,
+    outcome: Any = None,
+    note: str | None = None,
+) -> str:
+    """What the vendor answered, applied to the (locked) task; the row is done. A final status goes
+    through the webhook's path (``apply_snapshot``) instead of an escalation; an open job re-arms
+    a heartbeat; otherwise the escalation, saying what the vendor answered. A task that no longer
+    waits for what the deadline was about (accepted, or final, meanwhile) is left alone."""
+    # Never dated before its claim: beat and the worker may run on hosts whose clocks differ a
+    # little (and tests move beat's clock ahead), and lateness is measured from the claim on.
+    now = max(now, row.created_at)
+    if (skipped := skip_probe(session, row, task, now)) is not None:
+        return skipped
+    reason = str(row.payload.get("reason"))
+    deadline_at = datetime.fromisoformat(str(row.payload["deadline_at"]))
+    step = at_heartbeat(answer) if reason == HEARTBEAT else at_deadline(answer, task.on_deadline, reason)
+    if step.apply:
+        assert status is not None and task.vendor_job_id is not None  # a final answer has its status
+        apply_snapshot(session, task.provider, task.vendor_job_id, status, outcome, now)
+        result = "applied"
+    elif step.rearm:
+        task.heartbeat_due_at = heartbeat_due(now, task.heartbeat_timeout_s)
+        add_event(session, task, "heartbeat.vendor_answered", now, vendor_status=answer.value)
+        result = "rearmed"
+    else:
+        escalate(session, task, reason, deadline_at, now, answer, note=note, cancel=step.cancel)
+        result = "escalated"
+    mark_done(session, row, now, "probe.done", reason=reason, vendor_status=status or answer.value, result=result)
+    return result
