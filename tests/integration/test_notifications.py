@@ -108,7 +108,12 @@ def notify_stack(
         "LIAISON_NOTIFY_DIGEST_THRESHOLD": "3",
         "LIAISON_NOTIFY_DIGEST_WINDOW_S": str(WINDOW_S),
     }
-    yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
+    for stack in _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra):
+        # The PostgreSQL database is the session's: notices other modules' incidents left pending
+        # would make this module's first message a burst. Settle them unsent (no channel).
+        with stack.db.transaction() as session:
+            dispatch(session, utcnow(), Routes(), DigestRule())
+        yield stack
 
 
 def beats(stack: Stack, n: int = 2) -> None:
