@@ -23,6 +23,8 @@ AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
 NOT_SUBMITTED = "state = 'requested'"
 #: not final: what counts against a client's cap on open tasks (LIAISON_CLIENT_MAX_OPEN_TASKS)
 OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
+#: the timeline events of a task reaching succeeded or failed: the console's chart counts them per minute
+FINISHED_EVENTS = "kind IN ('state.succeeded', 'state.failed')"
 
 
 def new_reference() -> str:
@@ -94,6 +96,7 @@ class TaskEvent(Base):
     """The task's audit trail: every request, attempt, event and callback, in order."""
 
     __tablename__ = "task_events"
+    __table_args__ = (_partial("ix_task_events_finished", "at", predicate=FINISHED_EVENTS),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("external_tasks.id"), index=True)

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
 from app.api.representation import dead_letter_body, endpoint_body, incident_body, operator_task_body, task_body
-from app.cli.output import emit, emit_one, json_option
+from app.cli.output import cli_actor, emit, emit_one, json_option
 from app.operator_actions import (
     Ambiguous,
     NotFoundError,
@@ -45,7 +45,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _run(action: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        return action(liaison(), *args, utcnow(), **kwargs)
+        return action(liaison(), *args, utcnow(), actor=cli_actor(), **kwargs)
     except (NotFoundError, NotReplayable, Ambiguous) as exc:
         raise click.ClickException(str(exc)) from None
 
