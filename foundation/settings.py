@@ -156,6 +156,8 @@ class Settings:
     relay_client_concurrency: int
     relay_slot_wait_s: float
     startup_wait_s: float
+    console_session_s: int
+    flower_url: str
 
     @property
     def input_limits(self) -> JsonLimits:
