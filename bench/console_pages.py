@@ -234,7 +234,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch database (its name is printed)")
     args = parser.parse_args()
 
-    name = f"liaison_console_bench_{uuid.uuid4().hex[:8]}"
+    name = f"console_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
