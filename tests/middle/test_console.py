@@ -453,3 +453,12 @@ def test_script_in_an_input_an_outcome_or_an_error_stays_inert(app: Flask, signe
     task_page = client.get(f"/console/tasks/{ids['task']}").text
     assert task_page.count("&lt;script&gt;") >= 3  # correlation id, input, outcome
     assert "&lt;script&gt;" in client.get(f"/console/dead-letters/{ids['letter']}").text
+
+
+def test_the_admin_api_and_the_console_name_their_actors_differently(app: Flask, world: dict[str, int]) -> None:
+    """The admin token is one shared credential: the API records itself; the console, the name."""
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    response = app.test_client().post(f"/admin/v1/dead-letters/{world['letter']}/discard", headers=admin)
+    assert response.status_code == 200
+    assert _history(app, "dead_letter", world["letter"]) == [("discarded", "admin API")]
+    assert ("submit.discarded", "admin API") in _events(app, world["dead"])
