@@ -13,7 +13,8 @@ from typing import Any
 from flask import Blueprint, redirect, render_template, request, url_for
 from kombu.exceptions import KombuError
 from markupsafe import Markup
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
+from sqlalchemy.orm import defer
 from werkzeug.wrappers import Response as BaseResponse
 
 from app.api.admin import CHOICES, dead_letter_filter
@@ -46,6 +47,7 @@ from models.client import ApiKey, Client
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxMessage
 from models.task import ExternalTask, TaskEvent
+from webhooks.bounded_json import InvalidJson, strict_loads
 from webhooks.urls import strip_url
 from workers.runtime import liaison
 
@@ -75,6 +77,19 @@ AGES = [("", "any"), ("300", "5 minutes"), ("3600", "1 hour"), ("86400", "1 day"
 
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _stored_json(column: Any, key: Any, key_value: int) -> str:
+    """A JSON column (a task's input or outcome, a payload) for display, read as text: a row
+    stored before the depth limit existed may be too deep to decode at all, and is then shown as
+    stored instead of failing the page."""
+    raw = db_session().scalar(select(cast(column, Text)).where(key == key_value))
+    if raw is None:
+        return "null"
+    try:
+        return _pretty(strict_loads(raw, max_depth=liaison().settings.max_json_depth, what="the stored JSON"))
+    except InvalidJson:
+        return raw[:65536] + "\n(shown as stored: deeper than LIAISON_MAX_JSON_DEPTH)"
 
 
 @bp.app_template_filter("console_time")
@@ -241,7 +256,7 @@ def tasks() -> str:
 
 
 def _task(task_id: int) -> ExternalTask:
-    task = db_session().get(ExternalTask, task_id)
+    task = db_session().get(ExternalTask, task_id, options=[defer(ExternalTask.input), defer(ExternalTask.outcome)])
     if task is None:
         raise NotFound(f"no task {task_id}")
     return task
@@ -274,6 +289,8 @@ def task(task_id: int) -> str:
         incidents=queries.task_incidents(session, found, [row.id for row in outbox]),
         final=found.state in {s.value for s in TERMINAL},
         retrying=found.next_attempt_at is not None and found.state not in {s.value for s in TERMINAL},
+        input_text=_stored_json(ExternalTask.input, ExternalTask.id, task_id),
+        outcome_text=_stored_json(ExternalTask.outcome, ExternalTask.id, task_id),
     )
 
 
@@ -336,7 +353,7 @@ def dead_letters() -> str:
 
 
 def _letter(letter_id: int) -> DeadLetter:
-    letter = db_session().get(DeadLetter, letter_id)
+    letter = db_session().get(DeadLetter, letter_id, options=[defer(DeadLetter.payload)])
     if letter is None:
         raise NotFound(f"no dead letter {letter_id}")
     return letter
@@ -353,6 +370,7 @@ def dead_letter(letter_id: int) -> str:
         "console/dead_letter.html",
         letter=letter,
         task_id=task_id,
+        payload_text=_stored_json(DeadLetter.payload, DeadLetter.id, letter_id),
         history=audit.history(session, "dead_letter", letter_id),
     )
 
@@ -474,7 +492,7 @@ def orphans() -> str:
 
 
 def _orphan(orphan_id: int) -> OrphanEvent:
-    orphan = db_session().get(OrphanEvent, orphan_id)
+    orphan = db_session().get(OrphanEvent, orphan_id, options=[defer(OrphanEvent.payload)])
     if orphan is None:
         raise NotFound(f"no orphan event {orphan_id}")
     return orphan
@@ -484,7 +502,10 @@ def _orphan(orphan_id: int) -> OrphanEvent:
 def orphan(orphan_id: int) -> str:
     found = _orphan(orphan_id)
     return render_template(
-        "console/orphan.html", orphan=found, history=audit.history(db_session(), "orphan", orphan_id)
+        "console/orphan.html",
+        orphan=found,
+        payload_text=_stored_json(OrphanEvent.payload, OrphanEvent.id, orphan_id),
+        history=audit.history(db_session(), "orphan", orphan_id),
     )
 
 

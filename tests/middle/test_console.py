@@ -462,3 +462,19 @@ def test_the_admin_api_and_the_console_name_their_actors_differently(app: Flask,
     assert response.status_code == 200
     assert _history(app, "dead_letter", world["letter"]) == [("discarded", "admin API")]
     assert ("submit.discarded", "admin API") in _events(app, world["dead"])
+
+
+def test_a_task_whose_stored_input_is_too_deep_to_decode_still_shows(
+    app: Flask, signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    """Rows stored before the depth limit existed: shown as stored, never a 500."""
+    from sqlalchemy import text
+
+    client, _ = signed_in
+    deep = "[" * 5000 + "]" * 5000
+    with _ctx(app).db.transaction() as session:
+        session.execute(
+            text("UPDATE external_tasks SET input = :deep WHERE id = :id"), {"deep": deep, "id": world["done"]}
+        )
+    page = client.get(f"/console/tasks/{world['done']}")
+    assert page.status_code == 200 and "shown as stored: deeper than LIAISON_MAX_JSON_DEPTH" in page.text
