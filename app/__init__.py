@@ -7,7 +7,7 @@ import os
 
 from flask import Flask
 
-from app import cli, errors, observability, session, startup
+from app import cli, console, errors, observability, session, startup
 from app.api import admin, admin_clients, health, inbound, reference, tasks
 from app.celery_app import celery_init_app
 from foundation.settings import ConfigError, Settings, database_url_from_env
@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     app.register_blueprint(inbound.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_clients.bp)
+    app.register_blueprint(console.bp)
     app.cli.add_command(cli.group)
     observability.init_app(app)
     return app

@@ -1,8 +1,11 @@
-"""Operator actions shared by the admin API and the CLI: each one transaction (whose outbox rows the
-session hook publishes after commit, ``models.publishing``)."""
+"""Operator actions shared by the admin API, the CLI and the console: each one transaction (whose
+outbox rows the session hook publishes after commit, ``models.publishing``), which also records who
+did it (``actor``) on the thing it touched: the task's timeline (``by``), and the operator events of
+a dead letter, incident, orphan or endpoint (``models.audit``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
@@ -10,20 +13,26 @@ from typing import TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
 from models.dead_letters import NotReplayable, discard, enable_endpoint, replay
 from models.incidents import resolve_incident
+from models.lifecycle import AlreadyFinal, request_cancel
 from models.messages import DeadLetter
 from models.notifications import NotificationMute, mute, unmute
 from models.orphans import attach_orphan, discard_orphan
 from models.queries import DeadLetterFilter
-from models.service import lock_task
+from models.service import add_event, lock_task
 from models.task import ExternalTask
 from webhooks.urls import strip_url
 from workers.runtime import Liaison
 
 T = TypeVar("T")
+
+#: who did it, when the caller does not say (the admin API and the CLI name themselves)
+UNKNOWN_ACTOR = "operator"
+log = logging.getLogger(__name__)
 
 
 class NotFoundError(LookupError):
@@ -72,10 +81,11 @@ def _locked(session: Session, model: type[T], key: int, what: str) -> T:
     return row
 
 
-def replay_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
+def replay_one(ctx: Liaison, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:
     with ctx.db.transaction() as session:
         letter = _locked(session, DeadLetter, letter_id, "dead letter")
-        replay(session, letter, now)
+        replay(session, letter, now, by=actor)
+        audit.record(session, "dead_letter", letter.id, "replayed", actor, now)
     return letter
 
 
@@ -86,6 +96,7 @@ def replay_matching(
     limit: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     batch: int = 100,
+    actor: str = UNKNOWN_ACTOR,
 ) -> tuple[int, int]:
     """Replay every open dead letter the filter matches, in batches (each batch one transaction,
     locked with SKIP LOCKED so two operators never replay one letter twice). Returns
@@ -106,7 +117,8 @@ def replay_matching(
             for letter in letters:
                 after_id = letter.id
                 try:
-                    replay(session, letter, now)
+                    replay(session, letter, now, by=actor)
+                    audit.record(session, "dead_letter", letter.id, "replayed", actor, now, matching=True)
                     replayed += 1
                 except NotReplayable:
                     skipped += 1
@@ -117,10 +129,11 @@ def replay_matching(
     return replayed, skipped
 
 
-def discard_one(ctx: Liaison, letter_id: int, now: datetime) -> DeadLetter:
+def discard_one(ctx: Liaison, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:
     with ctx.db.transaction() as session:
         letter = _locked(session, DeadLetter, letter_id, "dead letter")
-        discard(session, letter, now)
+        discard(session, letter, now, by=actor)
+        audit.record(session, "dead_letter", letter.id, "discarded", actor, now)
     return letter
 
 
@@ -132,17 +145,23 @@ def update_incident(
     owner: str | None = None,
     resolve: bool = False,
     note: str | None = None,
+    actor: str = UNKNOWN_ACTOR,
 ) -> Incident:
     with ctx.db.transaction() as session:
         incident = _locked(session, Incident, incident_id, "incident")
         if owner is not None:
             incident.owner = owner
+            audit.record(session, "incident", incident.id, "assigned", actor, now, owner=owner, note=note)
         if resolve:
-            resolve_incident(incident, now, note)
+            resolved = resolve_incident(incident, now, note)
+            action = "resolved" if resolved else "resolve_again"
+            audit.record(session, "incident", incident.id, action, actor, now, note=note)
     return incident
 
 
-def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime, client_name: str | None = None) -> int:
+def enable_callback_endpoint(
+    ctx: Liaison, url: str, now: datetime, client_name: str | None = None, actor: str = UNKNOWN_ACTOR
+) -> int:
     """Re-enable a client's disabled endpoint (the client may be left out when only one has that URL
     disabled) and publish its parked relays; returns how many were released."""
     with ctx.db.transaction() as session:
@@ -159,25 +178,58 @@ def enable_callback_endpoint(ctx: Liaison, url: str, now: datetime, client_name:
             if not client_ids:
                 raise NotReplayable("that callback endpoint is not disabled")
             client_id = _one_client(client_ids, session, f"the disabled endpoint {strip_url(url)}")
+        endpoint_ids = session.scalars(
+            select(CallbackEndpoint.id).where(
+                CallbackEndpoint.client_id == client_id,
+                CallbackEndpoint.url == strip_url(url),
+                CallbackEndpoint.disabled_at.is_not(None),
+            )
+        ).all()
         released = enable_endpoint(session, client_id, url, now)
+        for endpoint_id in endpoint_ids:
+            audit.record(session, "endpoint", endpoint_id, "enabled", actor, now, released=len(released))
     return len(released)
 
 
 def attach_orphan_to(
-    ctx: Liaison, orphan_id: int, correlation_id: str, now: datetime, client_name: str | None = None
+    ctx: Liaison,
+    orphan_id: int,
+    correlation_id: str,
+    now: datetime,
+    client_name: str | None = None,
+    actor: str = UNKNOWN_ACTOR,
 ) -> OrphanEvent:
     with ctx.db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         task = task_for_operator(session, correlation_id, client_name, lock=True)
-        attach_orphan(session, orphan, task, now)
+        attach_orphan(session, orphan, task, now, by=actor)
+        audit.record(
+            session, "orphan", orphan.id, "attached", actor, now, task_id=task.id, correlation_id=correlation_id
+        )
     return orphan
 
 
-def discard_orphan_one(ctx: Liaison, orphan_id: int, now: datetime) -> OrphanEvent:
+def discard_orphan_one(ctx: Liaison, orphan_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> OrphanEvent:
     with ctx.db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         discard_orphan(session, orphan, now)
+        audit.record(session, "orphan", orphan.id, "discarded", actor, now)
     return orphan
+
+
+def cancel_task(ctx: Liaison, task_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> ExternalTask:
+    """Cancel a task as an operator (the domain app's cancel, with the operator on the timeline);
+    a final task cannot be (→ NotReplayable, a 409)."""
+    with ctx.db.transaction() as session:
+        if session.get(ExternalTask, task_id) is None:
+            raise NotFoundError(f"no task {task_id}")
+        task = lock_task(session, task_id)
+        try:
+            request_cancel(session, task, f"canceled by operator {actor}", now)
+        except AlreadyFinal as exc:
+            raise NotReplayable(f"the task is {task.state} already") from exc
+        add_event(session, task, "operator.cancel", now, by=actor)
+    return task
 
 
 __all__ = [
@@ -185,6 +237,7 @@ __all__ = [
     "NotFoundError",
     "NotReplayable",
     "attach_orphan_to",
+    "cancel_task",
     "client_named",
     "discard_one",
     "discard_orphan_one",
@@ -197,18 +250,26 @@ __all__ = [
 
 
 def mute_notifications(
-    ctx: Liaison, kind: str, now: datetime, *, by: str, note: str | None = None
+    ctx: Liaison,
+    kind: str,
+    now: datetime,
+    *,
+    by: str | None = None,
+    note: str | None = None,
+    actor: str = UNKNOWN_ACTOR,
 ) -> tuple[NotificationMute, bool]:
     """Silence an incident kind's notices (recorded and marked muted, not sent): the mute and
-    whether it is new (a kind muted already keeps its first mute)."""
+    whether it is new (a kind muted already keeps its first mute). ``by`` names the person; without
+    it, the actor (the CLI's login) does."""
     with ctx.db.transaction() as session:
-        created = mute(session, kind, by, note, now)
+        created = mute(session, kind, by or actor, note, now)
         row = session.get(NotificationMute, kind)
         assert row is not None  # just inserted, or there before
     return row, created
 
 
-def unmute_notifications(ctx: Liaison, kind: str, now: datetime) -> None:
+def unmute_notifications(ctx: Liaison, kind: str, now: datetime, actor: str = UNKNOWN_ACTOR) -> None:
     with ctx.db.transaction() as session:
         if not unmute(session, kind):
             raise NotFoundError(f"notifications of {kind!r} are not muted")
+    log.info("notifications of %s unmuted by %s", kind, actor)

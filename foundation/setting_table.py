@@ -185,6 +185,14 @@ SECTIONS: tuple[Section, ...] = (
                "where it listens: 0.0.0.0 (or ::) for a Prometheus on another host"),
     ),
     section(
+        "Operator console (issue 11; docs/console.md)",
+        Option("LIAISON_CONSOLE_SESSION_S", "console_session_s", integer(60), "28800",
+               "a console sign-in lasts this long (the session cookie is signed with a key derived from "
+               "LIAISON_ADMIN_TOKEN: rotating the token signs everyone out)"),
+        Option("LIAISON_FLOWER_URL", "flower_url", TEXT, "",
+               "where operators reach Flower, linked from the console's overview; unset = no link"),
+    ),
+    section(
         "Start-up (issue 9)",
         # A service restarting alongside us gets this long; a wrong host fails after it, not never.
         Option("LIAISON_STARTUP_WAIT_S", "startup_wait_s", decimal(0.0), "10",

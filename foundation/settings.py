@@ -179,6 +179,8 @@ class Settings:
     notify_backoff_cap_s: float
     notify_digest_threshold: int
     notify_digest_window_s: float
+    console_session_s: int
+    flower_url: str
 
     @property
     def input_limits(self) -> JsonLimits:

@@ -1,6 +1,7 @@
 """Liaison's tables and the one place that changes them (``models.service``)."""
 
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.audit import OperatorEvent
 from models.base import Base
 from models.client import ApiKey, Client
 from models.heartbeats import BeatHeartbeat
@@ -22,6 +23,7 @@ __all__ = [
     "Lease",
     "Notification",
     "NotificationMute",
+    "OperatorEvent",
     "OrphanEvent",
     "OutboxMessage",
     "ProcessedMessage",

@@ -27,6 +27,10 @@ class OrphanEvent(Base):
             sqlite_where=text("state = 'open' AND flagged_at IS NULL"),
         ),
         Index("ix_orphan_events_resolved_at", "resolved_at"),  # retention, oldest first
+        # the console's list and count of open orphans
+        Index(
+            "ix_orphan_events_open", "id", postgresql_where=text("state = 'open'"), sqlite_where=text("state = 'open'")
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

@@ -105,7 +105,12 @@ def count_delivery(session: Session, row: OutboxMessage, max_deliveries: int, no
     return False
 
 
-def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMessage]:
+def _by(by: str | None) -> dict[str, str]:
+    """The operator, on the task's timeline, when an operator did it."""
+    return {"by": by} if by else {}
+
+
+def replay(session: Session, letter: DeadLetter, now: datetime, by: str | None = None) -> list[OutboxMessage]:
     """Re-drive a dead letter with its original message id (the vendor sees the same Idempotency-Key,
     the domain app the same webhook-id). A task that its submission failed is reopened."""
     if letter.state != "open":
@@ -121,7 +126,7 @@ def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMe
     row.created_at = now  # the retry budget (max total time) starts again
     if row.task_id is not None:
         task = lock_task(session, row.task_id)
-        add_event(session, task, f"{row.kind}.replayed", now, dead_letter_id=letter.id)
+        add_event(session, task, f"{row.kind}.replayed", now, dead_letter_id=letter.id, **_by(by))
         if row.kind == OutboxKind.SUBMIT and task.state == State.FAILED:
             previous, task.state = task.state, reopen(task.state).value
             task.outcome, task.updated_at = None, now
@@ -132,11 +137,15 @@ def replay(session: Session, letter: DeadLetter, now: datetime) -> list[OutboxMe
     return [row]
 
 
-def discard(session: Session, letter: DeadLetter, now: datetime) -> None:
+def discard(session: Session, letter: DeadLetter, now: datetime, by: str | None = None) -> None:
     """Close without redoing: a person looked and decided, so its incident is resolved too."""
     if letter.state != "open":
         raise NotReplayable(f"dead letter {letter.id} is {letter.state}")
     letter.state, letter.closed_at = "discarded", now
+    row = session.get(OutboxMessage, letter.outbox_id) if letter.outbox_id is not None else None
+    if row is not None and row.task_id is not None:
+        task = lock_task(session, row.task_id)
+        add_event(session, task, f"{row.kind}.discarded", now, dead_letter_id=letter.id, **_by(by))
     kind = IncidentKind.POISON_MESSAGE if letter.kind == POISON else INCIDENT_FOR_KIND.get(letter.kind, "")
     subject = f"outbox:{letter.outbox_id}" if letter.outbox_id is not None else f"message:{letter.message_id}"
     resolve_open(session, kind, subject, now, f"dead letter {letter.id} discarded")

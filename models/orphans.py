@@ -41,7 +41,9 @@ def flag_stale_orphans(session: Session, now: datetime, window_s: int, batch: in
     return len(found)
 
 
-def attach_orphan(session: Session, orphan: OrphanEvent, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
+def attach_orphan(
+    session: Session, orphan: OrphanEvent, task: ExternalTask, now: datetime, by: str | None = None
+) -> list[OutboxMessage]:
     """An operator says which task an orphan belongs to: bind it (and its job's other orphans), apply."""
     if orphan.state != "open":
         raise NotReplayable(f"orphan {orphan.id} is {orphan.state}")
@@ -50,7 +52,7 @@ def attach_orphan(session: Session, orphan: OrphanEvent, task: ExternalTask, now
     if task.vendor_job_id not in (None, orphan.vendor_job_id):
         raise NotReplayable("the task is bound to another vendor job")
     task.vendor_job_id = orphan.vendor_job_id
-    add_event(session, task, "orphan.attached", now, orphan_id=orphan.id)
+    add_event(session, task, "orphan.attached", now, orphan_id=orphan.id, **({"by": by} if by else {}))
     return bind_orphans(session, task, now)  # resolves the orphans' incidents too
 
 

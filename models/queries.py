@@ -1,4 +1,4 @@
-"""Read-side queries shared by the admin API and the CLI (filters as plain data)."""
+"""Read-side queries shared by the admin API, the CLI and the console (filters as plain data)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Select, select
-from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm import Session, defer, joinedload
 
 from core.states import TERMINAL
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
-from models.messages import DeadLetter
+from models.messages import DeadLetter, OutboxMessage
 from models.task import ExternalTask
 
 
@@ -92,5 +92,70 @@ def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
             .where(CallbackEndpoint.disabled_at.is_not(None))
             .options(joinedload(CallbackEndpoint.client))
             .order_by(CallbackEndpoint.id)
+        )
+    )
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    """The operators' task list: any of these, newest first (the console's filters)."""
+
+    state: str | None = None
+    provider: str | None = None
+    client_id: int | None = None
+    retrying: bool = False
+    correlation_id: str | None = None  # exact: the (correlation_id, client_id) unique index leads with it
+
+
+def operator_tasks(session: Session, flt: TaskFilter, limit: int, before_id: int | None = None) -> list[ExternalTask]:
+    """One page of tasks across clients, newest first, after the cursor ``before_id``. Neither the
+    input nor the outcome is loaded (either may be 64 KiB)."""
+    query = select(ExternalTask).options(
+        joinedload(ExternalTask.client), defer(ExternalTask.input), defer(ExternalTask.outcome)
+    )
+    if flt.state is not None:
+        query = query.where(ExternalTask.state == flt.state)
+    if flt.provider is not None:
+        query = query.where(ExternalTask.provider == flt.provider)
+    if flt.client_id is not None:
+        query = query.where(ExternalTask.client_id == flt.client_id)
+    if flt.correlation_id is not None:
+        query = query.where(ExternalTask.correlation_id == flt.correlation_id)
+    if flt.retrying:
+        query = query.where(
+            ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL])
+        )
+    if before_id is not None:
+        query = query.where(ExternalTask.id < before_id)
+    return list(session.scalars(query.order_by(ExternalTask.id.desc()).limit(limit)))
+
+
+def task_dead_letters(session: Session, task_id: int) -> list[DeadLetter]:
+    """The dead letters of one task's outbox rows (submit, relay, cancel, or poison), oldest first."""
+    outbox_ids = select(OutboxMessage.id).where(OutboxMessage.task_id == task_id).scalar_subquery()
+    return list(session.scalars(select(DeadLetter).where(DeadLetter.outbox_id.in_(outbox_ids)).order_by(DeadLetter.id)))
+
+
+def task_outbox(session: Session, task_id: int) -> list[OutboxMessage]:
+    """One task's outbox rows (its submit, relays, cancel) without their payloads."""
+    return list(
+        session.scalars(
+            select(OutboxMessage)
+            .options(defer(OutboxMessage.payload))
+            .where(OutboxMessage.task_id == task_id)
+            .order_by(OutboxMessage.id)
+        )
+    )
+
+
+def task_incidents(session: Session, task: ExternalTask, outbox_ids: list[int]) -> list[Incident]:
+    """Incidents about one task: those of its outbox rows and its deadlines (incidents name a task
+    by its id or its outbox rows', never by correlation id alone, which is per client)."""
+    subjects = [f"outbox:{i}" for i in outbox_ids] + [f"{rule}:task:{task.id}" for rule in ("acceptance", "execution")]
+    return list(
+        session.scalars(
+            select(Incident)
+            .where(Incident.correlation_id == task.correlation_id, Incident.subject.in_(subjects))
+            .order_by(Incident.id)
         )
     )

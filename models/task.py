@@ -27,6 +27,8 @@ HEARTBEAT_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND he
 OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
 #: final: what retention may remove once it has been quiet for long enough (models.retention)
 FINISHED = "state IN ('succeeded', 'failed', 'canceled')"
+#: the timeline events of a task reaching succeeded or failed: the console's chart counts them per minute
+FINISHED_EVENTS = "kind IN ('state.succeeded', 'state.failed')"
 
 
 def new_reference() -> str:
@@ -115,6 +117,7 @@ class TaskEvent(Base):
     """The task's audit trail: every request, attempt, event and callback, in order."""
 
     __tablename__ = "task_events"
+    __table_args__ = (_partial("ix_task_events_finished", "at", predicate=FINISHED_EVENTS),)
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("external_tasks.id"), index=True)

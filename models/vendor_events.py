@@ -23,7 +23,7 @@ from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.progress import relay_progress
 from models.service import WITHOUT_PAYLOAD, add_event, add_outbox, lock_task, move
-from models.task import ExternalTask
+from models.task import ExternalTask, TaskEvent
 from webhooks.events import VendorEvent, parse_event
 
 
@@ -156,9 +156,21 @@ _RECORD_MESSAGE = upsert(
 )
 
 
+def _note_duplicate(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> None:
+    """A message received again goes on its task's timeline (operators see every webhook, the
+    duplicates too), unlocked: it changes nothing of the task. Unknown job: nothing to note it on."""
+    task_id = session.scalar(
+        select(ExternalTask.id).where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
+    )
+    if task_id is not None:
+        detail = {"event": event.type.value, "message_id": message_id, "reason": "message id already received"}
+        session.add(TaskEvent(task_id=task_id, at=now, kind="event.duplicate", detail=detail))
+
+
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
     """Store and apply one verified vendor event, at most once per (source, message_id)."""
     if not first_time(session, source, message_id, event.type.value, now):
+        _note_duplicate(session, source, message_id, event, now)
         return EventResult("duplicate")
     task = _task_for_job(session, source, event.job_id)
     if task is None and lock_job(session, source, event.job_id):

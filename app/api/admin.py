@@ -139,9 +139,13 @@ def show_dead_letter(letter_id: int) -> Response:
     return jsonify(dead_letter_body(letter))
 
 
+#: who the admin API's actions are recorded as: the admin token is one shared credential
+API_ACTOR = "admin API"
+
+
 def _act(action: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return action(liaison(), *args, utcnow(), **kwargs)
+        return action(liaison(), *args, utcnow(), actor=API_ACTOR, **kwargs)
     except NotFoundError as exc:
         raise NotFound(str(exc)) from None
     except Ambiguous as exc:
@@ -167,7 +171,7 @@ def replay_dead_letters() -> tuple[Response, int]:
     body = _json_object()
     limit = _int_arg(body, "limit", 1000, 1, 100_000, json=True)
     flt = dead_letter_filter({**body, "state": "open"}, json=True)
-    replayed, skipped = replay_matching(liaison(), flt, utcnow(), limit)
+    replayed, skipped = replay_matching(liaison(), flt, utcnow(), limit, actor=API_ACTOR)
     return jsonify({"replayed": replayed, "skipped": skipped}), 202
 
 

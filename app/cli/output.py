@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -39,3 +40,11 @@ def emit_one(row: dict[str, Any], as_json: bool) -> None:
     for key, value in row.items():
         text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else _cell(value, 200)
         click.echo(f"{key.ljust(width)}  {text}")
+
+
+def cli_actor() -> str:
+    """Who the CLI's actions are recorded as: the login running it."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        return "cli"

@@ -19,7 +19,7 @@ from app.api.representation import (
     operator_task_body,
     task_body,
 )
-from app.cli.output import emit, emit_one, json_option
+from app.cli.output import cli_actor, emit, emit_one, json_option
 from app.operator_actions import (
     Ambiguous,
     NotFoundError,
@@ -57,7 +57,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _run(action: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        return action(liaison(), *args, utcnow(), **kwargs)
+        return action(liaison(), *args, utcnow(), actor=cli_actor(), **kwargs)
     except (NotFoundError, NotReplayable, Ambiguous) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -297,7 +297,7 @@ def nt_mutes(as_json: bool) -> None:
 
 @notifications.command("mute")
 @click.argument("kind", type=click.Choice(IncidentKind.ALL))
-@click.option("--by", required=True, help="Who mutes it (kept with the mute).")
+@click.option("--by", help="Who mutes it (kept with the mute); default: your login.")
 @click.option("--note", help="Why.")
 def nt_mute(kind: str, by: str, note: str | None) -> None:
     """Stop notifying an incident kind (its notices are kept, marked muted; incidents open as before)."""

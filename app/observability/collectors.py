@@ -220,12 +220,16 @@ class BusinessCollector(Collector):
                 names.append(queue.name)
         return names
 
-    def _broker(self) -> list[Metric]:
+    def queue_depths(self) -> list[QueueStats]:
+        """Each work queue's depth (and oldest message's age where the broker tells), read now; the
+        console shows them too. Raises what ``_read_sources`` treats as the broker being unavailable."""
         if self._is_filesystem():
             options = self.celery.conf.broker_transport_options or {}
-            stats = [filesystem_stats(options, name) for name in self.queues()]
-        else:
-            stats = self._probe_connected()
+            return [filesystem_stats(options, name) for name in self.queues()]
+        return self._probe_connected()
+
+    def _broker(self) -> list[Metric]:
+        stats = self.queue_depths()
         out = _Families()
         depth = out.gauge("liaison_broker_queue_messages", "Messages ready in the broker queue.", ["queue"])
         age = out.gauge(

@@ -1,0 +1,180 @@
+"""What the operator console's overview reads: is work flowing, and what needs a person?
+
+Everything here reads few rows, so the page stays fast with millions of tasks. The one count that
+would read every task — finished tasks by state and provider — is, on PostgreSQL with a large
+table, the planner's estimate (``EXPLAIN``, helped by the (state, provider) statistics of migration
+0009), and flagged as such: the page says "≈". Open tasks, retries, the outbox, dead letters,
+incidents and orphans are exact counts on partial or leading indexes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from core.states import TERMINAL, State
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.messages import DeadLetter, OutboxMessage
+from models.task import ExternalTask, TaskEvent
+
+#: Below this many tasks (the planner's own estimate of the table) finished tasks are counted exactly.
+ESTIMATE_ABOVE_ROWS = 200_000
+OPEN_STATES = tuple(s.value for s in State if s not in TERMINAL)
+FINISHED_STATES = tuple(s.value for s in State if s in TERMINAL)
+#: the chart's series: the timeline event of a task reaching each final state it shows
+CHART_EVENTS = {"state.succeeded": "succeeded", "state.failed": "failed"}
+
+
+@dataclass(frozen=True)
+class Count:
+    value: int
+    estimated: bool = False
+
+
+@dataclass
+class TaskCounts:
+    """Tasks by (state, provider); ``estimated`` says which counts are the planner's estimate."""
+
+    cells: dict[tuple[str, str], Count] = field(default_factory=dict)
+    estimated: bool = False
+
+    def get(self, state: str, provider: str) -> Count:
+        return self.cells.get((state, provider), Count(0))
+
+
+def task_counts(session: Session, providers: Iterable[str], estimate_above: int = ESTIMATE_ABOVE_ROWS) -> TaskCounts:
+    providers = sorted(set(providers))
+    counts = TaskCounts()
+    rows = session.execute(
+        select(ExternalTask.state, ExternalTask.provider, func.count())
+        .where(ExternalTask.state.in_(OPEN_STATES))
+        .group_by(ExternalTask.state, ExternalTask.provider)
+    ).all()
+    counts.cells.update({(state, provider): Count(n) for state, provider, n in rows})
+    if _table_estimate(session, "external_tasks") < estimate_above:
+        rows = session.execute(
+            select(ExternalTask.state, ExternalTask.provider, func.count())
+            .where(ExternalTask.state.in_(FINISHED_STATES))
+            .group_by(ExternalTask.state, ExternalTask.provider)
+        ).all()
+        counts.cells.update({(state, provider): Count(n) for state, provider, n in rows})
+        return counts
+    counts.estimated = True
+    for state in FINISHED_STATES:
+        for provider in providers:
+            counts.cells[(state, provider)] = Count(_planner_rows(session, state, provider), estimated=True)
+    return counts
+
+
+def _table_estimate(session: Session, table: str) -> int:
+    """PostgreSQL's own idea of a table's size (``pg_class.reltuples``, kept by ANALYZE and
+    autovacuum); 0 elsewhere, where every count is exact."""
+    if session.get_bind().dialect.name != "postgresql":
+        return 0
+    value = session.scalar(text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"), {"t": table})
+    return max(int(value or 0), 0)
+
+
+def _planner_rows(session: Session, state: str, provider: str) -> int:
+    """How many tasks the planner expects in (state, provider), without reading them."""
+    plan = session.scalar(
+        text("EXPLAIN (FORMAT JSON) SELECT 1 FROM external_tasks WHERE state = :state AND provider = :provider"),
+        {"state": state, "provider": provider},
+    )
+    document = json.loads(plan) if isinstance(plan, str) else plan
+    return int(document[0]["Plan"]["Plan Rows"])
+
+
+@dataclass(frozen=True)
+class OutboxBacklog:
+    kind: str
+    pending: int
+    oldest: datetime | None
+
+
+def outbox_backlog(session: Session) -> list[OutboxBacklog]:
+    rows = session.execute(
+        select(OutboxMessage.kind, func.count(), func.min(OutboxMessage.created_at))
+        .where(OutboxMessage.done_at.is_(None))
+        .group_by(OutboxMessage.kind)
+        .order_by(OutboxMessage.kind)
+    ).all()
+    return [OutboxBacklog(kind, n, oldest) for kind, n, oldest in rows]
+
+
+def retrying_count(session: Session) -> int:
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(ExternalTask)
+            .where(ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.in_(OPEN_STATES))
+        )
+        or 0
+    )
+
+
+def open_dead_letters(session: Session) -> dict[tuple[str, str], int]:
+    rows = session.execute(
+        select(DeadLetter.kind, DeadLetter.fault, func.count())
+        .where(DeadLetter.state == "open")
+        .group_by(DeadLetter.kind, DeadLetter.fault)
+    ).all()
+    return {(kind, fault): n for kind, fault, n in rows}
+
+
+def open_incidents(session: Session) -> dict[str, int]:
+    rows = session.execute(
+        select(Incident.kind, func.count()).where(Incident.resolved_at.is_(None)).group_by(Incident.kind)
+    ).all()
+    return {str(kind): int(n) for kind, n in rows}
+
+
+def open_orphans(session: Session) -> int:
+    return session.scalar(select(func.count()).select_from(OrphanEvent).where(text("state = 'open'"))) or 0
+
+
+def disabled_endpoints(session: Session) -> int:
+    return (
+        session.scalar(
+            select(func.count()).select_from(CallbackEndpoint).where(CallbackEndpoint.disabled_at.is_not(None))
+        )
+        or 0
+    )
+
+
+@dataclass(frozen=True)
+class Minute:
+    start: datetime
+    succeeded: int = 0
+    failed: int = 0
+
+
+def finished_per_minute(session: Session, now: datetime, minutes: int = 60) -> list[Minute]:
+    """Tasks that reached succeeded or failed in each of the last ``minutes`` minutes (oldest
+    first, the current minute last), from their timeline events on a partial index."""
+    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = end - timedelta(minutes=minutes)
+    if session.get_bind().dialect.name == "postgresql":
+        bucket = func.date_trunc("minute", TaskEvent.at)
+    else:
+        bucket = func.strftime("%Y-%m-%d %H:%M", TaskEvent.at)
+    rows = session.execute(
+        select(bucket, TaskEvent.kind, func.count())
+        .where(text("kind IN ('state.succeeded', 'state.failed')"), TaskEvent.at >= start)
+        .group_by(bucket, TaskEvent.kind)
+    ).all()
+    counts: dict[tuple[int, str], int] = {}
+    for at, kind, n in rows:
+        moment = at if isinstance(at, datetime) else datetime.fromisoformat(str(at)).replace(tzinfo=start.tzinfo)
+        index = int((moment.replace(tzinfo=start.tzinfo) - start).total_seconds() // 60)
+        if 0 <= index < minutes:
+            counts[(index, CHART_EVENTS[kind])] = counts.get((index, CHART_EVENTS[kind]), 0) + n
+    return [
+        Minute(start + timedelta(minutes=i), counts.get((i, "succeeded"), 0), counts.get((i, "failed"), 0))
+        for i in range(minutes)
+    ]

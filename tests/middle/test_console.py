@@ -1,0 +1,480 @@
+"""The operator console through Flask's test client, in-process on SQLite (the embedded default's
+``filesystem://`` broker under a temporary folder): every page, every action, sign-in, CSRF, the
+security headers, and escaping of what tenants and vendors wrote. The browser test
+(tests/integration/test_console_browser.py) drives the same pages against the real stack."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from app import create_app
+from core.classify import Fault
+from core.states import EventType
+from foundation.settings import Settings
+from models import audit
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.base import utcnow
+from models.dead_letters import dead_letter, disable_endpoint
+from models.messages import DeadLetter
+from models.service import record_attempt_failure
+from models.task import ExternalTask, TaskEvent
+from models.vendor_events import receive_event
+from tests.middle.builders import at_vendor, new_client, submit
+from webhooks.events import VendorEvent
+from webhooks.signing import generate_secret
+
+TOKEN = "console-admin-token-" + "x" * 32
+XSS = "<script>alert('x')</script>"
+
+
+@pytest.fixture
+def app(migrated_template: Path, tmp_path: Path) -> Iterator[Flask]:
+    path = tmp_path / "liaison.db"
+    shutil.copyfile(migrated_template, path)
+    env = {
+        "DATABASE_URL": f"sqlite:///{path}",
+        "LIAISON_VAR_DIR": str(tmp_path),
+        "LIAISON_ADMIN_TOKEN": TOKEN,
+        "LIAISON_PROVIDERS": "sim",
+        "LIAISON_PROVIDER_SIM_BASE_URL": "http://127.0.0.1:9",
+        "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": generate_secret(),
+        "LIAISON_FLOWER_URL": "http://127.0.0.1:5555",
+        "LIAISON_LOG_LEVEL": "warning",
+    }
+    app = create_app(Settings.from_env(env))
+    yield app
+    app.extensions["liaison"].db.dispose()
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, "no CSRF field in the page"
+    return match[1]
+
+
+def sign_in(client: FlaskClient, name: str = "alice") -> str:
+    page = client.get("/console/sign-in")
+    response = client.post("/console/sign-in", data={"operator": name, "token": TOKEN, "csrf_token": _csrf(page.text)})
+    assert response.status_code == 302, response.text
+    return _csrf(client.get("/console/").text)
+
+
+@pytest.fixture
+def browser(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def signed_in(browser: FlaskClient) -> tuple[FlaskClient, str]:
+    return browser, sign_in(browser)
+
+
+def _ctx(app: Flask) -> Any:
+    return app.extensions["liaison"]
+
+
+@pytest.fixture
+def world(app: Flask) -> dict[str, int]:
+    """A bit of everything: a retrying task, a dead-lettered one (with its incident), an orphan,
+    a disabled endpoint, a finished task; ids by name."""
+    now = utcnow()
+    ids: dict[str, int] = {}
+    with _ctx(app).db.transaction() as session:
+        shop = new_client(session, "shop")
+        retrying = submit(session, shop, "order-retrying", now=now)
+        record_attempt_failure(session, retrying.outbox[0], "vendor answered 503", now + timedelta(seconds=30), now)
+        dead = submit(session, shop, "order-dead", now=now)
+        dead_letter(session, dead.outbox[0], "vendor down for good", Fault.SYSTEM, now)
+        done = at_vendor(session, shop, "order-done", now=now)
+        receive_event(
+            session, "sim", "msg-done", VendorEvent(EventType.COMPLETED, "job-order-done", "succeeded", {"ok": 1}), now
+        )
+        receive_event(
+            session, "sim", "msg-done", VendorEvent(EventType.COMPLETED, "job-order-done", "succeeded", {"ok": 1}), now
+        )
+        receive_event(session, "sim", "msg-orphan", VendorEvent(EventType.ACCEPTED, "job-nobody", None), now)
+        waiting = at_vendor(session, shop, "order-waiting", job_id="job-nobody-yet", now=now)
+        disable_endpoint(session, shop.id, "https://shop.example/gone", "410 Gone", now)
+        session.flush()
+        ids["retrying"], ids["dead"], ids["done"], ids["waiting"] = retrying.task.id, dead.task.id, done.id, waiting.id
+        ids["letter"] = session.scalars(select(DeadLetter.id)).one()
+        ids["incident"] = session.scalars(select(Incident.id).where(Incident.kind == "submit_failed")).one()
+        ids["orphan"] = session.scalars(select(OrphanEvent.id)).one()
+        ids["endpoint"] = session.scalars(select(CallbackEndpoint.id)).one()
+    return ids
+
+
+# --- access ------------------------------------------------------------------------------------
+
+PAGES = [
+    "/console/",
+    "/console/tasks",
+    "/console/tasks/1",
+    "/console/dead-letters",
+    "/console/dead-letters/1",
+    "/console/incidents",
+    "/console/incidents/1",
+    "/console/orphans",
+    "/console/orphans/1",
+    "/console/endpoints",
+    "/console/clients",
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_an_anonymous_visitor_is_sent_to_sign_in(browser: FlaskClient, path: str) -> None:
+    response = browser.get(path)
+    assert response.status_code == 302
+    assert response.location.startswith("/console/sign-in?next=/console/")
+
+
+def test_sign_in_takes_the_admin_token_and_sets_a_strict_http_only_cookie(browser: FlaskClient) -> None:
+    csrf = _csrf(browser.get("/console/sign-in").text)
+    wrong = browser.post("/console/sign-in", data={"operator": "alice", "token": "nope", "csrf_token": csrf})
+    assert wrong.status_code == 401 and "not the admin token" in wrong.text
+    bad_name = browser.post("/console/sign-in", data={"operator": "<b>", "token": TOKEN, "csrf_token": csrf})
+    assert bad_name.status_code == 422
+    no_csrf = browser.post("/console/sign-in", data={"operator": "alice", "token": TOKEN})
+    assert no_csrf.status_code == 400
+    ok = browser.post(
+        "/console/sign-in?next=/console/incidents", data={"operator": "alice", "token": TOKEN, "csrf_token": csrf}
+    )
+    assert ok.status_code == 302 and ok.location == "/console/incidents"
+    cookie = ok.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/console" in cookie
+    assert "Secure" not in cookie  # plain http here
+    assert TOKEN not in cookie
+    assert 'signed in as <strong id="operator">alice</strong>' in browser.get("/console/").text
+
+
+def test_the_cookie_is_secure_over_https_and_next_never_leaves_the_console(app: Flask) -> None:
+    client = app.test_client()
+    page = client.get("/console/sign-in", base_url="https://localhost")
+    response = client.post(
+        "/console/sign-in?next=//evil.example/x",
+        data={"operator": "alice", "token": TOKEN, "csrf_token": _csrf(page.text)},
+        base_url="https://localhost",
+    )
+    assert "Secure" in response.headers["Set-Cookie"]
+    assert response.location == "/console/"
+
+
+def test_a_forged_or_foreign_cookie_is_not_a_session(app: Flask, browser: FlaskClient) -> None:
+    browser.set_cookie("liaison_console", "eyJjc3JmIjoieCIsIm9wIjoibWFsbG9yeSJ9.forged", path="/console")
+    assert browser.get("/console/").status_code == 302
+
+
+def test_sign_out_ends_the_session(signed_in: tuple[FlaskClient, str]) -> None:
+    client, csrf = signed_in
+    assert client.post("/console/sign-out", data={}).status_code == 400  # CSRF on sign-out too
+    response = client.post("/console/sign-out", data={"csrf_token": csrf})
+    assert response.status_code == 302
+    assert client.get("/console/").status_code == 302
+
+
+def test_every_answer_carries_the_security_headers(signed_in: tuple[FlaskClient, str]) -> None:
+    client, _ = signed_in
+    for response in (client.get("/console/"), client.get("/console/sign-in"), client.get("/console/tasks/999")):
+        assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+        assert "script-src" not in response.headers["Content-Security-Policy"]  # none at all: default-src
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert response.headers["Referrer-Policy"] == "same-origin"
+    assert client.get("/console/tasks/999").status_code == 404
+
+
+def test_the_console_is_off_without_an_admin_token(migrated_template: Path, tmp_path: Path) -> None:
+    path = tmp_path / "off.db"
+    shutil.copyfile(migrated_template, path)
+    app = create_app(Settings.from_env({"DATABASE_URL": f"sqlite:///{path}", "LIAISON_VAR_DIR": str(tmp_path)}))
+    assert app.test_client().get("/console/sign-in").status_code == 404
+
+
+def test_the_stylesheet_is_served_locally(browser: FlaskClient) -> None:
+    response = browser.get("/console/static/console.css")
+    assert response.status_code == 200 and "text/css" in response.content_type
+    sign_in_page = browser.get("/console/sign-in").text
+    assert "http://" not in sign_in_page and "https://" not in sign_in_page  # nothing from elsewhere
+
+
+# --- pages -------------------------------------------------------------------------------------
+
+
+def test_the_overview_answers_what_needs_a_person(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, _ = signed_in
+    page = client.get("/console/").text
+    for section in ("tasks-by-state", "retrying", "outbox", "queues", "dead-letters", "incidents", "chart"):
+        assert f'id="{section}"' in page, section
+    assert re.search(r'id="dead-total">1<', page) and re.search(r'id="orphans-total">1<', page)
+    assert re.search(r'id="endpoints-total">1<', page) and re.search(r'id="retrying-total">1<', page)
+    assert "order-retrying" in page and "vendor answered 503" in page
+    assert "All counts exact." in page  # SQLite: nothing estimated
+    assert 'href="http://127.0.0.1:5555"' in page  # Flower
+    assert "<svg" in page and "1 succeeded, 1 failed" in page  # order-done; order-dead's submission failed
+    assert 'http-equiv="refresh"' in page
+
+
+def test_the_task_list_filters_searches_and_pages(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, _ = signed_in
+    assert "order-retrying" in client.get("/console/tasks").text
+    retrying = client.get("/console/tasks?retrying=1").text
+    assert "order-retrying" in retrying and "order-done" not in retrying
+    failed = client.get("/console/tasks?state=failed").text
+    assert "order-dead" in failed and "order-retrying" not in failed
+    found = client.get("/console/tasks?correlation_id=order-done").text
+    assert "order-done" in found and "order-dead" not in found
+    assert "order-done" in client.get("/console/tasks?client=shop&provider=sim").text
+    assert client.get("/console/tasks?client=nobody").status_code == 404
+    assert client.get("/console/tasks?state=bogus").status_code == 422
+    assert client.get("/console/tasks?cursor=!!").status_code == 400
+    # a page of 50, then the cursor
+    with _ctx(client.application).db.transaction() as session:
+        shop = new_client(session, "bulk")
+        for i in range(60):
+            submit(session, shop, f"bulk-{i:02d}", now=utcnow())
+    first = client.get("/console/tasks?client=bulk").text
+    assert "bulk-59" in first and "bulk-09" not in first
+    next_url = re.search(r'href="([^"]+)" id="next-page"', first)
+    assert next_url
+    second = client.get(next_url[1].replace("&amp;", "&")).text
+    assert "bulk-09" in second and "bulk-59" not in second and 'id="next-page"' not in second
+
+
+def test_a_task_page_shows_its_whole_timeline(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, _ = signed_in
+    retrying = client.get(f"/console/tasks/{world['retrying']}").text
+    assert "submit.attempt_failed" in retrying and "vendor answered 503" in retrying and 'id="retrying"' in retrying
+    assert "next_attempt_at" in retrying
+    done = client.get(f"/console/tasks/{world['done']}").text
+    assert "state.succeeded" in done and "event.duplicate" in done and "message id already received" in done
+    assert "relay" in done  # its relay outbox row
+    dead = client.get(f"/console/tasks/{world['dead']}").text
+    assert "submit.dead_lettered" in dead and 'id="replay-task"' in dead and "submit_failed" in dead
+
+
+def test_dead_letter_pages_filter_and_inspect(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, _ = signed_in
+    assert "vendor down for good" in client.get("/console/dead-letters?kind=submit&fault=system&provider=sim").text
+    assert "vendor down for good" not in client.get("/console/dead-letters?fault=caller").text
+    assert "vendor down for good" not in client.get("/console/dead-letters?older_than_s=3600").text
+    assert "vendor down for good" in client.get("/console/dead-letters?newer_than_s=3600").text
+    assert client.get("/console/dead-letters?kind=bogus").status_code == 422
+    page = client.get(f"/console/dead-letters/{world['letter']}").text
+    assert "vendor down for good" in page and "order-dead" in page and "No operator has acted" in page
+
+
+def test_incident_orphan_endpoint_and_client_pages(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, _ = signed_in
+    assert "submit_failed" in client.get("/console/incidents").text
+    assert "vendor down for good" in client.get(f"/console/incidents/{world['incident']}").text
+    assert "job-nobody" in client.get("/console/orphans").text
+    assert "job.accepted" in client.get(f"/console/orphans/{world['orphan']}").text
+    assert "https://shop.example/gone" in client.get("/console/endpoints").text
+    clients = client.get("/console/clients").text
+    assert "shop" in clients and "https://shop.example/cb" in clients
+    with _ctx(client.application).db.transaction() as session:
+        secrets = session.scalars(select(ExternalTask).limit(1)).one().client.callback_secrets
+    assert all(secret not in clients for secret in secrets)
+
+
+# --- actions: CSRF, confirmation, and the actor on the record ------------------------------------
+
+
+def _history(app: Flask, subject: str, subject_id: int) -> list[tuple[str, str]]:
+    with _ctx(app).db.transaction() as session:
+        return [(e.action, e.actor) for e in audit.history(session, subject, subject_id)]
+
+
+def _events(app: Flask, task_id: int) -> list[tuple[str, Any]]:
+    with _ctx(app).db.transaction() as session:
+        rows = session.scalars(select(TaskEvent).where(TaskEvent.task_id == task_id).order_by(TaskEvent.id))
+        return [(e.kind, e.detail.get("by")) for e in rows]
+
+
+def test_replaying_a_dead_letter_asks_first_needs_the_csrf_token_and_records_who(
+    signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    client, csrf = signed_in
+    url = f"/console/dead-letters/{world['letter']}/replay"
+    confirm = client.get(url)
+    assert confirm.status_code == 200 and 'id="confirm"' in confirm.text and "Replay dead letter" in confirm.text
+    assert client.post(url, data={}).status_code == 400
+    assert client.post(url, data={"csrf_token": "x" * 43}).status_code == 400
+    assert _history(client.application, "dead_letter", world["letter"]) == []
+    response = client.post(url, data={"csrf_token": csrf})
+    assert response.status_code == 302 and "done=replayed" in response.location
+    assert _history(client.application, "dead_letter", world["letter"]) == [("replayed", "alice")]
+    assert ("submit.replayed", "alice") in _events(client.application, world["dead"])
+    assert client.post(url, data={"csrf_token": csrf}).status_code == 409  # once
+    page = client.get(f"/console/dead-letters/{world['letter']}?done=replayed").text
+    assert "Dead letter replayed" in page and "alice" in page
+
+
+def test_discarding_and_replaying_matching_dead_letters(
+    signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    client, csrf = signed_in
+    confirm = client.get("/console/dead-letters/replay?kind=submit&fault=system")
+    assert "1 now" in confirm.text and 'name="kind" value="submit"' in confirm.text
+    assert client.post("/console/dead-letters/replay", data={"kind": "submit"}).status_code == 400
+    response = client.post("/console/dead-letters/replay", data={"kind": "submit", "csrf_token": csrf})
+    assert response.status_code == 302 and "replayed=1" in response.location
+    assert _history(client.application, "dead_letter", world["letter"]) == [("replayed", "alice")]
+    # a second failure, then discard
+    with _ctx(client.application).db.transaction() as session:
+        row = submit(session, new_client(session), "order-dead-2", now=utcnow()).outbox[0]
+        dead_letter(session, row, "again", Fault.CALLER, utcnow())
+        session.flush()
+        letter_id = session.scalars(select(DeadLetter.id).where(DeadLetter.outbox_id == row.id)).one()
+    assert client.post(f"/console/dead-letters/{letter_id}/discard", data={}).status_code == 400
+    assert client.post(f"/console/dead-letters/{letter_id}/discard", data={"csrf_token": csrf}).status_code == 302
+    assert _history(client.application, "dead_letter", letter_id) == [("discarded", "alice")]
+
+
+def test_canceling_a_task_and_replaying_its_dead_letters_from_its_page(
+    signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    client, csrf = signed_in
+    url = f"/console/tasks/{world['waiting']}/cancel"
+    assert "Cancel task" in client.get(url).text
+    assert client.post(url, data={}).status_code == 400
+    assert client.post(url, data={"csrf_token": csrf}).status_code == 302
+    events = _events(client.application, world["waiting"])
+    assert ("operator.cancel", "alice") in events and ("state.cancel_requested", None) in events
+    done = f"/console/tasks/{world['done']}/cancel"
+    assert client.post(done, data={"csrf_token": csrf}).status_code == 409  # final already
+    replay = f"/console/tasks/{world['dead']}/replay"
+    assert client.post(replay, data={}).status_code == 400
+    assert client.post(replay, data={"csrf_token": csrf}).status_code == 302
+    assert ("submit.replayed", "alice") in _events(client.application, world["dead"])
+    assert client.get(replay).status_code == 409  # nothing open any more
+
+
+def test_assigning_and_resolving_an_incident_with_a_note(
+    signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    client, csrf = signed_in
+    base = f"/console/incidents/{world['incident']}"
+    assert client.post(base + "/assign", data={"owner": "bob"}).status_code == 400
+    assert client.post(base + "/assign", data={"owner": "", "csrf_token": csrf}).status_code == 422
+    assert client.post(base + "/assign", data={"owner": "bob", "note": "on it", "csrf_token": csrf}).status_code == 302
+    assert client.post(base + "/resolve", data={"note": "vendor back"}).status_code == 400
+    assert client.post(base + "/resolve", data={"note": "vendor back", "csrf_token": csrf}).status_code == 302
+    page = client.get(base).text
+    assert 'id="incident-state">resolved' in page and "vendor back" in page and 'id="owner">bob' in page
+    assert _history(client.application, "incident", world["incident"]) == [("assigned", "alice"), ("resolved", "alice")]
+
+
+def test_attaching_and_discarding_orphans(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, csrf = signed_in
+    url = f"/console/orphans/{world['orphan']}/attach"
+    assert client.post(url, data={"correlation_id": "order-waiting"}).status_code == 400
+    assert client.post(url, data={"correlation_id": "no-such", "csrf_token": csrf}).status_code == 404
+    # order-waiting is bound to another job: refused (409), nothing changes
+    assert client.post(url, data={"correlation_id": "order-waiting", "csrf_token": csrf}).status_code == 409
+    with _ctx(client.application).db.transaction() as session:
+        task = submit(session, new_client(session), "order-late", now=utcnow()).task
+        task_id = task.id
+    response = client.post(url, data={"correlation_id": "order-late", "csrf_token": csrf})
+    assert response.status_code == 302
+    assert _history(client.application, "orphan", world["orphan"])[0] == ("attached", "alice")
+    assert ("orphan.attached", "alice") in _events(client.application, task_id)
+    # and a fresh one discarded
+    with _ctx(client.application).db.transaction() as session:
+        receive_event(session, "sim", "msg-2", VendorEvent(EventType.ACCEPTED, "job-other", None), utcnow())
+        session.flush()
+        orphan_id = session.scalars(select(OrphanEvent.id).where(OrphanEvent.vendor_job_id == "job-other")).one()
+    assert "Discard orphan event" in client.get(f"/console/orphans/{orphan_id}/discard").text
+    assert client.post(f"/console/orphans/{orphan_id}/discard", data={"csrf_token": csrf}).status_code == 302
+    assert _history(client.application, "orphan", orphan_id) == [("discarded", "alice")]
+
+
+def test_enabling_a_disabled_endpoint(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, csrf = signed_in
+    url = f"/console/endpoints/{world['endpoint']}/enable"
+    assert "Enable https://shop.example/gone" in client.get(url).text
+    assert client.post(url, data={}).status_code == 400
+    assert client.post(url, data={"csrf_token": csrf}).status_code == 302
+    assert _history(client.application, "endpoint", world["endpoint"]) == [("enabled", "alice")]
+    assert "None: every callback endpoint is enabled" in client.get("/console/endpoints").text
+
+
+# --- escaping -----------------------------------------------------------------------------------
+
+
+def test_script_in_an_input_an_outcome_or_an_error_stays_inert(app: Flask, signed_in: tuple[FlaskClient, str]) -> None:
+    client, _ = signed_in
+    now = utcnow()
+    with _ctx(app).db.transaction() as session:
+        evil = new_client(session, "evil")
+        task = at_vendor(session, evil, XSS, job_id="job-xss", now=now)
+        task.input = {"note": XSS}
+        receive_event(
+            session, "sim", "m-xss", VendorEvent(EventType.COMPLETED, "job-xss", "succeeded", {"html": XSS}), now
+        )
+        row = submit(session, evil, "xss-dead", now=now).outbox[0]
+        record_attempt_failure(session, row, f"vendor said {XSS}", now + timedelta(seconds=60), now)
+        dead_letter(session, row, f"vendor said {XSS}", Fault.SYSTEM, now)
+        receive_event(
+            session, "sim", "m-xss-orphan", VendorEvent(EventType.COMPLETED, "job-?", "failed", {"x": XSS}), now
+        )
+        session.flush()
+        ids = {
+            "task": task.id,
+            "letter": session.scalars(select(DeadLetter.id)).one(),
+            "orphan": session.scalars(select(OrphanEvent.id)).one(),
+            "incident": session.scalars(select(Incident.id)).one(),
+        }
+    pages = [
+        "/console/",
+        "/console/tasks",
+        f"/console/tasks?correlation_id={XSS}",
+        f"/console/tasks/{ids['task']}",
+        "/console/dead-letters",
+        f"/console/dead-letters/{ids['letter']}",
+        f"/console/dead-letters/{ids['letter']}/replay",
+        "/console/incidents",
+        f"/console/incidents/{ids['incident']}",
+        f"/console/orphans/{ids['orphan']}",
+    ]
+    for path in pages:
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert "<script>" not in page.text, path
+    task_page = client.get(f"/console/tasks/{ids['task']}").text
+    assert task_page.count("&lt;script&gt;") >= 3  # correlation id, input, outcome
+    assert "&lt;script&gt;" in client.get(f"/console/dead-letters/{ids['letter']}").text
+
+
+def test_the_admin_api_and_the_console_name_their_actors_differently(app: Flask, world: dict[str, int]) -> None:
+    """The admin token is one shared credential: the API records itself; the console, the name."""
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    response = app.test_client().post(f"/admin/v1/dead-letters/{world['letter']}/discard", headers=admin)
+    assert response.status_code == 200
+    assert _history(app, "dead_letter", world["letter"]) == [("discarded", "admin API")]
+    assert ("submit.discarded", "admin API") in _events(app, world["dead"])
+
+
+def test_a_task_whose_stored_input_is_too_deep_to_decode_still_shows(
+    app: Flask, signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    """Rows stored before the depth limit existed: shown as stored, never a 500."""
+    from sqlalchemy import text
+
+    client, _ = signed_in
+    deep = "[" * 5000 + "]" * 5000
+    with _ctx(app).db.transaction() as session:
+        session.execute(
+            text("UPDATE external_tasks SET input = :deep WHERE id = :id"), {"deep": deep, "id": world["done"]}
+        )
+    page = client.get(f"/console/tasks/{world['done']}")
+    assert page.status_code == 200 and "shown as stored: deeper than LIAISON_MAX_JSON_DEPTH" in page.text
