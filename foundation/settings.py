@@ -88,6 +88,9 @@ class ProviderSettings:
     rate_limit_per_s: float = _provider_default("rate_limit_per_s")
     rate_limit_burst: int = _provider_default("rate_limit_burst")
     call_deadline_s: float = _provider_default("call_deadline_s")
+    amqp_url: str = _provider_default("amqp_url")
+    command_queue: str = _provider_default("command_queue")
+    reply_queue: str = _provider_default("reply_queue")
 
     @staticmethod
     def options_for(name: str) -> tuple[Option, ...]:
@@ -97,7 +100,13 @@ class ProviderSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], name: str) -> ProviderSettings:
-        return cls(name=name, **read_options(env, cls.options_for(name), f" for provider {name!r}"))
+        """One provider's block (what is required depends on its kind: a rest vendor's base URL, an
+        amqp vendor's broker URL); an amqp vendor's queues default to names made from its own."""
+        values = read_options(env, cls.options_for(name), f" for provider {name!r}")
+        if values["kind"] == "amqp":
+            values["command_queue"] = values["command_queue"] or f"{name}.commands"
+            values["reply_queue"] = values["reply_queue"] or f"liaison.{name}.events"
+        return cls(name=name, **values)
 
 
 @dataclass(frozen=True, repr=False)
