@@ -1,0 +1,51 @@
+"""``flask --app app liaison vendor-events``: consume the events of every ``amqp`` provider
+(the Procfile's ``vendor-events`` process; workers.vendor_queue)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+import click
+from flask import current_app
+from flask.cli import AppGroup, with_appcontext
+
+from workers.runtime import liaison
+from workers.vendor_queue import VendorEventConsumer, amqp_providers
+
+
+def register(group: AppGroup) -> None:
+    group.add_command(vendor_events)
+
+
+@click.command("vendor-events")
+@with_appcontext
+def vendor_events() -> None:
+    """Consume amqp vendors' events from their reply queues until SIGTERM or Ctrl-C. Each is acked
+    after its transaction committed; one that fails verification or parsing goes to <queue>.dead."""
+    ctx = liaison()
+    providers = amqp_providers(ctx)
+    if not providers:
+        click.echo("no amqp provider is configured (LIAISON_PROVIDER_<NAME>_KIND=amqp): nothing to consume")
+        return
+    consumers = [VendorEventConsumer(ctx, ps) for ps in providers]
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+
+    def run(consumer: VendorEventConsumer) -> None:
+        with app.app_context():
+            consumer.run()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for consumer in consumers:
+            consumer.should_stop = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    threads = [threading.Thread(target=run, args=(c,), name=f"vendor-events-{c.ps.name}") for c in consumers]
+    for thread in threads:
+        thread.start()
+    click.echo(f"consuming {', '.join(f'{c.ps.name} ({c.ps.reply_queue})' for c in consumers)}")
+    while any(t.is_alive() for t in threads):
+        for thread in threads:
+            thread.join(timeout=0.5)
