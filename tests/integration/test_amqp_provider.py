@@ -41,6 +41,8 @@ class AmqpRig:
     sim_app: Any
     ps: ProviderSettings
     secret: str
+    consumer: VendorEventConsumer
+    thread: threading.Thread
 
     def submit(self, api_key: str, cid: str, input_: Any) -> None:
         body = {"correlation_id": cid, "input": input_, "provider": "bus"}
@@ -137,7 +139,7 @@ def rig(
     thread.start()
     assert consumer.ready.wait(10), "the vendor-events consumer did not start"
     with ServerThread(sim_app) as sim:
-        yield AmqpRig(stack, sim, sim_app, ps, secret)
+        yield AmqpRig(stack, sim, sim_app, ps, secret, consumer, thread)
     consumer.should_stop = True
     broker.stop()
     thread.join(10)
@@ -242,3 +244,130 @@ def test_status_of_an_unknown_job_is_not_found_and_find_says_none(rig: AmqpRig) 
         provider.status(f"nobody-{uuid.uuid4().hex}")
     assert refused.value.status == 404
     assert provider.find(f"nobody-{uuid.uuid4().hex}") is None
+
+
+def test_cancel_is_a_command_and_the_vendors_canceled_event_completes_the_task(rig: AmqpRig) -> None:
+    stack = rig.stack
+    api_key, _, path = stack.new_client()
+    cid = f"amqp-cancel-{uuid.uuid4().hex[:8]}"
+    rig.submit(api_key, cid, {"simulate": {"complete_delay_s": 60}})
+    stack.wait_for_task(api_key, cid, until=lambda b: b["state"] == "accepted")
+    url = f"{stack.web.url}/api/v1/tasks/{cid}/cancel"
+    response = requests.post(url, json={}, headers={"Authorization": f"Bearer {api_key}"}, timeout=5)
+    assert response.status_code == 202, response.text
+    done = stack.wait_for_task(
+        api_key, cid, until=lambda b: b["state"] == "canceled" and "cancel.sent" in [e["kind"] for e in b["timeline"]]
+    )
+    assert done["outcome"] == {"reason": "canceled"}
+    job = next(j for j in rig.sim_jobs()["jobs"] if j["reference"] == stack.reference(cid))
+    assert job["status"] == "canceled"
+    stack.callbacks.wait_for(
+        lambda reqs: any(r.path == path and r.json().get("state") == "canceled" for r in reqs), timeout=10
+    )
+
+
+def test_an_event_that_overtakes_the_submission_is_bound_when_it_commits(rig: AmqpRig) -> None:
+    """Late binding, as for webhooks: an event for a job id no task has yet is kept as an orphan and
+    applied once the submission records that job id."""
+    from sqlalchemy import select
+
+    from models import OutboxMessage
+
+    stack = rig.stack
+    api_key, _, _ = stack.new_client()
+    cid = f"amqp-early-{uuid.uuid4().hex[:8]}"
+    body = {"correlation_id": cid, "provider": "bus", "input": {"simulate": {"drop": ["job.accepted"]}}}
+    cid, outbox_id = stack.unpublished_task(api_key, body)
+    rig.publish_event({"type": "job.accepted", "job_id": stack.reference(cid)})  # before the vendor has it
+
+    def orphaned() -> bool:
+        from models.attention import OrphanEvent
+
+        with stack.db.transaction() as session:
+            return (
+                session.scalar(select(OrphanEvent).where(OrphanEvent.vendor_job_id == stack.reference(cid))) is not None
+            )
+
+    deadline = time.monotonic() + 10
+    while not orphaned():
+        assert time.monotonic() < deadline, "the early event was not kept"
+        time.sleep(0.1)
+    with stack.db.transaction() as session:
+        row = session.get(OutboxMessage, outbox_id)
+    stack.ctx.publisher.publish([row])
+    done = stack.wait_for_task(api_key, cid)
+    assert done["state"] == "succeeded"
+    accepted = next(e for e in done["timeline"] if e["kind"] == "state.accepted")
+    assert accepted["detail"].get("bound") is True
+
+
+def test_a_missing_command_queue_or_a_silent_vendor_is_a_transient_failure(rig: AmqpRig) -> None:
+    """Nothing is sent to a queue that does not exist (mandatory routing), and a status nobody answers
+    ends at the call deadline: both transient, so the retry policy and reconcile's next run decide."""
+    import dataclasses
+
+    from core.errors import TransientError
+    from workers.providers import SubmitJob
+    from workers.providers.amqp import AmqpProvider
+
+    nowhere = f"amqp-test-nobody-{uuid.uuid4().hex[:8]}"
+    adapter = AmqpProvider(dataclasses.replace(rig.ps, command_queue=nowhere, call_deadline_s=0.5))
+    with pytest.raises(TransientError, match="NO_ROUTE"):
+        adapter.submit(SubmitJob("ref-x", {}))
+    with Connection(RABBIT) as conn:  # a queue no vendor reads
+        conn.default_channel.queue_declare(nowhere, auto_delete=False)
+    try:
+        with pytest.raises(TransientError, match=r"no status reply within 0\.5 s"):
+            adapter.status("ref-x")
+    finally:
+        _delete_queues(nowhere)
+    down = AmqpProvider(dataclasses.replace(rig.ps, amqp_url=f"amqp://guest:guest@127.0.0.1:{services.free_port()}//"))
+    with pytest.raises(TransientError, match="broker not reachable"):
+        down.cancel("ref-x")
+
+
+def test_the_vendor_events_command_consumes_as_a_process(rig: AmqpRig, tmp_path) -> None:
+    """The Procfile's ``vendor-events`` line, as a real process: a task completes through it alone
+    (the in-test consumer is stopped first), and SIGTERM ends it cleanly."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.integration.processes import stop
+
+    stack = rig.stack
+    rig.consumer.should_stop = True
+    rig.thread.join(10)
+    settings = stack.settings
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "CELERY_BROKER_URL": settings.broker_url,
+        "LIAISON_QUEUE": settings.queue,
+        "LIAISON_VAR_DIR": str(tmp_path),
+        "LIAISON_PROVIDERS": "bus",
+        "LIAISON_PROVIDER_BUS_KIND": "amqp",
+        "LIAISON_PROVIDER_BUS_AMQP_URL": RABBIT,
+        "LIAISON_PROVIDER_BUS_COMMAND_QUEUE": rig.ps.command_queue,
+        "LIAISON_PROVIDER_BUS_REPLY_QUEUE": rig.ps.reply_queue,
+        "LIAISON_PROVIDER_BUS_WEBHOOK_SECRETS": ",".join(rig.ps.webhook_secrets),
+        "LIAISON_LOG_LEVEL": "info",
+    }
+    flask = os.path.join(os.path.dirname(sys.executable), "flask")
+    proc = subprocess.Popen(
+        [flask, "--app", "app", "liaison", "vendor-events"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        api_key, _, _ = stack.new_client()
+        cid = f"amqp-proc-{uuid.uuid4().hex[:8]}"
+        rig.submit(api_key, cid, {"n": 2})
+        assert stack.wait_for_task(api_key, cid)["state"] == "succeeded"
+    finally:
+        stop(proc)
+    output = proc.stdout.read().decode() if proc.stdout else ""
+    assert proc.returncode == 0, output
+    assert f"consuming bus ({rig.ps.reply_queue})" in output

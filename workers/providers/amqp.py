@@ -72,7 +72,7 @@ def connect(url: str, timeout_s: float) -> Connection:
     """A connection with publisher confirms on; opened (or failed) here, within ``timeout_s``."""
     conn = Connection(url, connect_timeout=timeout_s, heartbeat=0, transport_options={"confirm_publish": True})
     try:
-        conn.connect()
+        conn.ensure_connection(max_retries=0)  # one try: the task's retry policy decides the next
     except BROKER_ERRORS as exc:
         conn.release()
         raise TransientError(f"broker not reachable: {type(exc).__name__}") from None
