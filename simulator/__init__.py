@@ -7,6 +7,11 @@ reorder webhooks. All state is in memory, so run it as ONE process (threads are 
     gunicorn -w 1 --threads 8 'simulator:create_app()'
     flask --app simulator run
 
+With ``SIMULATOR_AMQP_URL`` set it is also an ``amqp`` vendor (``simulator/broker.py``): it consumes
+``job.submit`` / ``job.cancel`` / ``job.status`` commands from ``SIMULATOR_AMQP_COMMAND_QUEUE`` and
+publishes the same signed events to each job's reply-to queue, with the same knobs and one store, so
+``/_sim/jobs`` shows both kinds of job.
+
 Nothing happens at import; ``create_app`` reads the settings and fails fast on a bad secret.
 """
 
