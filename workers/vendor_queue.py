@@ -31,7 +31,7 @@ from kombu.mixins import ConsumerMixin
 from sqlalchemy.exc import SQLAlchemyError
 
 from foundation import metrics
-from foundation.logging import bind
+from foundation.logging import bind, clear
 from foundation.settings import ProviderSettings
 from models import vendor_events
 from models.base import utcnow
@@ -111,6 +111,8 @@ class VendorEventConsumer(ConsumerMixin):
 
     def on_message(self, message: Message) -> None:
         name = self.ps.name
+        clear()  # one message's context, like one request's
+        bind(provider=name)
         metrics.webhook_received(name)
         body = message.body if isinstance(message.body, bytes) else str(message.body).encode("utf-8")
         try:
