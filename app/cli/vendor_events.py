@@ -11,6 +11,7 @@ import click
 from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 
+from app import startup
 from workers.runtime import liaison
 from workers.vendor_queue import VendorEventConsumer, amqp_providers
 
@@ -29,6 +30,9 @@ def vendor_events() -> None:
     if not providers:
         click.echo("no amqp provider is configured (LIAISON_PROVIDER_<NAME>_KIND=amqp): nothing to consume")
         return
+    # Like web, worker and beat: the database and our broker (relays go out through it) answer, or
+    # one line and exit 69. A vendor's broker that does not answer is waited for: kombu reconnects.
+    startup.check_services(ctx.settings)
     consumers = [VendorEventConsumer(ctx, ps) for ps in providers]
     app = current_app._get_current_object()  # type: ignore[attr-defined]
 
