@@ -23,6 +23,7 @@ from flask import Flask
 from werkzeug.exceptions import HTTPException
 
 from simulator import control, views
+from simulator.broker import BrokerVendor
 from simulator.dispatch import Dispatcher
 from simulator.engine import Engine
 from simulator.problems import http_error
@@ -54,8 +55,6 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     engine = Engine(settings, store, dispatcher)
     broker = None
     if settings.amqp_url:  # broker mode: also an amqp vendor, on the same jobs
-        from simulator.broker import BrokerVendor
-
         broker = BrokerVendor(settings, store, engine)
         broker.start()
     app.extensions[EXTENSION_KEY] = Runtime(settings, store, engine, broker)

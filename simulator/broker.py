@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from typing import Any
 
-import kombu.exceptions
-from amqp.exceptions import MessageNacked  # type: ignore[import-untyped]  # kombu's AMQP client
-from kombu import Connection, Message, Producer, Queue
+from kombu import Connection, Message, Queue
 from kombu.mixins import ConsumerMixin
 
+from simulator.amqp_publish import BrokerError, publish_signed
 from simulator.behaviour import BehaviourError, resolve_behaviour
 from simulator.dispatch import AMQP_PREFIX
 from simulator.engine import Engine
@@ -36,7 +34,6 @@ from simulator.settings import Settings
 from simulator.store import Store, new_job
 from webhooks.broker_messages import (
     CANCEL,
-    CONTENT_TYPE,
     IDEMPOTENCY_KEY,
     STATUS,
     SUBMIT,
@@ -45,40 +42,8 @@ from webhooks.broker_messages import (
     parse_command,
     status_reply,
 )
-from webhooks.signing import sign
 
 log = logging.getLogger(__name__)
-_BROKER_ERRORS = (OSError, kombu.exceptions.KombuError, kombu.exceptions.ConnectionError, kombu.exceptions.ChannelError)
-
-
-class BrokerError(OSError):
-    """A publish the broker did not confirm."""
-
-
-def publish_signed(
-    settings: Settings, queue: str, body: bytes, *, message_id: str, type_: str, correlation_id: str
-) -> None:
-    """Publish ``body`` to ``queue`` (default exchange), signed, and wait for the broker's confirm."""
-    headers = sign(settings.webhook_secret, message_id, int(time.time()), body).as_dict()
-    try:
-        with Connection(settings.amqp_url, connect_timeout=5, transport_options={"confirm_publish": True}) as conn:
-            Producer(conn.default_channel).publish(
-                body,
-                exchange="",
-                routing_key=queue,
-                mandatory=True,
-                content_type=CONTENT_TYPE,
-                content_encoding="utf-8",
-                delivery_mode=2,
-                headers=headers,
-                type=type_,
-                message_id=message_id,
-                correlation_id=correlation_id,
-                retry=False,
-                confirm_timeout=settings.webhook_timeout_s,
-            )
-    except (*_BROKER_ERRORS, MessageNacked) as exc:
-        raise BrokerError(f"{type(exc).__name__}: {exc}") from None
 
 
 class BrokerVendor(ConsumerMixin):

@@ -14,6 +14,7 @@ from typing import Any
 
 import requests
 
+from simulator.amqp_publish import publish_signed
 from simulator.settings import Settings
 from simulator.store import Delivery, Job, Store
 from webhooks.signing import sign
@@ -94,8 +95,6 @@ class Dispatcher:
 
     def _publish(self, job: Job, event_type: str, webhook_id: str, body: bytes) -> tuple[int | None, str | None]:
         """The event to the job's reply-to queue, signed in its headers; 200 once the broker confirmed."""
-        from simulator.broker import publish_signed  # kombu only when the broker mode is used
-
         try:
             publish_signed(
                 self._settings,
