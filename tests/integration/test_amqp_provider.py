@@ -246,6 +246,61 @@ def test_status_of_an_unknown_job_is_not_found_and_find_says_none(rig: AmqpRig) 
     assert provider.find(f"nobody-{uuid.uuid4().hex}") is None
 
 
+def test_find_settles_an_uncertain_submit_by_the_reference(rig: AmqpRig) -> None:
+    """What the submission asks after a submit whose confirm never came: the vendor has the job."""
+    stack = rig.stack
+    api_key, _, _ = stack.new_client()
+    cid = f"amqp-find-{uuid.uuid4().hex[:8]}"
+    rig.submit(api_key, cid, {"n": 3})
+    stack.wait_for_task(api_key, cid)
+    reference = stack.reference(cid)
+    assert stack.ctx.providers["bus"].find(reference) == reference
+    snapshot = stack.ctx.providers["bus"].status(reference)
+    assert (snapshot.job_id, snapshot.status) == (reference, "succeeded")
+
+
+def test_an_event_the_database_cannot_take_is_put_back_not_lost(rig: AmqpRig) -> None:
+    """The database does not answer: the message goes back to the queue (after a pause), neither
+    acked nor dead-lettered, and is there for the next try."""
+    import dataclasses
+
+    from models.db import Database
+
+    queue = f"amqp-test-nodb-{uuid.uuid4().hex[:8]}"
+    ps = dataclasses.replace(rig.ps, reply_queue=queue)
+
+    @dataclass
+    class NoDatabase:
+        settings: Any
+        db: Database
+
+    broken = NoDatabase(rig.stack.settings, Database(f"postgresql+psycopg://nobody@127.0.0.1:{services.free_port()}/x"))
+    pauses: list[float] = []
+    consumer = VendorEventConsumer(broken, ps, sleep=pauses.append)  # type: ignore[arg-type]
+    thread = threading.Thread(target=consumer.run, daemon=True)
+    thread.start()
+    try:
+        assert consumer.ready.wait(10)
+        message_id = AmqpRig(rig.stack, rig.sim, rig.sim_app, ps, rig.secret, consumer, thread).publish_event(
+            {"type": "job.accepted", "job_id": "ref-nodb"}
+        )
+        deadline = time.monotonic() + 10
+        while len(pauses) < 2:  # taken, put back, taken again: still not lost
+            assert time.monotonic() < deadline, "the consumer never tried the message"
+            time.sleep(0.05)
+    finally:
+        consumer.should_stop = True
+        thread.join(10)
+    try:
+        with Connection(RABBIT) as conn:
+            channel = conn.default_channel
+            kept = channel.basic_get(queue, no_ack=True)
+            assert kept is not None and kept.properties["message_id"] == message_id
+            assert channel.basic_get(queue + ".dead", no_ack=True) is None
+    finally:
+        _delete_queues(queue, queue + ".dead")
+
+
 def test_cancel_is_a_command_and_the_vendors_canceled_event_completes_the_task(rig: AmqpRig) -> None:
     stack = rig.stack
     api_key, _, path = stack.new_client()
