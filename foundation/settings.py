@@ -216,6 +216,11 @@ class Settings:
         """Cross-setting rules, checked at start-up."""
         if self.default_provider is not None and self.default_provider not in self.providers:
             raise ConfigError("LIAISON_DEFAULT_PROVIDER must name one of LIAISON_PROVIDERS")
+        amqp = [p for p in self.providers.values() if p.kind == "amqp"]
+        reply_queues = [p.reply_queue for p in amqp]
+        if len(set(reply_queues)) < len(reply_queues) or set(reply_queues) & {p.command_queue for p in amqp}:
+            # One queue, two readers: a vendor's events would be checked against another's secrets.
+            raise ConfigError("each amqp provider needs a REPLY_QUEUE of its own, apart from every COMMAND_QUEUE")
         if self.processed_retention_s <= 2 * self.webhook_tolerance_s:
             # A redelivered message older than the retention must be refused by its timestamp,
             # or it would be processed a second time once its ProcessedMessage row is pruned.

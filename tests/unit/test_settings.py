@@ -583,3 +583,15 @@ def test_what_a_provider_requires_follows_its_kind():
 def test_an_amqp_providers_broker_password_is_never_shown():
     settings = Settings.from_env(bus_env())
     assert "s3cret-pass" not in repr(settings) and "s3cret-pass" not in repr(settings.providers["bus"])
+
+
+def test_two_amqp_providers_may_not_share_a_reply_queue():
+    env = bus_env(
+        LIAISON_PROVIDERS="bus,other",
+        LIAISON_PROVIDER_OTHER_KIND="amqp",
+        LIAISON_PROVIDER_OTHER_AMQP_URL="amqp://127.0.0.1//",
+        LIAISON_PROVIDER_OTHER_WEBHOOK_SECRETS=SECRET_2,
+    )
+    Settings.from_env(env).validate()  # each has its own by default
+    assert "REPLY_QUEUE of its own" in config_error({**env, "LIAISON_PROVIDER_OTHER_REPLY_QUEUE": "liaison.bus.events"})
+    assert "REPLY_QUEUE of its own" in config_error({**env, "LIAISON_PROVIDER_OTHER_REPLY_QUEUE": "bus.commands"})
