@@ -230,7 +230,8 @@ PROVIDER_SECTION = section(
     Option(_S + "REPLY_QUEUE", "reply_queue", TEXT, "", "amqp: our queue its events arrive on, the reply-to of "
            "every submit and cancel (default liaison.<name>.events; rejects go to <queue>.dead)"),
     Option(_S + "API_KEY", "api_key", TEXT, "", "rest: sent as Authorization: Bearer, if set", secret=True),
-    Option(_S + "CONNECT_TIMEOUT_S", "connect_timeout_s", decimal(0.01), "3.05", "TCP connect to the vendor (amqp: to its broker)"),
+    Option(_S + "CONNECT_TIMEOUT_S", "connect_timeout_s", decimal(0.01), "3.05",
+           "TCP connect to the vendor (amqp: to its broker)"),
     Option(_S + "READ_TIMEOUT_S", "read_timeout_s", decimal(0.01), "10", "rest: between bytes of the vendor's answer"),
     Option(_S + "ACCEPTANCE_TIMEOUT_S", "acceptance_timeout_s", optional_int(), "",
            "default deadline for its tasks to reach accepted"),
