@@ -62,12 +62,17 @@ class BrokerVendor(ConsumerMixin):
         self.ready.set()
 
     def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.run, name="sim-broker", daemon=True)
-        thread.start()
-        return thread
+        self._thread = threading.Thread(target=self.run, name="sim-broker", daemon=True)
+        self._thread.start()
+        return self._thread
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop consuming and wait (kombu looks at ``should_stop`` about once a second), so the
+        command queue can be deleted without cancelling a live consumer."""
         self.should_stop = True
+        thread = getattr(self, "_thread", None)
+        if thread is not None:
+            thread.join(timeout_s)
 
     def on_message(self, message: Message) -> None:
         kind = str(message.properties.get("type") or "")
