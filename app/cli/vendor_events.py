@@ -36,9 +36,12 @@ def vendor_events() -> None:
     consumers = [VendorEventConsumer(ctx, ps) for ps in providers]
     app = current_app._get_current_object()  # type: ignore[attr-defined]
 
+    stopped: set[str] = set()
+
     def run(consumer: VendorEventConsumer) -> None:
         with app.app_context():
             consumer.run()
+        stopped.add(consumer.ps.name)  # not reached when run() raised (threading prints it)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         for consumer in consumers:
@@ -50,6 +53,11 @@ def vendor_events() -> None:
     for thread in threads:
         thread.start()
     click.echo(f"consuming {', '.join(f'{c.ps.name} ({c.ps.reply_queue})' for c in consumers)}")
-    while any(t.is_alive() for t in threads):
-        for thread in threads:
-            thread.join(timeout=0.5)
+    while all(t.is_alive() for t in threads):  # until SIGTERM, or one consumer fails
+        threads[0].join(timeout=0.5)
+    stop(signal.SIGTERM, None)  # one failed: the process ends, and a process manager restarts it whole
+    for thread in threads:
+        thread.join()
+    failed = sorted(c.ps.name for c in consumers if c.ps.name not in stopped)
+    if failed:  # the unacked message is redelivered to the process that takes over
+        raise click.ClickException(f"vendor-events stopped on an error for {', '.join(failed)}")
