@@ -68,6 +68,17 @@ OTHER_SECTIONS = (
             _other("SIMULATOR_ACCEPT_DELAY_S", "0.5", "seconds before a job is accepted"),
             _other("SIMULATOR_COMPLETE_DELAY_S", "2.0", "seconds before an accepted job completes"),
             _other("SIMULATOR_PORT", "5001", "the simulator's port (Procfile: vendor)"),
+            _other(
+                "SIMULATOR_AMQP_URL",
+                "",
+                "set (amqp://…): the simulator is also an amqp vendor on that "
+                "RabbitMQ (simulator/broker.py); empty: HTTP only",
+            ),
+            _other(
+                "SIMULATOR_AMQP_COMMAND_QUEUE",
+                "sim.commands",
+                "the command queue it consumes (a provider's LIAISON_PROVIDER_<NAME>_COMMAND_QUEUE)",
+            ),
         ),
     ),
 )

@@ -161,7 +161,14 @@ def _addresses(name: str, raw: str) -> tuple[str, ...]:
     return addresses
 
 
+def _amqp_url(name: str, raw: str) -> str:
+    if raw and not raw.startswith(("amqp://", "amqps://")):
+        raise ConfigError(f"{name} must be an amqp:// or amqps:// URL")
+    return raw
+
+
 TEXT = Parser(_text, "text")
+AMQP_URL = Parser(_amqp_url, "amqp(s) URL")
 HTTP_URL = Parser(_http_url, "http(s) URL")
 OPTIONAL_HTTP_URL = Parser(lambda name, raw: _http_url(name, raw) if raw else "", "http(s) URL or empty")
 DELAYS = Parser(_delays, "seconds, comma-separated")
@@ -188,11 +195,14 @@ class Option:
     example: str | None = None  # a demo value .env.example shows instead of the default
     derive: Callable[[Mapping[str, Any]], str] | None = None
     required: bool = False
+    #: required only when this holds of the options read before it (a provider's kind)
+    required_when: Callable[[Mapping[str, Any]], bool] | None = None
 
     def read(self, env: Mapping[str, str], earlier: Mapping[str, Any], what: str = "") -> Any:
         raw = env.get(self.env, "").strip() or (self.derive(earlier) if self.derive else self.default)
-        value = self.parser.convert(self.env, raw) if raw or not self.required else None
-        if self.required and not value:
+        required = self.required or (self.required_when is not None and self.required_when(earlier))
+        value = self.parser.convert(self.env, raw) if raw or not required else None
+        if required and not value:
             raise ConfigError(f"{self.env} is required{what}")
         return value
 

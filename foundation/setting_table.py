@@ -9,6 +9,7 @@ from pathlib import Path
 from foundation.options import (
     ADDRESSES,
     ALLOW_LIST,
+    AMQP_URL,
     DELAYS,
     HTTP_URL,
     IP_ADDRESS,
@@ -240,15 +241,23 @@ SECTIONS: tuple[Section, ...] = (
 PROVIDER_PREFIX = _S = "LIAISON_PROVIDER_<NAME>_"
 PROVIDER_SECTION = section(
     "One provider: LIAISON_PROVIDER_<NAME>_* for each name in LIAISON_PROVIDERS (the demo's is SIMULATOR)",
-    Option(_S + "KIND", "kind", choice("rest"), "rest", "adapter: the built-in generic REST provider"),
-    Option(_S + "BASE_URL", "base_url", HTTP_URL, "", "where the vendor's API is (required)",
-           example="http://127.0.0.1:5001", required=True),
+    Option(_S + "KIND", "kind", choice("rest", "amqp"), "rest",
+           "adapter: rest (HTTP + webhooks) or amqp (commands and events over RabbitMQ, issue 13)"),
+    Option(_S + "BASE_URL", "base_url", OPTIONAL_HTTP_URL, "", "where the vendor's API is (required for rest)",
+           example="http://127.0.0.1:5001", required_when=lambda v: v["kind"] == "rest"),
+    Option(_S + "AMQP_URL", "amqp_url", AMQP_URL, "", "amqp: the vendor's RabbitMQ, amqp://user:pass@host:5672/vhost "
+           "(required for amqp)", secret=True, required_when=lambda v: v["kind"] == "amqp"),
     Option(_S + "WEBHOOK_SECRETS", "webhook_secrets", WEBHOOK_SECRETS, "",
-           "secrets its webhooks are signed with; several while rotating (required)",
-           secret=True, example="whsec_...,whsec_...", required=True),
-    Option(_S + "API_KEY", "api_key", TEXT, "", "sent as Authorization: Bearer, if set", secret=True),
-    Option(_S + "CONNECT_TIMEOUT_S", "connect_timeout_s", decimal(0.01), "3.05", "TCP connect to the vendor"),
-    Option(_S + "READ_TIMEOUT_S", "read_timeout_s", decimal(0.01), "10", "between bytes of the vendor's answer"),
+           "secrets its webhooks (amqp: its event and status messages) are signed with; several while rotating "
+           "(required)", secret=True, example="whsec_...,whsec_...", required=True),
+    Option(_S + "COMMAND_QUEUE", "command_queue", TEXT, "", "amqp: the vendor's queue our commands go to "
+           "(default <name>.commands)"),
+    Option(_S + "REPLY_QUEUE", "reply_queue", TEXT, "", "amqp: our queue its events arrive on, the reply-to of "
+           "every submit and cancel (default liaison.<name>.events; rejects go to <queue>.dead)"),
+    Option(_S + "API_KEY", "api_key", TEXT, "", "rest: sent as Authorization: Bearer, if set", secret=True),
+    Option(_S + "CONNECT_TIMEOUT_S", "connect_timeout_s", decimal(0.01), "3.05",
+           "TCP connect to the vendor (amqp: to its broker)"),
+    Option(_S + "READ_TIMEOUT_S", "read_timeout_s", decimal(0.01), "10", "rest: between bytes of the vendor's answer"),
     Option(_S + "ACCEPTANCE_TIMEOUT_S", "acceptance_timeout_s", optional_int(), "",
            "default deadline for its tasks to reach accepted"),
     Option(_S + "EXECUTION_TIMEOUT_S", "execution_timeout_s", optional_int(), "",
@@ -266,7 +275,7 @@ PROVIDER_SECTION = section(
            "calls per second (submit, cancel, status, find), all processes together"),
     Option(_S + "RATE_LIMIT_BURST", "rate_limit_burst", integer(1), "1", "calls at once after a quiet spell"),
     Option(_S + "CALL_DEADLINE_S", "call_deadline_s", decimal(0.01), "30",
-           "one call, connect to last body byte, ends by this"),
+           "one call, connect to last body byte, ends by this (amqp: a publish's confirm, a status reply)"),
 )
 
 # fmt: on

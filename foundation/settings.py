@@ -89,6 +89,9 @@ class ProviderSettings:
     rate_limit_per_s: float = _provider_default("rate_limit_per_s")
     rate_limit_burst: int = _provider_default("rate_limit_burst")
     call_deadline_s: float = _provider_default("call_deadline_s")
+    amqp_url: str = _provider_default("amqp_url")
+    command_queue: str = _provider_default("command_queue")
+    reply_queue: str = _provider_default("reply_queue")
 
     @staticmethod
     def options_for(name: str) -> tuple[Option, ...]:
@@ -98,7 +101,13 @@ class ProviderSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], name: str) -> ProviderSettings:
-        return cls(name=name, **read_options(env, cls.options_for(name), f" for provider {name!r}"))
+        """One provider's block (what is required depends on its kind: a rest vendor's base URL, an
+        amqp vendor's broker URL); an amqp vendor's queues default to names made from its own."""
+        values = read_options(env, cls.options_for(name), f" for provider {name!r}")
+        if values["kind"] == "amqp":
+            values["command_queue"] = values["command_queue"] or f"{name}.commands"
+            values["reply_queue"] = values["reply_queue"] or f"liaison.{name}.events"
+        return cls(name=name, **values)
 
 
 @dataclass(frozen=True, repr=False)
@@ -216,6 +225,11 @@ class Settings:
         """Cross-setting rules, checked at start-up."""
         if self.default_provider is not None and self.default_provider not in self.providers:
             raise ConfigError("LIAISON_DEFAULT_PROVIDER must name one of LIAISON_PROVIDERS")
+        amqp = [p for p in self.providers.values() if p.kind == "amqp"]
+        reply_queues = [p.reply_queue for p in amqp]
+        if len(set(reply_queues)) < len(reply_queues) or set(reply_queues) & {p.command_queue for p in amqp}:
+            # One queue, two readers: a vendor's events would be checked against another's secrets.
+            raise ConfigError("each amqp provider needs a REPLY_QUEUE of its own, apart from every COMMAND_QUEUE")
         if self.processed_retention_s <= 2 * self.webhook_tolerance_s:
             # A redelivered message older than the retention must be refused by its timestamp,
             # or it would be processed a second time once its ProcessedMessage row is pruned.

@@ -7,6 +7,11 @@ reorder webhooks. All state is in memory, so run it as ONE process (threads are 
     gunicorn -w 1 --threads 8 'simulator:create_app()'
     flask --app simulator run
 
+With ``SIMULATOR_AMQP_URL`` set it is also an ``amqp`` vendor (``simulator/broker.py``): it consumes
+``job.submit`` / ``job.cancel`` / ``job.status`` commands from ``SIMULATOR_AMQP_COMMAND_QUEUE`` and
+publishes the same signed events to each job's reply-to queue, with the same knobs and one store, so
+``/_sim/jobs`` shows both kinds of job.
+
 Nothing happens at import; ``create_app`` reads the settings and fails fast on a bad secret.
 """
 
@@ -18,6 +23,7 @@ from flask import Flask
 from werkzeug.exceptions import HTTPException
 
 from simulator import control, views
+from simulator.broker import BrokerVendor
 from simulator.dispatch import Dispatcher
 from simulator.engine import Engine
 from simulator.problems import http_error
@@ -34,7 +40,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     ``config`` keys (else environment variables of the same name): ``SIMULATOR_WEBHOOK_SECRET``
     (required, ``whsec_...``), ``SIMULATOR_ACCEPT_DELAY_S`` (0.5), ``SIMULATOR_COMPLETE_DELAY_S``
     (2.0), ``SIMULATOR_WEBHOOK_TIMEOUT_S`` (5), ``SIMULATOR_RETRY_BACKOFF_S`` (0.2,0.5,1,2: the
-    pauses between webhook re-sends). Other keys go to ``app.config`` as usual.
+    pauses between webhook re-sends), ``SIMULATOR_AMQP_URL`` (unset: off; set: broker mode, see
+    ``simulator.broker``) and ``SIMULATOR_AMQP_COMMAND_QUEUE`` (``sim.commands``). Other keys go to
+    ``app.config`` as usual.
     Raises :class:`SettingsError` when the settings are unusable.
     """
     settings = load_settings(config)
@@ -44,7 +52,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
     store = Store()
     dispatcher = Dispatcher(settings, store)
-    app.extensions[EXTENSION_KEY] = Runtime(settings, store, Engine(settings, store, dispatcher))
+    engine = Engine(settings, store, dispatcher)
+    broker = None
+    if settings.amqp_url:  # broker mode: also an amqp vendor, on the same jobs
+        broker = BrokerVendor(settings, store, engine)
+        broker.start()
+    app.extensions[EXTENSION_KEY] = Runtime(settings, store, engine, broker)
 
     app.register_blueprint(views.bp)
     app.register_blueprint(control.bp)

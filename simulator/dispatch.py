@@ -14,9 +14,13 @@ from typing import Any
 
 import requests
 
+from simulator.amqp_publish import publish_signed
 from simulator.settings import Settings
 from simulator.store import Delivery, Job, Store
 from webhooks.signing import sign
+
+#: A job's callback_url for a job submitted over AMQP: the prefix, then its reply-to queue.
+AMQP_PREFIX = "amqp:"
 
 
 def encode(payload: dict[str, Any]) -> bytes:
@@ -64,7 +68,10 @@ class Dispatcher:
         for attempt in range(1, attempts + 1):
             if self._store.get(job.job_id) is None:  # reset while we were retrying
                 return
-            status, error = self._post(job.callback_url, webhook_id, body)
+            if job.callback_url.startswith(AMQP_PREFIX):  # a job submitted over the broker
+                status, error = self._publish(job, event_type, webhook_id, body)
+            else:
+                status, error = self._post(job.callback_url, webhook_id, body)
             if status is not None and 200 <= status < 300:
                 self._record(job, event_type, webhook_id, copy, attempt, status, None, "delivered")
                 return
@@ -89,6 +96,21 @@ class Dispatcher:
             return None, f"{type(exc).__name__}: {exc}"
         status = response.status_code
         return status, None if 200 <= status < 300 else f"HTTP {status}"
+
+    def _publish(self, job: Job, event_type: str, webhook_id: str, body: bytes) -> tuple[int | None, str | None]:
+        """The event to the job's reply-to queue, signed in its headers; 200 once the broker confirmed."""
+        try:
+            publish_signed(
+                self._settings,
+                job.callback_url.removeprefix(AMQP_PREFIX),
+                body,
+                message_id=webhook_id,
+                type_=event_type,
+                correlation_id=job.reference,
+            )
+        except OSError as exc:  # BrokerError is one: the publish was not confirmed
+            return None, f"{type(exc).__name__}: {exc}"
+        return 200, None
 
     def _record(
         self,

@@ -7,12 +7,16 @@ simulators in one test) never share jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flask import current_app
 
 from simulator.engine import Engine
 from simulator.settings import Settings
 from simulator.store import Store
+
+if TYPE_CHECKING:
+    from simulator.broker import BrokerVendor
 
 EXTENSION_KEY = "simulator"
 
@@ -22,6 +26,7 @@ class Runtime:
     settings: Settings
     store: Store
     engine: Engine
+    broker: BrokerVendor | None = None  # broker mode (SIMULATOR_AMQP_URL): the command consumer
 
 
 def runtime() -> Runtime:

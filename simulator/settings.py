@@ -29,6 +29,9 @@ class Settings:
     webhook_timeout_s: float = 5.0
     #: pauses between re-sends of one webhook; attempts = len(retry_backoff_s) + 1
     retry_backoff_s: tuple[float, ...] = DEFAULT_RETRY_BACKOFF_S
+    #: broker mode (simulator.broker): the RabbitMQ whose command queue it consumes; empty = off
+    amqp_url: str = ""
+    amqp_command_queue: str = "sim.commands"
 
 
 def _lookup(key: str, config: Mapping[str, Any], environ: Mapping[str, str]) -> Any:
@@ -77,6 +80,9 @@ def load_settings(config: Mapping[str, Any] | None = None, environ: Mapping[str,
     def num(key: str, default: float) -> float:
         return _number(key, _lookup(key, config, environ), default)
 
+    amqp_url = str(_lookup("SIMULATOR_AMQP_URL", config, environ) or "")
+    if amqp_url and not amqp_url.startswith(("amqp://", "amqps://")):
+        raise SettingsError("SIMULATOR_AMQP_URL must be an amqp:// or amqps:// URL")
     timeout_s = num("SIMULATOR_WEBHOOK_TIMEOUT_S", 5.0)
     if timeout_s <= 0:
         raise SettingsError("SIMULATOR_WEBHOOK_TIMEOUT_S must be greater than 0")
@@ -86,4 +92,6 @@ def load_settings(config: Mapping[str, Any] | None = None, environ: Mapping[str,
         complete_delay_s=num("SIMULATOR_COMPLETE_DELAY_S", 2.0),
         webhook_timeout_s=timeout_s,
         retry_backoff_s=_backoff("SIMULATOR_RETRY_BACKOFF_S", _lookup("SIMULATOR_RETRY_BACKOFF_S", config, environ)),
+        amqp_url=amqp_url,
+        amqp_command_queue=str(_lookup("SIMULATOR_AMQP_COMMAND_QUEUE", config, environ) or "sim.commands"),
     )

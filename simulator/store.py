@@ -62,9 +62,17 @@ class Delivery:
     at: float = field(default_factory=time.time)
 
 
-def new_job(idempotency_key: str, reference: str, job_input: Any, callback_url: str, behaviour: Behaviour) -> Job:
+def new_job(
+    idempotency_key: str,
+    reference: str,
+    job_input: Any,
+    callback_url: str,
+    behaviour: Behaviour,
+    job_id: str | None = None,
+) -> Job:
+    """``job_id``: over AMQP the job is named by the client's reference (there is no submit answer)."""
     return Job(
-        job_id="job_" + secrets.token_hex(8),
+        job_id=job_id or "job_" + secrets.token_hex(8),
         idempotency_key=idempotency_key,
         reference=reference,
         input=job_input,

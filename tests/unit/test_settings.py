@@ -464,7 +464,7 @@ def test_defaults_are_the_tables_and_read_by_their_own_parser():
     provider = ProviderSettings.from_env(sim_env(), "sim")
     bare = ProviderSettings(name="sim", kind="rest", base_url="http://x", webhook_secrets=(SECRET_1,))
     for option in PROVIDER_OPTIONS:
-        if not option.required:
+        if not option.required and option.required_when is None:
             value = option.parser.convert(option.env, option.default)
             assert getattr(provider, option.attr) == getattr(bare, option.attr) == value, option.env
 
@@ -543,3 +543,55 @@ def test_worker_metrics_need_the_metrics_token():
     """The port serves what /metrics guards: without the token there is nothing to guard it with."""
     message = config_error({"LIAISON_WORKER_METRICS_PORT": "9808"})
     assert "LIAISON_WORKER_METRICS_PORT" in message and "LIAISON_METRICS_TOKEN" in message
+
+
+# --- amqp providers (issue 13) ------------------------------------------------------------
+
+
+def bus_env(**extra: str) -> dict[str, str]:
+    return {
+        "LIAISON_PROVIDERS": "bus",
+        "LIAISON_PROVIDER_BUS_KIND": "amqp",
+        "LIAISON_PROVIDER_BUS_AMQP_URL": "amqp://vendor:s3cret-pass@broker.example:5672/jobs",
+        "LIAISON_PROVIDER_BUS_WEBHOOK_SECRETS": SECRET_1,
+        **extra,
+    }
+
+
+def test_an_amqp_provider_needs_no_base_url_and_names_its_queues_after_itself():
+    bus = Settings.from_env(bus_env()).providers["bus"]
+    assert (bus.kind, bus.base_url) == ("amqp", "")
+    assert (bus.command_queue, bus.reply_queue) == ("bus.commands", "liaison.bus.events")
+    named = Settings.from_env(
+        bus_env(LIAISON_PROVIDER_BUS_COMMAND_QUEUE="v.in", LIAISON_PROVIDER_BUS_REPLY_QUEUE="us.in")
+    ).providers["bus"]
+    assert (named.command_queue, named.reply_queue) == ("v.in", "us.in")
+
+
+def test_what_a_provider_requires_follows_its_kind():
+    env = bus_env()
+    del env["LIAISON_PROVIDER_BUS_AMQP_URL"]
+    assert config_error(env) == "LIAISON_PROVIDER_BUS_AMQP_URL is required for provider 'bus'"
+    assert "LIAISON_PROVIDER_BUS_AMQP_URL must be an amqp" in config_error(
+        bus_env(LIAISON_PROVIDER_BUS_AMQP_URL="http://broker.example")
+    )
+    rest = bus_env(LIAISON_PROVIDER_BUS_KIND="rest")
+    assert config_error(rest) == "LIAISON_PROVIDER_BUS_BASE_URL is required for provider 'bus'"
+    assert "LIAISON_PROVIDER_BUS_KIND" in config_error(bus_env(LIAISON_PROVIDER_BUS_KIND="kafka"))
+
+
+def test_an_amqp_providers_broker_password_is_never_shown():
+    settings = Settings.from_env(bus_env())
+    assert "s3cret-pass" not in repr(settings) and "s3cret-pass" not in repr(settings.providers["bus"])
+
+
+def test_two_amqp_providers_may_not_share_a_reply_queue():
+    env = bus_env(
+        LIAISON_PROVIDERS="bus,other",
+        LIAISON_PROVIDER_OTHER_KIND="amqp",
+        LIAISON_PROVIDER_OTHER_AMQP_URL="amqp://127.0.0.1//",
+        LIAISON_PROVIDER_OTHER_WEBHOOK_SECRETS=SECRET_2,
+    )
+    Settings.from_env(env).validate()  # each has its own by default
+    assert "REPLY_QUEUE of its own" in config_error({**env, "LIAISON_PROVIDER_OTHER_REPLY_QUEUE": "liaison.bus.events"})
+    assert "REPLY_QUEUE of its own" in config_error({**env, "LIAISON_PROVIDER_OTHER_REPLY_QUEUE": "bus.commands"})

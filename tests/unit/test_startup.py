@@ -66,3 +66,13 @@ def test_under_the_flask_command_a_bad_setting_stops_every_liaison_command_but_d
 
 def test_running_flask_cli_is_false_outside_the_flask_command():
     assert not startup.running_flask_cli()
+
+
+def test_vendor_events_without_an_amqp_provider_says_so_and_exits(tmp_path):
+    """The Procfile's vendor-events line is harmless where no provider speaks AMQP."""
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}", "LIAISON_VAR_DIR": str(tmp_path)}
+    result = CliRunner().invoke(flask_cli, ["--app", "app", "liaison", "vendor-events"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == (
+        "no amqp provider is configured (LIAISON_PROVIDER_<NAME>_KIND=amqp): nothing to consume"
+    )

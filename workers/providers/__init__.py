@@ -5,24 +5,34 @@ from __future__ import annotations
 from core.rate_limit import Limit
 from foundation.settings import ProviderSettings, Settings
 from workers.limiter import Limiter
+from workers.providers.amqp import AmqpProvider
 from workers.providers.base import JobSnapshot, Provider, SubmitJob
 from workers.providers.limited import RateLimitedProvider
 from workers.providers.rest import RestProvider
 
-ADAPTERS: dict[str, type[RestProvider]] = {"rest": RestProvider}
+
+def adapter(settings: Settings, ps: ProviderSettings) -> Provider:
+    """The adapter of a provider's kind: rest calls back our webhook URL, amqp our reply queue."""
+    if ps.kind == "amqp":
+        return AmqpProvider(
+            ps,
+            outcome_limits=settings.outcome_limits,
+            max_response_bytes=settings.provider_max_response_bytes,
+            tolerance_s=settings.webhook_tolerance_s,
+        )
+    return RestProvider(
+        ps,
+        webhook_url=f"{settings.public_url}/webhooks/{ps.name}",
+        outcome_limits=settings.outcome_limits,
+        max_response_bytes=settings.provider_max_response_bytes,
+    )
 
 
 def build_providers(settings: Settings, limiter: Limiter) -> dict[str, Provider]:
-    """One adapter per configured provider, behind its shared rate limit; our webhook URL is where
-    the vendor calls us back."""
+    """One adapter per configured provider, behind its shared rate limit."""
     return {
         name: RateLimitedProvider(
-            ADAPTERS[ps.kind](
-                ps,
-                webhook_url=f"{settings.public_url}/webhooks/{name}",
-                outcome_limits=settings.outcome_limits,
-                max_response_bytes=settings.provider_max_response_bytes,
-            ),
+            adapter(settings, ps),
             limiter,
             Limit(ps.rate_limit_per_s, ps.rate_limit_burst),
             max_wait_s=settings.provider_rate_max_wait_s,
@@ -31,4 +41,12 @@ def build_providers(settings: Settings, limiter: Limiter) -> dict[str, Provider]
     }
 
 
-__all__ = ["JobSnapshot", "Provider", "ProviderSettings", "RateLimitedProvider", "SubmitJob", "build_providers"]
+__all__ = [
+    "AmqpProvider",
+    "JobSnapshot",
+    "Provider",
+    "ProviderSettings",
+    "RateLimitedProvider",
+    "SubmitJob",
+    "build_providers",
+]
