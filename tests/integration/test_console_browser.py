@@ -61,10 +61,26 @@ class Pages:
     def open(self, path: str) -> None:
         self.driver.get(self.base + path)
 
-    def find(self, css: str) -> Any:
+    def find(self, css: str, timeout: float = 15) -> Any:
+        """The element, waited for: a click that submits a form returns before the next page has
+        loaded when the machine is busy."""
         from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.wait import WebDriverWait
 
-        return self.driver.find_element(By.CSS_SELECTOR, css)
+        wait = WebDriverWait(self.driver, timeout)
+        return wait.until(expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+    def follow(self, element: Any, timeout: float = 15) -> None:
+        """Click a link or a form's button and wait until the next page replaced this one (a page
+        may carry the same ids as the one before it: an orphan's, an incident's)."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.wait import WebDriverWait
+
+        old = self.driver.find_element(By.TAG_NAME, "html")
+        element.click()
+        WebDriverWait(self.driver, timeout).until(expected_conditions.staleness_of(old))
 
     def text(self, css: str = "main") -> str:
         """The element's text; read again when the page refreshed under it (pages of unfinished
@@ -127,7 +143,7 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
         pages.shot("sign-in")
         pages.find("#operator-name").send_keys("alice")
         pages.find("#token").send_keys(stack.settings.admin_token)
-        pages.find("#sign-in").click()
+        pages.follow(pages.find("#sign-in"))
         assert pages.text("#operator") == "alice"
 
         # The vendor goes down; a task starts retrying.
@@ -146,7 +162,7 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
             pages.shot("tasks-retrying")
             from selenium.webdriver.common.by import By
 
-            driver.find_element(By.LINK_TEXT, flow).click()
+            pages.follow(driver.find_element(By.LINK_TEXT, flow))
             assert pages.text("#correlation") == flow
             pages.until(lambda: "submit.attempt_failed" in pages.text("#timeline"), "a failed attempt on the timeline")
             assert "retrying" in pages.text(".state-line") and "503" in pages.text("#last-error")
@@ -160,10 +176,10 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
             stack.vendor("POST", "/_sim/config", json={})  # the vendor is back
 
         # Replay its dead letter from its page; watch it succeed there.
-        pages.find("#replay-task").click()
+        pages.follow(pages.find("#replay-task"))
         assert "Replay the open dead letters" in pages.text("#question")
         pages.shot("confirm-replay")
-        pages.find("#confirm").click()
+        pages.follow(pages.find("#confirm"))
         assert "replayed" in pages.text("#notice")
         pages.until(lambda: pages.text("#task-state") == "succeeded", "the replayed task succeeding")
         timeline = pages.text("#timeline")
@@ -175,23 +191,23 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
         job_id = f"job_{uuid.uuid4().hex}"
         assert post_event(stack.web.url, vendor_secret, {"type": "job.accepted", "job_id": job_id}).status_code == 200
         pages.open("/console/orphans")
-        driver.find_element(By.XPATH, f"//tr[td/code[text()='{job_id}']]//a[@class='orphan-link']").click()
+        pages.follow(driver.find_element(By.XPATH, f"//tr[td/code[text()='{job_id}']]//a[@class='orphan-link']"))
         pages.shot("orphan")
         pages.find("#attach-correlation-id").send_keys(waiting)
-        pages.find("#attach").click()
+        pages.follow(pages.find("#attach"))
         assert pages.text("#orphan-state") == "resolved"
         assert "attached" in pages.text(".history") and "alice" in pages.text(".history")
         pages.shot("orphan-attached")
         pages.open(f"/console/tasks?correlation_id={waiting}")
-        driver.find_element(By.LINK_TEXT, waiting).click()
+        pages.follow(driver.find_element(By.LINK_TEXT, waiting))
         assert pages.text("#task-state") == "accepted" and "orphan.attached" in pages.text("#timeline")
 
         # Resolve the rejected task's incident, with a note.
         pages.open("/console/incidents?kind=submit_failed")
         row = driver.find_element(By.XPATH, f"//table[@id='incidents']//tr[td[text()='{rejected}']]")
-        row.find_element(By.CSS_SELECTOR, "a.incident-link").click()
+        pages.follow(row.find_element(By.CSS_SELECTOR, "a.incident-link"))
         pages.find("#resolve-note").send_keys("the shop fixed its input")
-        pages.find("#resolve").click()
+        pages.follow(pages.find("#resolve"))
         assert pages.text("#incident-state") == "resolved" and "the shop fixed its input" in pages.text("#detail")
         assert "resolved" in pages.text(".history") and "alice" in pages.text(".history")
         pages.shot("incident-resolved")
