@@ -188,6 +188,12 @@ class Settings:
     notify_backoff_cap_s: float
     notify_digest_threshold: int
     notify_digest_window_s: float
+    channel_amqp_url: str
+    channel_redis_url: str
+    channel_prefix: str
+    channel_events_maxlen: int
+    channel_claim_idle_s: float
+    channel_timeout_s: float
     console_session_s: int
     flower_url: str
 
