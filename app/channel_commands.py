@@ -64,6 +64,8 @@ from workers.runtime import Liaison
 log = logging.getLogger(__name__)
 #: A database that does not answer: the command is tried again after this pause.
 RETRY_PAUSE_S = 1.0
+#: How often the consumers look for clients put on their channel since they started.
+REFRESH_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -225,35 +227,60 @@ def as_bytes(body: Any) -> bytes:
 
 # RabbitMQ -----------------------------------------------------------------------------------------
 class AmqpCommandConsumer(ConsumerMixin):
-    """Every amqp-channel client's command queue; kombu's mixin reconnects after a broker restart."""
+    """Every amqp-channel client's command queue; kombu's mixin reconnects after a broker restart.
+    Clients put on the channel later are found every ``refresh_s`` and their queues consumed too."""
 
     def __init__(
         self,
         ctx: Liaison,
-        clients: list[ChannelClient],
         *,
         sleep: Callable[[float], None] = time.sleep,
         prefetch: int = 16,
+        refresh_s: float = REFRESH_S,
     ) -> None:
-        self.ctx, self.clients = ctx, clients
+        self.ctx = ctx
+        self.clients: dict[int, ChannelClient] = {}
         self.connection = Connection(
             ctx.settings.channel_amqp_url, connect_timeout=ctx.settings.channel_timeout_s, heartbeat=30
         )
         self._sleep = sleep
         self._prefetch = prefetch
+        self._refresh_s = refresh_s
+        self._refreshed = 0.0
+        self._make: Any = None
         self.ready = threading.Event()
 
     def get_consumers(self, consumer: Any, channel: Any) -> list[Any]:
-        prefix = self.ctx.settings.channel_prefix
-        return [
-            consumer(
-                queues=[Queue(command_queue(prefix, c.name), exchange="", routing_key=command_queue(prefix, c.name))],
-                on_message=self._handler(c),
-                prefetch_count=self._prefetch,
-                accept=None,
-            )
-            for c in self.clients
-        ]
+        """On every (re)connection: a kombu consumer per client known so far."""
+        self._make = consumer
+        self._refresh(consume=False)
+        return [self._consumer(c) for c in self.clients.values()]
+
+    def _consumer(self, client: ChannelClient) -> Any:
+        name = command_queue(self.ctx.settings.channel_prefix, client.name)
+        return self._make(
+            queues=[Queue(name, exchange="", routing_key=name, durable=True)],
+            on_message=self._handler(client),
+            prefetch_count=self._prefetch,
+            accept=None,
+        )
+
+    def _refresh(self, *, consume: bool) -> None:
+        self._refreshed = time.monotonic()
+        try:
+            found = channel_clients(self.ctx, AMQP)
+        except SQLAlchemyError as exc:
+            log.warning("amqp channel: clients not re-read: %s", type(exc).__name__)
+            return
+        for client in found:
+            if client.id not in self.clients:
+                self.clients[client.id] = client
+                if consume:
+                    self._consumer(client).consume()
+
+    def on_iteration(self) -> None:
+        if self._make is not None and time.monotonic() - self._refreshed >= self._refresh_s:
+            self._refresh(consume=True)
 
     def on_consume_ready(self, connection: Any, channel: Any, consumers: Any, **kwargs: Any) -> None:
         self.ready.set()
@@ -288,26 +315,27 @@ class RedisCommandConsumer:
 
     An entry is acked (XACK) after its transaction committed. Entries another consumer read and
     never acked (it died) are claimed once idle ``LIAISON_CHANNEL_CLAIM_IDLE_S`` (XAUTOCLAIM) and
-    taken here; the inbox makes taking one twice harmless.
+    taken here; the inbox makes taking one twice harmless. Clients put on the channel later are
+    found every ``refresh_s``.
     """
 
     def __init__(
         self,
         ctx: Liaison,
-        clients: list[ChannelClient],
         *,
         consumer: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         block_ms: int = 1000,
+        refresh_s: float = REFRESH_S,
     ) -> None:
-        self.ctx, self.clients = ctx, clients
+        self.ctx = ctx
         settings = ctx.settings
         self.redis = redis.Redis.from_url(
             settings.channel_redis_url,
             socket_timeout=settings.channel_timeout_s + block_ms / 1000,
             socket_connect_timeout=settings.channel_timeout_s,
         )
-        self.streams = {command_stream(settings.channel_prefix, c.name): c for c in self.clients}
+        self.streams: dict[str, ChannelClient] = {}
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         self.should_stop = False
         self.ready = threading.Event()
@@ -315,19 +343,42 @@ class RedisCommandConsumer:
         self._block_ms = block_ms
         self._claimed_at = 0.0
         self._retry_pending = False
+        self._refresh_s = refresh_s
+        self._refreshed = 0.0
+
+    def _refresh(self) -> None:
+        """New clients on the channel: their streams and groups (on PostgreSQL a failed read is
+        simply tried at the next refresh)."""
+        self._refreshed = time.monotonic()
+        try:
+            found = channel_clients(self.ctx, REDIS)
+        except SQLAlchemyError as exc:
+            log.warning("redis channel: clients not re-read: %s", type(exc).__name__)
+            return
+        prefix = self.ctx.settings.channel_prefix
+        for client in found:
+            stream = command_stream(prefix, client.name)
+            if stream not in self.streams:
+                self._ensure_group(stream)
+                self.streams[stream] = client
+
+    def _ensure_group(self, stream: str) -> None:
+        try:
+            self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
 
     def _ensure_groups(self) -> None:
         for stream in self.streams:
-            try:
-                self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
-            except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+            self._ensure_group(stream)
 
     def run(self) -> None:
         groups_ok = False
         while not self.should_stop:
             try:
+                if time.monotonic() - self._refreshed >= self._refresh_s:
+                    self._refresh()
                 if not groups_ok:  # again after a reconnect: a restarted Redis may have lost them
                     self._ensure_groups()
                     groups_ok = True
@@ -337,6 +388,9 @@ class RedisCommandConsumer:
                     self._retry_pending = False
                     self._drain_own_pending()
                 self._claim_abandoned()
+                if not self.streams:
+                    self._sleep(self._block_ms / 1000)
+                    continue
                 read: Any = self.redis.xreadgroup(
                     GROUP, self.consumer, dict.fromkeys(self.streams, ">"), count=16, block=self._block_ms
                 )
@@ -353,6 +407,8 @@ class RedisCommandConsumer:
 
     def _drain_own_pending(self) -> None:
         """Entries this consumer name read before and never acked (a database that did not answer)."""
+        if not self.streams:
+            return
         read: Any = self.redis.xreadgroup(GROUP, self.consumer, dict.fromkeys(self.streams, "0"), count=100)
         for stream, entries in read or []:
             self._take_entries(stream, entries)

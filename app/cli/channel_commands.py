@@ -26,7 +26,7 @@ def register(group: AppGroup) -> None:
 def channel_commands() -> None:
     """Consume SubmitTask/CancelTask from every channel client's command queue (RabbitMQ) or stream
     (Redis) until SIGTERM or Ctrl-C. Each is acked after its transaction committed; one that cannot
-    be taken is answered by a task.rejected event. Clients put on a channel later need a restart."""
+    be taken is answered by a task.rejected event. Clients put on a channel later are found within 10 s."""
     ctx = liaison()
     startup.check_services(ctx.settings)
     settings = ctx.settings
@@ -37,17 +37,18 @@ def channel_commands() -> None:
         (REDIS, settings.channel_redis_url, RedisCommandConsumer),
     ):
         clients = channel_clients(ctx, channel)
-        if not clients:
-            continue
-        if not url:
+        if url:
+            consumers.append(make(ctx))
+            names.append(f"{channel} ({len(clients)} clients now)")
+        elif clients:
             raise click.ClickException(
                 f"clients on the {channel} channel ({', '.join(c.name for c in clients)}) but "
                 f"LIAISON_CHANNEL_{channel.upper()}_URL is not set"
             )
-        consumers.append(make(ctx, clients))
-        names.append(f"{channel}: {', '.join(c.name for c in clients)}")
     if not consumers:
-        click.echo("no client is on a broker channel (clients set-channel NAME amqp|redis): nothing to consume")
+        click.echo(
+            "no channel broker is configured (LIAISON_CHANNEL_AMQP_URL, LIAISON_CHANNEL_REDIS_URL): nothing to consume"
+        )
         return
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     stopped: set[int] = set()

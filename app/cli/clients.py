@@ -103,7 +103,7 @@ def clients_create(
 @click.argument("channel", type=click.Choice(["amqp", "redis", "none"]))
 def clients_set_channel(name: str, channel: str) -> None:
     """Put a client on a broker channel (amqp or redis), or back on HTTP only (none). Its tasks
-    submitted from then on send their events there; restart channel-commands to read its commands."""
+    submitted from then on send their events there; channel-commands reads its commands within 10 s."""
     _on_client(name, lambda session, client: credentials.set_channel(client, None if channel == "none" else channel))
     click.echo(f"client {name}: channel {channel}")
 
