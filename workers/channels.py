@@ -22,7 +22,7 @@ from typing import Any
 
 import kombu.exceptions
 import redis
-from amqp.exceptions import MessageNacked  # type: ignore[import-untyped]  # kombu's AMQP client
+from amqp.exceptions import AMQPError, MessageNacked  # type: ignore[import-untyped]  # kombu's AMQP client
 from kombu import Connection, Exchange, Producer
 
 from core.errors import TransientError
@@ -31,7 +31,9 @@ from webhooks.channel_messages import AMQP, REDIS, events_exchange, events_strea
 from webhooks.signing import sign
 from workers.delivery import encode
 
-BROKER_ERRORS = (OSError, kombu.exceptions.KombuError, redis.RedisError)
+#: Anything the brokers' clients raise: a vhost refusing us while RabbitMQ restarts is an AMQPError
+#: (530 NOT_ALLOWED) that kombu does not wrap.
+BROKER_ERRORS = (OSError, kombu.exceptions.KombuError, AMQPError, redis.RedisError)
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,13 @@ from typing import Any
 import pytest
 import redis
 from kombu import Connection, Exchange, Producer, Queue
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.channel_commands import AmqpCommandConsumer, RedisCommandConsumer
 from models.client import Client
 from models.credentials import create_client, set_channel
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.task import ExternalTask
+from models.task import ExternalTask, TaskEvent
 from tests.integration import services
 from tests.integration.conftest import _stack
 from tests.integration.stack import Stack
@@ -152,7 +152,8 @@ class DomainApp:
             with Connection(self.url) as conn:
                 while (message := conn.default_channel.basic_get(self.queue, no_ack=True)) is not None:
                     headers = {k: v for k, v in (message.headers or {}).items() if isinstance(v, str)}
-                    self._keep(message.body, headers, message.delivery_info["routing_key"])
+                    body = message.body if isinstance(message.body, bytes) else message.body.encode()
+                    self._keep(body, headers, message.delivery_info["routing_key"])
         else:
             read: Any = redis.Redis.from_url(self.url).xread({events_stream(self.prefix, self.client): self._last_id})
             for _stream, entries in read or []:
@@ -387,3 +388,12 @@ def test_a_broker_restart_in_the_middle_loses_nothing_and_doubles_nothing(rig: R
             select(OutboxMessage.id).where(OutboxMessage.kind == OutboxKind.CHANNEL, OutboxMessage.done_at.is_(None))
         ).all()
         assert pending == []
+        # the outage was real: publishes failed and the outbox re-drove them
+        retried = session.scalar(
+            select(func.count())
+            .select_from(TaskEvent)
+            .join(ExternalTask, ExternalTask.id == TaskEvent.task_id)
+            .where(ExternalTask.correlation_id.in_(before), TaskEvent.kind == "channel.attempt_failed")
+        )
+        print(f"{rig.channel} restart: {retried} failed publish attempts re-driven by the outbox")
+        assert retried and retried > 0
