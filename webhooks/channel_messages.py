@@ -37,7 +37,7 @@ CANCEL_TASK = "CancelTask"
 COMMANDS = (SUBMIT_TASK, CANCEL_TASK)
 #: The events a channel carries: the HTTP callbacks' types, and the answer to a refused command.
 REJECTED = "task.rejected"
-EVENT_TYPES = ("task.accepted", "task.progress", "task.completed", REJECTED)
+EVENT_TYPES = ("task.accepted", "task.progress", "task.completed", "task.deadline_exceeded", REJECTED)
 #: The consumer group that reads every command stream.
 GROUP = "liaison"
 #: A client on a channel names queues, streams and routing keys: one topic word, no separators.
