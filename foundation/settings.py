@@ -263,6 +263,8 @@ class Settings:
             raise ConfigError("LIAISON_NOTIFY_EMAIL_KINDS needs LIAISON_SMTP_HOST and LIAISON_NOTIFY_EMAIL_TO")
         if self.notify_chat_kinds is not None and not self.notify_chat_url:
             raise ConfigError("LIAISON_NOTIFY_CHAT_KINDS needs LIAISON_NOTIFY_CHAT_URL")
+        if self.channel_redis_url and not self.channel_redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigError("LIAISON_CHANNEL_REDIS_URL must be a redis://, rediss:// or unix:// URL")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")
 

@@ -28,28 +28,31 @@ def channel_commands() -> None:
     (Redis) until SIGTERM or Ctrl-C. Each is acked after its transaction committed; one that cannot
     be taken is answered by a task.rejected event. Clients put on a channel later are found within 10 s."""
     ctx = liaison()
-    startup.check_services(ctx.settings)
     settings = ctx.settings
-    consumers: list[AmqpCommandConsumer | RedisCommandConsumer] = []
-    names: list[str] = []
-    for channel, url, make in (
-        (AMQP, settings.channel_amqp_url, AmqpCommandConsumer),
-        (REDIS, settings.channel_redis_url, RedisCommandConsumer),
-    ):
-        clients = channel_clients(ctx, channel)
-        if url:
-            consumers.append(make(ctx))
-            names.append(f"{channel} ({len(clients)} clients now)")
-        elif clients:
+    brokers = [
+        (channel, make)
+        for channel, url, make in (
+            (AMQP, settings.channel_amqp_url, AmqpCommandConsumer),
+            (REDIS, settings.channel_redis_url, RedisCommandConsumer),
+        )
+        if url
+    ]
+    if not brokers:
+        click.echo("no channel broker is set (LIAISON_CHANNEL_AMQP_URL, LIAISON_CHANNEL_REDIS_URL): nothing to consume")
+        return
+    # Like web, worker and beat: the database and our broker answer, or one line and exit 69. A
+    # channel broker that does not answer is waited for: both consumers reconnect by themselves.
+    startup.check_services(settings)
+    configured = {channel for channel, _ in brokers}
+    for channel in (AMQP, REDIS):
+        stranded = [] if channel in configured else channel_clients(ctx, channel)
+        if stranded:  # their commands would wait unread and their events fail: say so now
             raise click.ClickException(
-                f"clients on the {channel} channel ({', '.join(c.name for c in clients)}) but "
+                f"clients on the {channel} channel ({', '.join(c.name for c in stranded)}) but "
                 f"LIAISON_CHANNEL_{channel.upper()}_URL is not set"
             )
-    if not consumers:
-        click.echo(
-            "no channel broker is configured (LIAISON_CHANNEL_AMQP_URL, LIAISON_CHANNEL_REDIS_URL): nothing to consume"
-        )
-        return
+    consumers: list[AmqpCommandConsumer | RedisCommandConsumer] = [make(ctx) for _, make in brokers]
+    names = [f"{channel} ({len(channel_clients(ctx, channel))} clients now)" for channel, _ in brokers]
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     stopped: set[int] = set()
 

@@ -397,3 +397,58 @@ def test_a_broker_restart_in_the_middle_loses_nothing_and_doubles_nothing(rig: R
         )
         print(f"{rig.channel} restart: {retried} failed publish attempts re-driven by the outbox")
         assert retried and retried > 0
+
+
+def test_operators_put_a_client_on_a_channel_and_back(rig: Rig) -> None:
+    stack = rig.stack
+    api_key, _, _ = stack.new_client()
+    name = stack.client_name(api_key)
+    answer = stack.admin("PUT", f"/clients/{name}/channel", json={"channel": rig.channel})
+    assert answer.status_code == 200 and answer.json()["channel"] == rig.channel
+    assert stack.admin("GET", f"/clients/{name}").json()["channel"] == rig.channel
+    refused = stack.admin("PUT", f"/clients/{name}/channel", json={"channel": "kafka"})
+    assert refused.status_code == 422
+    assert stack.admin("PUT", f"/clients/{name}/channel", json={"channel": None}).json()["channel"] is None
+
+
+def test_the_channel_commands_process_takes_commands(rig: Rig, tmp_path) -> None:
+    """The Procfile's ``channel-commands`` line, as a real process: a task submitted over the channel
+    completes through it alone (the in-test consumer is stopped first: this test runs last), and
+    SIGTERM ends it cleanly."""
+    import os
+    import sys
+
+    from tests.integration.processes import stop
+
+    stack = rig.stack
+    rig.consumer.should_stop = True
+    rig.thread.join(10)
+    app = rig.domain_app()
+    settings = stack.settings
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "CELERY_BROKER_URL": settings.broker_url,
+        "LIAISON_QUEUE": settings.queue,
+        "LIAISON_VAR_DIR": str(tmp_path),
+        f"LIAISON_CHANNEL_{rig.channel.upper()}_URL": rig.url,
+        "LIAISON_CHANNEL_PREFIX": rig.prefix,
+        "LIAISON_LOG_LEVEL": "info",
+    }
+    flask = os.path.join(os.path.dirname(sys.executable), "flask")
+    proc = subprocess.Popen(
+        [flask, "--app", "app", "liaison", "channel-commands"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        cid = f"proc-{uuid.uuid4().hex[:8]}"
+        app.submit(cid, {"n": 1})
+        app.wait_for(completed(app, cid), what="the completion")
+    finally:
+        stop(proc)
+    output = proc.stdout.read().decode() if proc.stdout else ""
+    assert proc.returncode == 0, output
+    assert f"consuming commands of {rig.channel} (" in output
