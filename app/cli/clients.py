@@ -121,6 +121,7 @@ def clients_list(as_json: bool) -> None:
                 "secrets": len(c.callback_secrets),
                 "keys": len(credentials.live_keys(session, c)),
                 "origins": ",".join(c.callback_origins) or None,
+                "channel": c.channel,
                 "disabled": c.disabled_at is not None,
                 "created_at": c.created_at.isoformat(),
             }
@@ -129,7 +130,7 @@ def clients_list(as_json: bool) -> None:
 
     emit(
         _in_transaction(rows),
-        ["name", "callback_url", "secrets", "keys", "origins", "disabled", "created_at"],
+        ["name", "callback_url", "secrets", "keys", "origins", "channel", "disabled", "created_at"],
         as_json,
         "no clients yet",
     )

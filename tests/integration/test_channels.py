@@ -411,6 +411,25 @@ def test_operators_put_a_client_on_a_channel_and_back(rig: Rig) -> None:
     assert stack.admin("PUT", f"/clients/{name}/channel", json={"channel": None}).json()["channel"] is None
 
 
+def test_a_client_on_http_and_a_channel_gets_the_same_events_on_both(rig: Rig) -> None:
+    """Besides HTTP: one event, two deliveries, the same message_id, body and sequence."""
+    stack = rig.stack
+    api_key, secret, path = stack.new_client()
+    name = stack.client_name(api_key)
+    assert stack.admin("PUT", f"/clients/{name}/channel", json={"channel": rig.channel}).status_code == 200
+    app = DomainApp(rig.channel, name, secret, rig.prefix, rig.url)
+    app.setup()
+    cid = f"both-{uuid.uuid4().hex[:8]}"
+    assert stack.submit(api_key, {"correlation_id": cid, "input": {"n": 1}}).status_code == 202
+    app.wait_for(completed(app, cid), what="the channel's completion")
+    posts = stack.callbacks.wait_for(
+        lambda reqs: sum(1 for r in reqs if r.path == path) >= 2, timeout=20, message="two callbacks"
+    )
+    http = [r.json() for r in posts if r.path == path]
+    channel = [{k: v for k, v in e.items() if k != "_where"} for e in app.events]
+    assert channel == http  # same bodies: message_id, sequence, state, outcome, occurred_at
+
+
 def test_the_channel_commands_process_takes_commands(rig: Rig, tmp_path) -> None:
     """The Procfile's ``channel-commands`` line, as a real process: a task submitted over the channel
     completes through it alone (the in-test consumer is stopped first: this test runs last), and
@@ -434,6 +453,10 @@ def test_the_channel_commands_process_takes_commands(rig: Rig, tmp_path) -> None
         f"LIAISON_CHANNEL_{rig.channel.upper()}_URL": rig.url,
         "LIAISON_CHANNEL_PREFIX": rig.prefix,
         "LIAISON_LOG_LEVEL": "info",
+        # the same provider as the stack's: the process parses submits against it
+        "LIAISON_PROVIDERS": "sim",
+        "LIAISON_PROVIDER_SIM_BASE_URL": settings.providers["sim"].base_url,
+        "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": ",".join(settings.providers["sim"].webhook_secrets),
     }
     flask = os.path.join(os.path.dirname(sys.executable), "flask")
     proc = subprocess.Popen(
