@@ -59,7 +59,7 @@ WebhookRejection = Literal[
 SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
-RetryKind = Literal["submit", "relay", "cancel", "probe", "notify"]
+RetryKind = Literal["submit", "relay", "cancel", "probe", "notify", "channel"]
 RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait", "held"]
 ScrapeSource = Literal["database", "broker"]
 RateLimitScope = Literal["submit", "provider"]
@@ -199,7 +199,7 @@ def failed_attempt(kind: RetryKind, *, dead_lettered: bool, provider: str | None
         retry(kind)
     if kind == "submit" and provider is not None:
         submission(provider, outcome)
-    elif kind == "relay":
+    elif kind in ("relay", "channel"):  # a channel event is a callback over a broker
         relay_delivery(outcome)
 
 

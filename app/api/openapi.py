@@ -125,7 +125,7 @@ def _tasks() -> dict[str, Schema]:
                     200: {
                         "description": "Commands and events over RabbitMQ and Redis Streams for clients on a channel, "
                         "and the amqp provider's messages (YAML).",
-                        "content": {"application/yaml": {"schema": STRING}},
+                        "content": {"application/yaml": {"schema": {"type": "object"}}},
                     },
                     404: None,
                 },
