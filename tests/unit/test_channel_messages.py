@@ -134,3 +134,15 @@ def test_a_channel_client_needs_no_callback_url_an_http_one_does() -> None:
     assert req.callback_url is None
     with pytest.raises(ValidationFailed):
         parse_submit(body, providers=providers, default_provider="sim", client_callback_url=None, now=now)
+
+
+def test_a_channel_row_waits_for_its_earlier_ones_as_long_as_they_may_take() -> None:
+    from datetime import timedelta
+
+    from workers.tasks.channel import HELD_RECHECK_S, held_for
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert held_for([None], now) == HELD_RECHECK_S  # queued or in flight: look again in a moment
+    assert held_for([now + timedelta(seconds=30), None], now) == HELD_RECHECK_S
+    assert held_for([now + timedelta(seconds=30), now + timedelta(seconds=5)], now) == 30 + HELD_RECHECK_S
+    assert held_for([now - timedelta(seconds=5)], now) == HELD_RECHECK_S  # due already

@@ -7,7 +7,8 @@ message headers (``workers.channels``).
 
 Order: a task's channel rows are published in the order they were written (ids grow under the
 task's row lock, as the sequence does). A row finds an earlier row of its task still on its way
-(not done: queued, retrying or in flight) and comes back shortly instead of publishing: so the
+(not done: queued, retrying or in flight) and comes back once that one may be done instead of
+publishing (shortly, or when its retry is due; a long wait is held in the database): so the
 broker receives a task's events in sequence order, and keeps that order on the one queue or
 stream they reach. A row dead-lettered is done, and no longer holds the later ones (a gap, as for
 HTTP relays).
@@ -16,6 +17,7 @@ HTTP relays).
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 
 from celery import Task, shared_task
 from sqlalchemy import select
@@ -42,20 +44,29 @@ def channel(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, ChannelDelivery())
 
 
-def earlier_pending(session: Session, row: OutboxMessage) -> int | None:
-    """An earlier channel row of the same task not yet done, or None (rejections have no task)."""
+def earlier_pending(session: Session, row: OutboxMessage) -> list[datetime | None] | None:
+    """When the earlier channel rows of the same task not yet done are next due (None for one
+    queued or in flight now); None when there is none (rejections have no task)."""
     if row.task_id is None:
         return None
-    return session.scalar(
-        select(OutboxMessage.id)
-        .where(
+    found = session.scalars(
+        select(OutboxMessage.next_attempt_at).where(
             OutboxMessage.task_id == row.task_id,
             OutboxMessage.kind == OutboxKind.CHANNEL,
             OutboxMessage.id < row.id,
             OutboxMessage.done_at.is_(None),
         )
-        .limit(1)
-    )
+    ).all()
+    return list(found) or None
+
+
+def held_for(due: list[datetime | None], now: datetime) -> float:
+    """How long a row waits for its earlier ones: a moment while one is queued or in flight, else
+    until the last of their retries is due."""
+    if any(when is None for when in due):
+        return HELD_RECHECK_S
+    latest = max(when for when in due if when is not None)
+    return max(HELD_RECHECK_S, (latest - now).total_seconds() + HELD_RECHECK_S)
 
 
 class ChannelDelivery(OutboxTask[ChannelEvent, str]):
@@ -77,10 +88,20 @@ class ChannelDelivery(OutboxTask[ChannelEvent, str]):
         return row
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
-        if earlier_pending(session, row) is not None:
-            metrics.relay_delivery("held")
-            raise ComeBackLater(HELD_RECHECK_S, "held")
-        return None
+        """Wait for an earlier row of the task: shortly while it is queued or in flight; until its
+        retry is due while it waits for one — in the database (the sweep publishes this row then)
+        when that is past ``LIAISON_MAX_COUNTDOWN_S``, so a long outage costs no message churn."""
+        earlier = earlier_pending(session, row)
+        if earlier is None:
+            return None
+        metrics.relay_delivery("held")
+        now = utcnow()
+        wait = held_for(earlier, now)
+        if wait <= ctx.settings.max_countdown_s:
+            raise ComeBackLater(wait, "held")
+        row.next_attempt_at = now + timedelta(seconds=wait)
+        row.dispatched_at = None  # published by the sweep once next_attempt_at is due
+        return "held"
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[ChannelEvent] | str:
         client = self.client
