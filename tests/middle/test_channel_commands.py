@@ -138,3 +138,31 @@ def test_a_relay_of_a_task_on_a_channel_gets_a_channel_row_with_the_same_body(ri
     assert channel.payload["sequence"] == relay.sequence == 1 and channel.sequence is None
     with db.transaction() as session:
         assert session.scalar(select(func.count()).select_from(OutboxMessage)) == 3  # submit, relay, channel
+
+
+def test_a_later_channel_event_waits_for_the_earlier_one_of_its_task(rig, db: Database) -> None:
+    from datetime import timedelta
+
+    from workers.tasks.attempt import ComeBackLater
+    from workers.tasks.channel import ChannelDelivery
+
+    ctx, client = rig
+    submit(ctx, client, "o-1")
+    with db.transaction() as session:
+        task = lock_task(session, session.scalar(select(ExternalTask.id)))
+        for state in (State.SUBMITTED, State.ACCEPTED, State.SUCCEEDED):
+            move(session, task, state, utcnow())
+    first, second = rows(db, OutboxKind.CHANNEL)
+    assert (first.payload["sequence"], second.payload["sequence"]) == (1, 2)
+    with db.transaction() as session, pytest.raises(ComeBackLater) as shortly:
+        ChannelDelivery().admit(ctx, session, session.get(OutboxMessage, second.id))  # the first is queued
+    assert shortly.value.countdown < 1
+    retry_at = utcnow() + timedelta(hours=1)
+    with db.transaction() as session:
+        session.get(OutboxMessage, first.id).next_attempt_at = retry_at  # type: ignore[union-attr]
+    with db.transaction() as session:
+        row = session.get(OutboxMessage, second.id)
+        assert ChannelDelivery().admit(ctx, session, row) == "held"  # an hour: in the database
+        assert row.dispatched_at is None and row.next_attempt_at >= retry_at
+    with db.transaction() as session:
+        assert ChannelDelivery().admit(ctx, session, session.get(OutboxMessage, first.id)) is None
