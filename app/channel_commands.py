@@ -448,4 +448,4 @@ class RedisCommandConsumer:
             self.redis.xack(name, GROUP, entry_id)
 
 
-__all__ = ["AMQP", "REDIS", "AmqpCommandConsumer", "RedisCommandConsumer", "channel_clients", "take"]
+__all__ = ["AmqpCommandConsumer", "ChannelClient", "Handled", "RedisCommandConsumer", "channel_clients", "take"]
