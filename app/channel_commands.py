@@ -313,7 +313,7 @@ class AmqpCommandConsumer(ConsumerMixin):
 class RedisCommandConsumer:
     """Every redis-channel client's command stream, read in the consumer group ``liaison``.
 
-    An entry is acked (XACK) after its transaction committed. Entries another consumer read and
+    An entry is acked (XACK) and deleted (XDEL) after its transaction committed. Entries another consumer read and
     never acked (it died) are claimed once idle ``LIAISON_CHANNEL_CLAIM_IDLE_S`` (XAUTOCLAIM) and
     taken here; the inbox makes taking one twice harmless. Clients put on the channel later are
     found every ``refresh_s``.
@@ -427,7 +427,7 @@ class RedisCommandConsumer:
         client = self.streams[name]
         for entry_id, fields in entries:
             if fields is None:  # deleted meanwhile (XAUTOCLAIM may name such ids)
-                self.redis.xack(name, GROUP, entry_id)
+                self._done(name, entry_id)
                 continue
             try:
                 handled = take(
@@ -445,7 +445,15 @@ class RedisCommandConsumer:
                 self._retry_pending = True
                 return
             log.info("channel command from %s: %s (%s)", client.name, handled.outcome, handled.message_id)
-            self.redis.xack(name, GROUP, entry_id)
+            self._done(name, entry_id)
+
+    def _done(self, stream: str, entry_id: Any) -> None:
+        """Acked, then deleted: the command stream is Liaison's alone, so a taken command has no
+        further reader, and the stream stays as short as what is still to be taken."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.xack(stream, GROUP, entry_id)
+        pipe.xdel(stream, entry_id)
+        pipe.execute()
 
 
 __all__ = ["AmqpCommandConsumer", "ChannelClient", "Handled", "RedisCommandConsumer", "channel_clients", "take"]

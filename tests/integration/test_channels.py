@@ -319,6 +319,10 @@ def test_a_duplicate_command_is_taken_once(rig: Rig) -> None:
     app.poll()
     assert {e["correlation_id"] for e in app.events} == {cid}
     assert [e["type"] for e in app.events] == ["task.accepted", "task.completed"]
+    if rig.channel == "redis":  # taken commands are acked and deleted: nothing pending, nothing left
+        stream = command_stream(rig.prefix, app.client)
+        client = redis.Redis.from_url(rig.url)
+        assert client.xlen(stream) == 0 and client.xpending(stream, "liaison")["pending"] == 0
     with rig.stack.db.transaction() as session:
         assert session.scalar(select(ExternalTask.id).where(ExternalTask.correlation_id == other)) is None
         seen = session.scalars(select(ProcessedMessage).where(ProcessedMessage.message_id == message_id)).all()
