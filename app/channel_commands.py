@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session
 from app.api.validation import parse_submit
 from app.errors import ApiError
 from app.limits import check_submit_rate, max_open_tasks
+from foundation import metrics
 from foundation.logging import bind, clear
 from models import service
 from models.base import utcnow
@@ -304,6 +305,7 @@ class AmqpCommandConsumer(ConsumerMixin):
                 message.requeue()
                 return
             log.info("channel command from %s: %s (%s)", client.name, handled.outcome, handled.message_id)
+            metrics.channel_command(AMQP, handled.outcome)
             message.ack()
 
         return on_message
@@ -445,6 +447,7 @@ class RedisCommandConsumer:
                 self._retry_pending = True
                 return
             log.info("channel command from %s: %s (%s)", client.name, handled.outcome, handled.message_id)
+            metrics.channel_command(REDIS, handled.outcome)
             self._done(name, entry_id)
 
     def _done(self, stream: str, entry_id: Any) -> None:

@@ -63,6 +63,8 @@ RetryKind = Literal["submit", "relay", "cancel", "probe", "notify", "channel"]
 RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait", "held"]
 ScrapeSource = Literal["database", "broker"]
 RateLimitScope = Literal["submit", "provider"]
+ChannelName = Literal["amqp", "redis"]
+CommandOutcome = Literal["submitted", "replayed", "cancel_requested", "duplicate", "rejected"]
 
 # Provider calls: connect timeouts are ~3 s and read timeouts ~10 s, so the tail matters.
 _CALL_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -118,6 +120,12 @@ RATE_LIMITED = Counter(
     ["scope", "provider"],
 )
 
+CHANNEL_COMMANDS = Counter(
+    "liaison_channel_commands_total",
+    "Commands from domain apps over a broker channel, by channel and outcome.",
+    ["channel", "outcome"],
+)
+
 _known_providers: set[str] = set()
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -152,6 +160,10 @@ def submission(provider: str, outcome: SubmissionOutcome) -> None:
 
 def rate_limited(scope: RateLimitScope, provider: str | None = None) -> None:
     RATE_LIMITED.labels(_one_of(scope, RateLimitScope), _provider(provider) if provider else "").inc()
+
+
+def channel_command(channel: str, outcome: str) -> None:
+    CHANNEL_COMMANDS.labels(_one_of(channel, ChannelName), _one_of(outcome, CommandOutcome)).inc()
 
 
 def provider_call(provider: str, operation: ProviderOperation, outcome: CallOutcome, seconds: float) -> None:
