@@ -51,6 +51,7 @@ task_send_sent_event = False
 imports = (
     "workers.tasks.submission",
     "workers.tasks.relay",
+    "workers.tasks.channel",
     "workers.tasks.cancel",
     "workers.tasks.notify",
     "workers.tasks.probe",

@@ -58,7 +58,7 @@ def work_queues(settings: Settings) -> list[Queue]:
 
 #: Tasks bounded by the per-call limits (their work is one or two outbound calls); every other
 #: registered ``liaison.*`` task is a beat job, bounded by the beat limits.
-CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel", "liaison.probe")
+CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel", "liaison.probe", "liaison.channel")
 BEAT_TASKS = (
     "liaison.sweep_outbox",
     "liaison.prune_processed_messages",
@@ -70,8 +70,9 @@ BEAT_TASKS = (
 
 
 def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
-    """Relays go to their own queue; everything else to the default work queue."""
-    return {"liaison.relay": {"queue": settings.relay_queue}}
+    """Relays (HTTP callbacks and channel events) go to their own queue; everything else to the
+    default work queue."""
+    return {"liaison.relay": {"queue": settings.relay_queue}, "liaison.channel": {"queue": settings.relay_queue}}
 
 
 def time_limits(settings: Settings) -> dict[str, dict[str, int]]:

@@ -59,10 +59,12 @@ WebhookRejection = Literal[
 SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
-RetryKind = Literal["submit", "relay", "cancel", "probe", "notify"]
+RetryKind = Literal["submit", "relay", "cancel", "probe", "notify", "channel"]
 RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait", "held"]
 ScrapeSource = Literal["database", "broker"]
 RateLimitScope = Literal["submit", "provider"]
+ChannelName = Literal["amqp", "redis"]
+CommandOutcome = Literal["submitted", "replayed", "cancel_requested", "duplicate", "rejected"]
 
 # Provider calls: connect timeouts are ~3 s and read timeouts ~10 s, so the tail matters.
 _CALL_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -118,6 +120,12 @@ RATE_LIMITED = Counter(
     ["scope", "provider"],
 )
 
+CHANNEL_COMMANDS = Counter(
+    "liaison_channel_commands_total",
+    "Commands from domain apps over a broker channel, by channel and outcome.",
+    ["channel", "outcome"],
+)
+
 _known_providers: set[str] = set()
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -152,6 +160,10 @@ def submission(provider: str, outcome: SubmissionOutcome) -> None:
 
 def rate_limited(scope: RateLimitScope, provider: str | None = None) -> None:
     RATE_LIMITED.labels(_one_of(scope, RateLimitScope), _provider(provider) if provider else "").inc()
+
+
+def channel_command(channel: str, outcome: str) -> None:
+    CHANNEL_COMMANDS.labels(_one_of(channel, ChannelName), _one_of(outcome, CommandOutcome)).inc()
 
 
 def provider_call(provider: str, operation: ProviderOperation, outcome: CallOutcome, seconds: float) -> None:
@@ -199,7 +211,7 @@ def failed_attempt(kind: RetryKind, *, dead_lettered: bool, provider: str | None
         retry(kind)
     if kind == "submit" and provider is not None:
         submission(provider, outcome)
-    elif kind == "relay":
+    elif kind in ("relay", "channel"):  # a channel event is a callback over a broker
         relay_delivery(outcome)
 
 

@@ -188,6 +188,12 @@ class Settings:
     notify_backoff_cap_s: float
     notify_digest_threshold: int
     notify_digest_window_s: float
+    channel_amqp_url: str
+    channel_redis_url: str
+    channel_prefix: str
+    channel_events_maxlen: int
+    channel_claim_idle_s: float
+    channel_timeout_s: float
     console_session_s: int
     flower_url: str
 
@@ -257,6 +263,8 @@ class Settings:
             raise ConfigError("LIAISON_NOTIFY_EMAIL_KINDS needs LIAISON_SMTP_HOST and LIAISON_NOTIFY_EMAIL_TO")
         if self.notify_chat_kinds is not None and not self.notify_chat_url:
             raise ConfigError("LIAISON_NOTIFY_CHAT_KINDS needs LIAISON_NOTIFY_CHAT_URL")
+        if self.channel_redis_url and not self.channel_redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigError("LIAISON_CHANNEL_REDIS_URL must be a redis://, rediss:// or unix:// URL")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")
 

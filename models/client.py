@@ -47,6 +47,9 @@ class Client(Base):
     submit_rate_per_s: Mapped[float | None] = mapped_column(Float)
     submit_burst: Mapped[int | None] = mapped_column(Integer)
     max_open_tasks: Mapped[int | None] = mapped_column(Integer)
+    # A broker channel (issue 13): "amqp" or "redis" (webhooks.channel_messages.CHANNELS), instead
+    # of or besides callback_url; None = HTTP only. Its tasks copy it at submit.
+    channel: Mapped[str | None] = mapped_column(String(16))
 
     def __repr__(self) -> str:  # never the secrets
         return f"<Client {self.name}>"

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from core.origins import MAX_ORIGINS, BadOrigin, normalize_origin, within
 from models.base import utcnow
 from models.client import ApiKey, Client, display_prefix, generate_api_key, hash_api_key
+from webhooks.channel_messages import CHANNELS, channel_name_problem
 from webhooks.signing import generate_secret
 
 #: Every secret signs every callback; a bound keeps a forgotten rotation from growing headers.
@@ -86,6 +87,17 @@ def create_client(
     session.add(client)
     session.flush()
     return client, _add_key(session, client, now), secret
+
+
+def set_channel(client: Client, channel: str | None) -> None:
+    """Put the client on a broker channel (``amqp`` or ``redis``), or back on HTTP only (None).
+    Tasks submitted from then on send their events there; tasks already open keep what they had."""
+    if channel is not None:
+        if channel not in CHANNELS:
+            raise CredentialError(f"channel must be one of {', '.join(CHANNELS)}, or none")
+        if problem := channel_name_problem(client.name):
+            raise CredentialError(problem)
+    client.channel = channel
 
 
 def keys(session: Session, client: Client) -> list[ApiKey]:

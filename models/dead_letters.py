@@ -25,6 +25,7 @@ from webhooks.urls import strip_url
 INCIDENT_FOR_KIND = {
     OutboxKind.SUBMIT: IncidentKind.SUBMIT_FAILED,
     OutboxKind.RELAY: IncidentKind.RELAY_FAILED,
+    OutboxKind.CHANNEL: IncidentKind.RELAY_FAILED,  # the same failure: the domain app was not told
     OutboxKind.CANCEL: IncidentKind.CANCEL_FAILED,
     OutboxKind.NOTIFY: IncidentKind.NOTIFICATION_FAILED,
     # a probe that never finished: the escalation it stood for did not happen either

@@ -31,8 +31,10 @@ class OutboxKind:
     NOTIFY = "notify"  # a message to people about incidents (models.notifications)
     #: ask the vendor for a job's status before a deadline or heartbeat escalation
     PROBE = "probe"
+    #: an event for a domain app's broker channel (a task.* event, or a command's rejection)
+    CHANNEL = "channel"
 
-    ALL = (SUBMIT, CANCEL, RELAY, NOTIFY, PROBE)
+    ALL = (SUBMIT, CANCEL, RELAY, NOTIFY, PROBE, CHANNEL)
 
 
 #: a dead letter is the outbox kind that failed, or ``poison`` (a message that never finished a

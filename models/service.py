@@ -22,6 +22,7 @@ from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.task import OPEN, ExternalTask, TaskEvent, new_reference
 from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
+from webhooks.channel_messages import row_message_id
 
 
 class ServiceError(Exception):
@@ -103,13 +104,18 @@ def add_relay(session: Session, task: ExternalTask, callback_type: str, now: dat
 
     The counter is a column of the task row the state change writes anyway: numbering costs no
     statement.
+
+    A task of a client on a broker channel (``task.channel``) gets a second row, of kind
+    ``channel``, with the same body and ``message_id`` (its own row id is derived from it:
+    ``webhooks.channel_messages.row_message_id``) and no ``sequence`` column (that place is the
+    HTTP relay's): the channel task publishes a task's rows in the order they were written.
     """
     task.relay_seq = next_sequence(task.relay_seq)
     message_id = new_message_id()
     supersedes = None
     if callback_type == COMPLETED_CALLBACK:
         supersedes, task.completion_message_id = task.completion_message_id, message_id
-    return add_outbox(
+    relay = add_outbox(
         session,
         OutboxKind.RELAY,
         task,
@@ -123,6 +129,27 @@ def add_relay(session: Session, task: ExternalTask, callback_type: str, now: dat
         occurred_at=now.isoformat(),
         **fields,
     )
+    if task.channel is not None:
+        add_channel_event(session, task.id, task.correlation_id, dict(relay.payload, message_id=message_id), now)
+    return relay
+
+
+def add_channel_event(
+    session: Session, task_id: int | None, correlation_id: str | None, body: dict[str, Any], now: datetime
+) -> OutboxMessage:
+    """An event for the client's broker channel: ``body`` is what is signed and sent, its
+    ``message_id`` the event's own (the HTTP callback's, for a task event)."""
+    row = OutboxMessage(
+        message_id=row_message_id(body["message_id"]),
+        kind=OutboxKind.CHANNEL,
+        task_id=task_id,
+        correlation_id=correlation_id,
+        payload=body,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
 
 
 def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask | None:
@@ -180,6 +207,7 @@ def submit_task(
         execution_deadline=req.execution_deadline,
         on_deadline=req.on_deadline,
         heartbeat_timeout_s=req.heartbeat_timeout_s,
+        channel=client.channel,
         created_at=now,
         updated_at=now,
         checked_at=now,

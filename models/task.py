@@ -73,6 +73,9 @@ class ExternalTask(Base):
     input: Mapped[Any] = mapped_column(Json)
     outcome: Mapped[Any | None] = mapped_column(Json)
     callback_url: Mapped[str | None] = mapped_column(String(2000))
+    # The client's broker channel when the task was submitted (events go there too): no client
+    # lookup when a relay is written.
+    channel: Mapped[str | None] = mapped_column(String(16))
     vendor_job_id: Mapped[str | None] = mapped_column(String(200))  # never shown to clients
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     request_fingerprint: Mapped[str | None] = mapped_column(String(64))

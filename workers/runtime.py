@@ -6,12 +6,13 @@ views above read it too, nothing below does."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import current_app
 
 from foundation.settings import Settings
 from models.db import Database
+from workers.channels import ChannelPublisher
 from workers.limiter import Limiter
 from workers.outbox import Publisher
 from workers.providers import Provider
@@ -24,6 +25,11 @@ class Liaison:
     providers: dict[str, Provider]
     publisher: Publisher
     limiter: Limiter  # shared rate limits (workers.limiter)
+    #: events to domain apps' broker channels; its connections are made on first use
+    channels: ChannelPublisher = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.channels = ChannelPublisher(self.settings)
 
 
 def liaison() -> Liaison:

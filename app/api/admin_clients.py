@@ -20,6 +20,7 @@ from app.session import db_session
 from models import credentials
 from models.base import utcnow
 from models.client import ApiKey, Client
+from webhooks.channel_messages import CHANNELS
 
 bp = Blueprint("admin_clients", __name__, url_prefix="/admin/v1/clients")
 bp.before_request(require_admin)
@@ -50,6 +51,7 @@ def client_body(session: Session, client: Client) -> dict[str, Any]:
         "callback_origins": client.callback_origins,
         "disabled": client.disabled_at is not None,
         "disabled_at": _time(client.disabled_at),
+        "channel": client.channel,
         "secrets": len(client.callback_secrets),
         "keys": [key_body(k) for k in credentials.keys(session, client)],
         "created_at": _time(client.created_at),
@@ -142,6 +144,24 @@ def retire_secrets(name: str) -> Response:
     """Keep only the newest callback secret."""
     retired = _change(name, lambda s, c: credentials.retire_secrets(c))
     return jsonify({"retired": retired, "secrets": 1})
+
+
+@bp.put("/<name>/channel")
+def set_channel(name: str) -> Response:
+    """Body ``{"channel": "amqp" | "redis" | null}``: the client's broker channel (issue 13)."""
+    body = _json_object()
+    unknown = sorted(set(body) - {"channel"})
+    if unknown:
+        raise ValidationFailed("unknown fields", errors=[{"field": f, "message": "unknown field"} for f in unknown])
+    channel = body.get("channel", "missing")
+    if channel is not None and channel not in CHANNELS:
+        raise ValidationFailed("bad channel", errors=[{"field": "channel", "message": "amqp, redis or null"}])
+
+    def apply(session: Session, client: Client) -> dict[str, Any]:
+        credentials.set_channel(client, channel)
+        return client_body(session, client)
+
+    return jsonify(_change(name, apply))
 
 
 def _origin_list(body: dict[str, Any], field: str) -> tuple[str, ...]:

@@ -117,6 +117,21 @@ def _tasks() -> dict[str, Schema]:
         "/api/v1/openapi.json": {
             "get": op("openapi", "This document", {200: ok("OpenAPI 3.1", {"type": "object"})}, tag="contract"),
         },
+        "/api/v1/asyncapi.yaml": {
+            "get": op(
+                "asyncapi",
+                "The AsyncAPI 3.0 document of the broker channels",
+                {
+                    200: {
+                        "description": "Commands and events over RabbitMQ and Redis Streams for clients on a channel, "
+                        "and the amqp provider's messages (YAML).",
+                        "content": {"application/yaml": {"schema": {"type": "object"}}},
+                    },
+                    404: None,
+                },
+                tag="contract",
+            ),
+        },
         "/api/v1/docs": {
             "get": op(
                 "docs",

@@ -90,6 +90,17 @@ def client_paths() -> dict[str, Schema]:
                 },
             )
         },
+        f"{base}/channel": {
+            "put": change(
+                "setChannel",
+                "Put the client on a broker channel (amqp or redis), or back on HTTP only (null)",
+                {200: ok("The client.", client), 422: None},
+                body=obj({"channel": {"enum": ["amqp", "redis", None]}}, ("channel",), closed=True),
+                description="Its tasks submitted from then on send their events to the channel too "
+                "(only there when it has no callback_url); channel-commands reads its commands within 10 s. "
+                "409 when its name cannot name a queue (1-64 of a-z 0-9 _ -).",
+            ),
+        },
         f"{base}/origins": {
             "get": op("listOrigins", "The client's callback origins", {200: origins}, tag="clients", params=(NAME,)),
             "post": change(

@@ -164,6 +164,10 @@ CLIENT = obj(
         "callback_origins": {"type": "array", "items": STRING},
         "disabled": {"type": "boolean"},
         "disabled_at": TIME,
+        "channel": {
+            "enum": ["amqp", "redis", None],
+            "description": "Its broker channel (commands in, events out: /api/v1/asyncapi.yaml); null = HTTP only.",
+        },
         "secrets": {"type": "integer"},
         "keys": {"type": "array", "items": ref("ApiKeyRow")},
         "created_at": TIME,

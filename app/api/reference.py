@@ -1,6 +1,7 @@
 """The API's reference, open to anyone: ``GET /api/v1/openapi.json`` (the OpenAPI 3.1 document) and
 ``GET /api/v1/docs`` (the same document as one HTML page, rendered here on the server: no script,
-font or stylesheet from elsewhere, so it reads the same offline or behind a firewall)."""
+font or stylesheet from elsewhere, so it reads the same offline or behind a firewall), and
+``GET /api/v1/asyncapi.yaml`` (the AsyncAPI 3.0 document of the broker channels, docs/asyncapi.yaml)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import json
 import re
 from functools import cache
 from html import escape
+from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, abort, jsonify
 
 from app.api.openapi import document
 
@@ -28,6 +30,26 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2rem .5rem;v
 @bp.get("/openapi.json")
 def openapi_json() -> Response:
     return jsonify(document())
+
+
+#: Shipped with the code (the repository's docs/), read once.
+ASYNCAPI = Path(__file__).resolve().parents[2] / "docs" / "asyncapi.yaml"
+
+
+@bp.get("/asyncapi.yaml")
+def asyncapi_yaml() -> Response:
+    text = _asyncapi()
+    if text is None:
+        abort(404)
+    return Response(text, mimetype="application/yaml")
+
+
+@cache
+def _asyncapi() -> str | None:
+    try:
+        return ASYNCAPI.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
 
 
 @bp.get("/docs")

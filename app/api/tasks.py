@@ -74,6 +74,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
         client_callback_origins=client.callback_origins,
         input_limits=ctx.settings.input_limits,
         outbound_allow=ctx.settings.outbound_allow,
+        client_channel=client.channel,
     )
     session = db_session()
     for attempt in (1, 2):

@@ -115,13 +115,17 @@ def parse_submit(
     client_callback_origins: Sequence[str] = (),
     input_limits: JsonLimits | None = None,
     outbound_allow: AllowList = AllowList(),
+    client_channel: str | None = None,
 ) -> SubmitRequest:
     """``client_callback_origins``: the client's registered origins; when there are any, the
     callback URL (given or the client's default) must lie within one of them.
 
     ``outbound_allow`` is ``LIAISON_OUTBOUND_ALLOW``: a ``callback_url`` the outbound guard would
     refuse whatever DNS says (a private address in any encoding, ``localhost``, userinfo, a host two
-    parsers read apart) is a 422 here; a name is only resolved, and judged, at delivery."""
+    parsers read apart) is a 422 here; a name is only resolved, and judged, at delivery.
+
+    ``client_channel``: the client's broker channel; a client on one needs no callback URL (its
+    events go to the channel; a URL, when there is one, gets them too)."""
     if not isinstance(body, dict):
         raise ValidationFailed("the body must be a JSON object")
     errors: list[dict[str, str]] = []
@@ -158,9 +162,11 @@ def parse_submit(
         errors.append({"field": "callback_url", "message": "an http(s) URL of at most 2000 characters"})
     elif callback_url is not None and (refusal := _guard_refusal(callback_url, outbound_allow)):
         errors.append({"field": "callback_url", "message": refusal})
-    elif callback_url is None and not client_callback_url:
+    elif callback_url is None and not client_callback_url and not client_channel:
         errors.append({"field": "callback_url", "message": "required: this client has no default callback_url"})
-    elif not within(callback_url or client_callback_url or "", client_callback_origins):
+    elif (callback_url or client_callback_url) and not within(
+        callback_url or client_callback_url or "", client_callback_origins
+    ):
         errors.append({"field": "callback_url", "message": "outside this client's registered callback origins"})
 
     on_deadline = body.get("on_deadline", "escalate")

@@ -66,8 +66,15 @@ def _echo_json(value: Any) -> None:
 @click.argument("name")
 @click.option("--callback-url", help="Default URL for this client's callbacks.")
 @click.option("--origin", "origins", multiple=True, help="Allowed callback origin scheme://host[:port] (repeatable).")
+@click.option(
+    "--channel",
+    type=click.Choice(["amqp", "redis"]),
+    help="Commands and events over this broker too (or instead of HTTP callbacks, with no --callback-url).",
+)
 @json_option
-def clients_create(name: str, callback_url: str | None, origins: tuple[str, ...], as_json: bool) -> None:
+def clients_create(
+    name: str, callback_url: str | None, origins: tuple[str, ...], channel: str | None, as_json: bool
+) -> None:
     """Create a client and print its API key and callback signing secret (shown only this once)."""
     if callback_url is not None:
         try:  # what the outbound guard would refuse at every delivery is refused now
@@ -76,7 +83,9 @@ def clients_create(name: str, callback_url: str | None, origins: tuple[str, ...]
             raise click.ClickException(f"--callback-url refused by the outbound guard: {exc}") from None
 
     def create(session: Session) -> tuple[str, str]:
-        _, key, secret = credentials.create_client(session, name, callback_url, origins, utcnow())
+        client, key, secret = credentials.create_client(session, name, callback_url, origins, utcnow())
+        if channel is not None:
+            credentials.set_channel(client, channel)
         return key.api_key, secret
 
     api_key, secret = _in_transaction(create)
@@ -87,6 +96,16 @@ def clients_create(name: str, callback_url: str | None, origins: tuple[str, ...]
     click.echo(f"api key:         {api_key}")
     click.echo(f"callback secret: {secret}")
     click.echo("Store both now: the API key is kept only as a hash and will not be shown again.")
+
+
+@clients_group.command("set-channel")
+@click.argument("name")
+@click.argument("channel", type=click.Choice(["amqp", "redis", "none"]))
+def clients_set_channel(name: str, channel: str) -> None:
+    """Put a client on a broker channel (amqp or redis), or back on HTTP only (none). Its tasks
+    submitted from then on send their events there; channel-commands reads its commands within 10 s."""
+    _on_client(name, lambda session, client: credentials.set_channel(client, None if channel == "none" else channel))
+    click.echo(f"client {name}: channel {channel}")
 
 
 @clients_group.command("list")
@@ -102,6 +121,7 @@ def clients_list(as_json: bool) -> None:
                 "secrets": len(c.callback_secrets),
                 "keys": len(credentials.live_keys(session, c)),
                 "origins": ",".join(c.callback_origins) or None,
+                "channel": c.channel,
                 "disabled": c.disabled_at is not None,
                 "created_at": c.created_at.isoformat(),
             }
@@ -110,7 +130,7 @@ def clients_list(as_json: bool) -> None:
 
     emit(
         _in_transaction(rows),
-        ["name", "callback_url", "secrets", "keys", "origins", "disabled", "created_at"],
+        ["name", "callback_url", "secrets", "keys", "origins", "channel", "disabled", "created_at"],
         as_json,
         "no clients yet",
     )

@@ -76,3 +76,21 @@ def test_vendor_events_without_an_amqp_provider_says_so_and_exits(tmp_path):
     assert result.output.strip() == (
         "no amqp provider is configured (LIAISON_PROVIDER_<NAME>_KIND=amqp): nothing to consume"
     )
+
+
+def test_channel_commands_without_a_channel_broker_says_so_and_exits(tmp_path):
+    """The Procfile's channel-commands line is harmless where no domain app uses a broker."""
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}", "LIAISON_VAR_DIR": str(tmp_path)}
+    result = CliRunner().invoke(flask_cli, ["--app", "app", "liaison", "channel-commands"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == (
+        "no channel broker is set (LIAISON_CHANNEL_AMQP_URL, LIAISON_CHANNEL_REDIS_URL): nothing to consume"
+    )
+
+
+def test_a_channel_redis_url_must_be_a_redis_url():
+    from foundation.options import ConfigError
+    from foundation.settings import Settings
+
+    with pytest.raises(ConfigError, match="LIAISON_CHANNEL_REDIS_URL"):
+        Settings.from_env({"LIAISON_CHANNEL_REDIS_URL": "http://127.0.0.1:6379"})

@@ -11,6 +11,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 import workers.tasks.beat
 import workers.tasks.cancel
+import workers.tasks.channel
 import workers.tasks.probe
 import workers.tasks.relay
 import workers.tasks.submission
