@@ -3,16 +3,12 @@ channels (the Procfile's ``channel-commands`` process; app.channel_commands)."""
 
 from __future__ import annotations
 
-import signal
-import threading
-from types import FrameType
-
 import click
-from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 
 from app import startup
 from app.channel_commands import AmqpCommandConsumer, RedisCommandConsumer, channel_clients
+from app.cli.consumers import run_until_stopped
 from webhooks.channel_messages import AMQP, REDIS
 from workers.runtime import liaison
 
@@ -53,28 +49,7 @@ def channel_commands() -> None:
             )
     consumers: list[AmqpCommandConsumer | RedisCommandConsumer] = [make(ctx) for _, make in brokers]
     names = [f"{channel} ({len(channel_clients(ctx, channel))} clients now)" for channel, _ in brokers]
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    stopped: set[int] = set()
-
-    def run(index: int) -> None:
-        with app.app_context():
-            consumers[index].run()
-        stopped.add(index)  # not reached when run() raised (threading prints it)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        for consumer in consumers:
-            consumer.should_stop = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    threads = [threading.Thread(target=run, args=(i,), name=f"channel-commands-{i}") for i in range(len(consumers))]
-    for thread in threads:
-        thread.start()
     click.echo(f"consuming commands of {'; '.join(names)}")
-    while all(t.is_alive() for t in threads):  # until SIGTERM, or one consumer fails
-        threads[0].join(timeout=0.5)
-    stop(signal.SIGTERM, None)  # one failed: the process ends, and a process manager restarts it whole
-    for thread in threads:
-        thread.join()
-    if len(stopped) < len(consumers):  # the unacked command is redelivered to the process that takes over
+    failed = run_until_stopped(consumers, [channel for channel, _ in brokers], "channel-commands")
+    if failed:  # the unacked command is redelivered to the process that takes over
         raise click.ClickException("channel-commands stopped on an error")

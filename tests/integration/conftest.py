@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -95,3 +96,15 @@ def held_stack(
     """Relay waits longer than the longest Celery countdown allowed: they are held in the database."""
     extra = {"LIAISON_MAX_COUNTDOWN_S": "1", "LIAISON_RELAY_SCHEDULE_S": "3"}
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def migration_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty SQLite file, or a fresh PostgreSQL database (dropped afterwards): for the tests that
+    upgrade step by step through old migrations with data written in between."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'm.db'}"
+        return
+    url, name = services.create_postgres_database()
+    yield url
+    services.drop_postgres_database(name)

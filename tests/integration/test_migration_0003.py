@@ -3,39 +3,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
 
 from app.cli import alembic_config
-from tests.integration import services
+from tests.integration.migrations import rows
 
 NOW = "2026-11-30 12:00:00"
 URL = "https://u:pw@shop.example/cb?token=s3cret"
 SHOWN = "https://shop.example/cb"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'm.db'}"
-        return
-    url, name = services.create_postgres_database()
-    yield url
-    services.drop_postgres_database(name)
-
-
-def _rows(conn: sa.Connection, sql: str) -> list[tuple]:
-    return [tuple(r) for r in conn.execute(sa.text(sql)).all()]
-
-
-def test_0003_backfills_references_and_endpoint_owners(database_url: str) -> None:
-    config = alembic_config(database_url)
+def test_0003_backfills_references_and_endpoint_owners(migration_url: str) -> None:
+    config = alembic_config(migration_url)
     command.upgrade(config, "0002")
-    engine = sa.create_engine(database_url)
+    engine = sa.create_engine(migration_url)
     with engine.begin() as conn:
         for cid, name, callback in ((1, "shop", URL), (2, "other", URL), (3, "third", "https://third.example/cb")):
             conn.execute(
@@ -75,13 +58,13 @@ def test_0003_backfills_references_and_endpoint_owners(database_url: str) -> Non
     engine.dispose()
 
     command.upgrade(config, "head")
-    engine = sa.create_engine(database_url)
+    engine = sa.create_engine(migration_url)
     with engine.begin() as conn:
-        assert _rows(conn, "SELECT id, reference FROM external_tasks ORDER BY id") == [(10, "order-1"), (11, "order-2")]
-        endpoints = _rows(conn, "SELECT client_id, url_hash, url FROM callback_endpoints ORDER BY client_id")
+        assert rows(conn, "SELECT id, reference FROM external_tasks ORDER BY id") == [(10, "order-1"), (11, "order-2")]
+        endpoints = rows(conn, "SELECT client_id, url_hash, url FROM callback_endpoints ORDER BY client_id")
         # both clients with parked relays keep them releasable; the third by its callback_url; no owner, no row
         assert endpoints == [(1, "hash30", SHOWN), (2, "hash30", SHOWN), (3, "hash31", "https://third.example/cb")]
-        assert _rows(conn, "SELECT DISTINCT target FROM outbox_messages") == [(SHOWN,)]
+        assert rows(conn, "SELECT DISTINCT target FROM outbox_messages") == [(SHOWN,)]
         # correlation ids are now unique per client only
         conn.execute(
             sa.text(
@@ -105,8 +88,8 @@ def test_0003_backfills_references_and_endpoint_owners(database_url: str) -> Non
     engine.dispose()
 
 
-def test_0003_downgrades_and_upgrades_again(database_url: str) -> None:
-    config = alembic_config(database_url)
+def test_0003_downgrades_and_upgrades_again(migration_url: str) -> None:
+    config = alembic_config(migration_url)
     command.upgrade(config, "head")
     command.downgrade(config, "0002")
     command.upgrade(config, "head")

@@ -3,37 +3,20 @@ they were written, and each task's counter carries on after its last one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
 
 from app.cli import alembic_config
-from tests.integration import services
+from tests.integration.migrations import rows
 
 NOW = "2026-12-01 06:00:00"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'm.db'}"
-        return
-    url, name = services.create_postgres_database()
-    yield url
-    services.drop_postgres_database(name)
-
-
-def _rows(conn: sa.Connection, sql: str) -> list[tuple]:
-    return [tuple(r) for r in conn.execute(sa.text(sql)).all()]
-
-
-def test_0006_numbers_existing_relays_per_task(database_url: str) -> None:
-    config = alembic_config(database_url)
+def test_0006_numbers_existing_relays_per_task(migration_url: str) -> None:
+    config = alembic_config(migration_url)
     command.upgrade(config, "0005")
-    engine = sa.create_engine(database_url)
+    engine = sa.create_engine(migration_url)
     with engine.begin() as conn:
         conn.execute(
             sa.text("INSERT INTO clients (id, name, callback_secrets, created_at) VALUES (1, 'shop', '[]', :t)"),
@@ -60,16 +43,16 @@ def test_0006_numbers_existing_relays_per_task(database_url: str) -> None:
     engine.dispose()
 
     command.upgrade(config, "head")
-    engine = sa.create_engine(database_url)
+    engine = sa.create_engine(migration_url)
     with engine.begin() as conn:
-        assert _rows(conn, "SELECT id, sequence FROM outbox_messages ORDER BY id") == [
+        assert rows(conn, "SELECT id, sequence FROM outbox_messages ORDER BY id") == [
             (20, 1),
             (21, None),
             (22, 1),
             (23, 2),
         ]
-        assert _rows(conn, "SELECT id, relay_seq FROM external_tasks ORDER BY id") == [(10, 2), (11, 1), (12, 0)]
-        assert _rows(conn, "SELECT count(*) FROM outbox_messages WHERE holds_back") == [(0,)]
+        assert rows(conn, "SELECT id, relay_seq FROM external_tasks ORDER BY id") == [(10, 2), (11, 1), (12, 0)]
+        assert rows(conn, "SELECT count(*) FROM outbox_messages WHERE holds_back") == [(0,)]
         with pytest.raises(sa.exc.IntegrityError):  # one relay per place in a task's order
             conn.execute(
                 sa.text(
