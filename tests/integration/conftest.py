@@ -108,3 +108,13 @@ def migration_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
     url, name = services.create_postgres_database()
     yield url
     services.drop_postgres_database(name)
+
+
+@pytest.fixture
+def vendor_down(pair_stack: Stack) -> Iterator[None]:
+    """The simulator answers 503 to new jobs for the test's length (the pair stack's vendor)."""
+    assert pair_stack.vendor("POST", "/_sim/config", json={"down": True}).status_code == 200
+    try:
+        yield
+    finally:
+        pair_stack.vendor("POST", "/_sim/config", json={})

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
-
-import pytest
 
 from tests.integration.stack import Stack
 from workers.deadlines import check_deadlines
@@ -42,15 +39,6 @@ def _wait_at_vendor(stack: Stack, cid: str, status: str) -> None:
             return
         assert time.monotonic() < deadline, f"the vendor's job stayed {job['status']}"
         time.sleep(0.05)
-
-
-@pytest.fixture
-def vendor_down(pair_stack: Stack) -> Iterator[None]:
-    pair_stack.vendor("POST", "/_sim/config", json={"down": True})
-    try:
-        yield
-    finally:
-        pair_stack.vendor("POST", "/_sim/config", json={})
 
 
 # --- A submit retry past the execution deadline ---

@@ -5,25 +5,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
-
-import pytest
 
 from tests.integration.stack import Stack
 
 
 def _at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-@pytest.fixture
-def vendor_down(pair_stack: Stack) -> Iterator[None]:
-    assert pair_stack.vendor("POST", "/_sim/config", json={"down": True}).status_code == 200
-    try:
-        yield
-    finally:
-        pair_stack.vendor("POST", "/_sim/config", json={})
 
 
 def test_vendor_down_then_up_retries_with_growing_delays(pair_stack: Stack) -> None:

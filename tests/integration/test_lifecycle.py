@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-import pytest
 from sqlalchemy import select
 
 from models import ExternalTask, OrphanEvent, OutboxMessage, service, vendor_events
@@ -44,15 +43,6 @@ def _job_id(stack: Stack, cid: str) -> str:
 
 def _types(stack: Stack, path: str) -> list[tuple[str, str | None]]:
     return [(r.json()["type"], r.json().get("deadline")) for r in stack.callbacks.posts_to(path) if r.status < 300]
-
-
-@pytest.fixture
-def vendor_down(pair_stack: Stack) -> Iterator[None]:
-    pair_stack.vendor("POST", "/_sim/config", json={"down": True})
-    try:
-        yield
-    finally:
-        pair_stack.vendor("POST", "/_sim/config", json={})
 
 
 def test_each_deadline_escalates_exactly_once_and_a_late_completion_still_completes(
