@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -44,6 +45,19 @@ def children(pid: int) -> set[int]:
             if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
                 found.add(int(stat.parent.name))
     return found
+
+
+def liaison_command(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``flask --app app liaison <command>`` as a process of its own (its own session, so
+    :func:`stop` reaches its children), output captured."""
+    flask = os.path.join(os.path.dirname(sys.executable), "flask")
+    return subprocess.Popen(
+        [flask, "--app", "app", "liaison", command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 30) -> None:

@@ -385,10 +385,8 @@ def test_the_vendor_events_command_consumes_as_a_process(rig: AmqpRig, tmp_path)
     """The Procfile's ``vendor-events`` line, as a real process: a task completes through it alone
     (the in-test consumer is stopped first), and SIGTERM ends it cleanly."""
     import os
-    import subprocess
-    import sys
 
-    from tests.integration.processes import stop
+    from tests.integration.processes import liaison_command, stop
 
     stack = rig.stack
     rig.consumer.should_stop = True
@@ -408,14 +406,7 @@ def test_the_vendor_events_command_consumes_as_a_process(rig: AmqpRig, tmp_path)
         "LIAISON_PROVIDER_BUS_WEBHOOK_SECRETS": ",".join(rig.ps.webhook_secrets),
         "LIAISON_LOG_LEVEL": "info",
     }
-    flask = os.path.join(os.path.dirname(sys.executable), "flask")
-    proc = subprocess.Popen(
-        [flask, "--app", "app", "liaison", "vendor-events"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = liaison_command("vendor-events", env)
     try:
         api_key, _, _ = stack.new_client()
         cid = f"amqp-proc-{uuid.uuid4().hex[:8]}"

@@ -439,9 +439,8 @@ def test_the_channel_commands_process_takes_commands(rig: Rig, tmp_path) -> None
     completes through it alone (the in-test consumer is stopped first: this test runs last), and
     SIGTERM ends it cleanly."""
     import os
-    import sys
 
-    from tests.integration.processes import stop
+    from tests.integration.processes import liaison_command, stop
 
     stack = rig.stack
     rig.consumer.should_stop = True
@@ -462,14 +461,7 @@ def test_the_channel_commands_process_takes_commands(rig: Rig, tmp_path) -> None
         "LIAISON_PROVIDER_SIM_BASE_URL": settings.providers["sim"].base_url,
         "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": ",".join(settings.providers["sim"].webhook_secrets),
     }
-    flask = os.path.join(os.path.dirname(sys.executable), "flask")
-    proc = subprocess.Popen(
-        [flask, "--app", "app", "liaison", "channel-commands"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = liaison_command("channel-commands", env)
     try:
         cid = f"proc-{uuid.uuid4().hex[:8]}"
         app.submit(cid, {"n": 1})
