@@ -1,10 +1,12 @@
-"""Throwaway servers for benchmarks and endurance runs: a PostgreSQL cluster and a Redis server of
-their own, on free loopback ports, in temporary directories.
+"""Throwaway servers for benchmarks, endurance runs and tests that restart a server: a PostgreSQL
+cluster, a Redis server and a RabbitMQ node of their own, on free loopback ports, in temporary
+directories.
 
 Why not the machine's PostgreSQL on :5432: a benchmark counts statements with pg_stat_statements,
 which needs ``shared_preload_libraries`` (a server restart), and an endurance run may restart or
 kill the server; neither may touch the server the tests share. Why not Redis on :6379: ``kill`` and
-``restart`` must hit only our own server.
+``restart`` must hit only our own server. The same goes for RabbitMQ on :5672, which the whole test
+suite shares as a Celery broker.
 
 Stable interface (other suites reuse it)::
 
@@ -15,8 +17,13 @@ Stable interface (other suites reuse it)::
     with RedisServer() as redis:
         redis.url                                # redis://127.0.0.1:PORT/0
         redis.kill(); redis.start(); redis.restart()
+    with RedisServer(persist=True) as redis:     # append-only file, fsync always: a restart keeps data
+        ...
+    with RabbitMQNode() as rabbit:
+        rabbit.url                               # amqp://guest:guest@127.0.0.1:PORT//
+        rabbit.restart()                         # a graceful stop of the node, then a start
 
-Both bind 127.0.0.1 only. PostgreSQL refuses to run as root: when we are root, initdb, pg_ctl and
+All bind 127.0.0.1 only. PostgreSQL refuses to run as root: when we are root, initdb, pg_ctl and
 postgres run as the ``postgres`` user (``runuser``), and the directory is chowned to it.
 """
 
@@ -188,11 +195,15 @@ class PostgresCluster:
 
 
 class RedisServer:
-    """``redis-server`` on a free loopback port, no persistence (``--save "" --appendonly no``)."""
+    """``redis-server`` on a free loopback port. Without ``persist`` nothing reaches the disk
+    (``--save "" --appendonly no``): a restart comes back empty, as a cache-only Redis after a crash.
+    With ``persist`` every write is in the append-only file before Redis answers (fsync always), so
+    a restart keeps every acknowledged write, as a broker that must not lose messages is run."""
 
-    def __init__(self, port: int | None = None, binary: str = "redis-server") -> None:
+    def __init__(self, port: int | None = None, binary: str = "redis-server", persist: bool = False) -> None:
         self.port = port or free_port()
         self.binary = binary
+        self.persist = persist
         self.dir = Path(tempfile.mkdtemp(prefix="liaison-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -205,7 +216,8 @@ class RedisServer:
         return self.process.pid if self.process is not None and self.process.poll() is None else None
 
     def start(self) -> RedisServer:
-        argv = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"]
+        argv = [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", ""]
+        argv += ["--appendonly", "yes", "--appendfsync", "always"] if self.persist else ["--appendonly", "no"]
         argv += ["--dir", str(self.dir), "--logfile", str(self.dir / "redis.log")]
         self.process = subprocess.Popen(
             argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -236,6 +248,90 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+class RabbitMQNode:
+    """A RabbitMQ node of its own: the machine's RabbitMQ installation started a second time, under
+    its own node name, on a free AMQP port and a free distribution port, with its own database,
+    logs, Erlang cookie (``HOME``) and no plugins, in a temporary directory.
+
+    Durable queues and exchanges and persistent messages live in the node's own database, so
+    ``restart`` (a graceful ``rabbitmqctl stop``, then a start) keeps them, as a real restart does,
+    while every connection is dropped. Starting takes about five seconds.
+    """
+
+    RABBITMQ_BIN = Path(os.environ.get("LIAISON_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.node = f"liaison{self.port}@localhost"
+        self.dir = Path(tempfile.mkdtemp(prefix="liaison-rabbitmq-"))
+        (self.dir / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\n")
+        (self.dir / "enabled_plugins").write_text("[].\n")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
+        env.update(
+            HOME=str(self.dir),  # the node's own Erlang cookie, for it and for rabbitmqctl
+            RABBITMQ_NODENAME=self.node,
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(self.dist_port),
+            RABBITMQ_CONFIG_FILE=str(self.dir / "rabbitmq.conf"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.dir / "enabled_plugins"),
+            RABBITMQ_MNESIA_BASE=str(self.dir / "mnesia"),
+            RABBITMQ_LOG_BASE=str(self.dir / "log"),
+            RABBITMQ_PID_FILE=str(self.dir / "pid"),
+        )
+        return env
+
+    def start(self) -> RabbitMQNode:
+        log = (self.dir / "server.out").open("ab")
+        self.process = subprocess.Popen(
+            [str(self.RABBITMQ_BIN / "rabbitmq-server")],
+            env=self.env,
+            cwd=self.dir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_for_port(self.port, timeout=60, process=self.process)  # the AMQP listener opens last
+        return self
+
+    def ctl(self, *args: str) -> None:
+        """``rabbitmqctl -n <this node> ARGS``."""
+        argv = [str(self.RABBITMQ_BIN / "rabbitmqctl"), "-q", "-n", self.node, *args]
+        subprocess.run(argv, env=self.env, cwd=self.dir, check=True, capture_output=True, timeout=60)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            self.ctl("stop")  # returns once the node has shut down
+            self.process.wait(timeout=30)
+        except (subprocess.SubprocessError, OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RabbitMQNode:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

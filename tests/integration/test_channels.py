@@ -2,31 +2,26 @@
 SubmitTask/CancelTask commands and receives its signed ``task.*`` events, over RabbitMQ (postgres
 database, RabbitMQ Celery broker) and over Redis Streams (sqlite database, Redis Celery broker).
 
-Each module run has its own names: a RabbitMQ vhost of its own (deleted after, with every queue and
-exchange in it) and a redis-server of its own on a free loopback port (append-only file, fsync
-always, so a restart keeps what it confirmed), with a unique channel prefix.
+Each module run has a channel broker of its own, on a free loopback port, with a unique channel
+prefix: a RabbitMQ node (``bench.services.RabbitMQNode``: the machine's RabbitMQ started a second
+time under its own node name and database) or a redis-server (append-only file, fsync always, so a
+restart keeps what XADD confirmed). The Celery broker stays the machine's, shared by the suite.
 
-The broker restart: the Redis channel's server is stopped (SIGTERM) and started again on the same
-port. On RabbitMQ the machine's server is shared by the whole suite, so the test takes its own
-vhost away instead: permissions cleared (no connection can open) and every connection of the
-vhost closed (``rabbitmqctl close_all_connections -p``), for a few seconds, then given back. For
-Liaison that is what a restart is — every connection dropped mid-stream, publishes unconfirmed,
-reconnects refused until it is back — while the durable queues and exchange keep their messages,
-as a restarted RabbitMQ does; other tests' connections (vhost ``/``) are not touched.
+The broker restart is a real one: the channel's server is stopped (``rabbitmqctl stop``; SIGTERM for
+redis-server) while events are being published and commands sent, and started again on the same
+port. Every connection drops mid-stream, publishes go unconfirmed and reconnects are refused until
+it is back; durable queues, the exchange and persistent messages survive, as they do in production.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +30,7 @@ from kombu import Connection, Exchange, Producer, Queue
 from sqlalchemy import func, select
 
 from app.channel_commands import AmqpCommandConsumer, RedisCommandConsumer
+from bench.services import RabbitMQNode, RedisServer
 from models.client import Client
 from models.credentials import create_client, set_channel
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
@@ -53,44 +49,7 @@ from webhooks.channel_messages import (
 )
 from webhooks.signing import verify
 
-RABBIT_ADMIN = "amqp://guest:guest@127.0.0.1:5672"
 PARAMS = [("amqp", ("postgres", "rabbitmq")), ("redis", ("sqlite", "redis"))]
-
-
-def rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
-
-
-class OwnRedis:
-    """A redis-server of this module on a free loopback port, persisting every write (AOF, fsync
-    always) so a restart keeps what XADD confirmed."""
-
-    def __init__(self) -> None:
-        self.port = services.free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="liaison-channel-redis-"))
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", ""]
-        argv += ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.dir)]
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
-                    return
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: the append-only file is flushed, then it exits
-            self.process.wait(timeout=10)
 
 
 @dataclass
@@ -210,32 +169,19 @@ class Rig:
 @pytest.fixture(scope="module", params=PARAMS, ids=[p[0] for p in PARAMS])
 def rig(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory) -> Iterator[Rig]:
     channel, pair = request.param
-    tag = uuid.uuid4().hex[:8]
-    prefix = f"lt{tag}"
-    own_redis: OwnRedis | None = None
-    vhost = f"liaison-channels-{tag}"
+    prefix = f"lt{uuid.uuid4().hex[:8]}"
+    server: RabbitMQNode | RedisServer
     if channel == "amqp":
-        services.require(services.RABBITMQ_URL, "RabbitMQ")
-        rabbitmqctl("add_vhost", vhost)
-        rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-        url = f"{RABBIT_ADMIN}/{vhost}"
-
-        def restart() -> None:
-            rabbitmqctl("clear_permissions", "-p", vhost, "guest")
-            rabbitmqctl("close_all_connections", "-p", vhost, "test: broker restart")
-            time.sleep(3)
-            rabbitmqctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
-
+        services.require(services.RABBITMQ_URL, "RabbitMQ")  # the Celery broker; the node is our own
+        server = RabbitMQNode().start()
     else:
-        own_redis = OwnRedis()
-        own_redis.start()
-        url = own_redis.url
-        server = own_redis
+        server = RedisServer(persist=True).start()
+    url = server.url
 
-        def restart() -> None:
-            server.stop()
-            time.sleep(2)
-            server.start()
+    def restart() -> None:
+        server.stop()
+        time.sleep(2)  # publishes and commands fail meanwhile
+        server.start()
 
     extra = {
         f"LIAISON_CHANNEL_{channel.upper()}_URL": url,
@@ -263,10 +209,7 @@ def rig(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str
     consumer.should_stop = True
     thread.join(15)
     next(stacks, None)
-    if own_redis is not None:
-        own_redis.stop()
-    else:
-        rabbitmqctl("delete_vhost", vhost)
+    server.cleanup()
 
 
 def _relay_ids(stack: Stack, correlation_id: str) -> list[str]:
