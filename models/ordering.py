@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, aliased
 
 from models.messages import OutboxMessage
 from models.publishing import publish_after_commit
-from models.task import TaskEvent
+from models.task import record_event
 
 #: ``parked_reason`` of a relay held until an earlier relay of its task is settled.
 AWAITING_EARLIER = "awaiting_earlier"
@@ -73,14 +73,8 @@ def hold(session: Session, row: OutboxMessage, earlier_id: int, now: datetime, r
     row.next_attempt_at = now + timedelta(seconds=recheck_s)  # the sweep's recheck, should a release be missed
     row.deliveries = 0  # this delivery ended normally: not a poison message
     if row.task_id is not None:
-        session.add(
-            TaskEvent(
-                task_id=row.task_id,
-                at=now,
-                kind="relay.waiting",
-                detail={"message_id": row.message_id, "sequence": row.sequence, "type": row.payload.get("type")},
-            )
-        )
+        detail = {"message_id": row.message_id, "sequence": row.sequence, "type": row.payload.get("type")}
+        record_event(session, row.task_id, "relay.waiting", now, detail)
     return True
 
 
@@ -91,19 +85,13 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
     if row.sequence is None or row.task_id is None:
         return
     if gap is not None:
-        session.add(
-            TaskEvent(
-                task_id=row.task_id,
-                at=now,
-                kind="relay.gap",
-                detail={
-                    "message_id": row.message_id,
-                    "sequence": row.sequence,
-                    "type": row.payload.get("type"),
-                    "reason": gap,
-                },
-            )
-        )
+        detail = {
+            "message_id": row.message_id,
+            "sequence": row.sequence,
+            "type": row.payload.get("type"),
+            "reason": gap,
+        }
+        record_event(session, row.task_id, "relay.gap", now, detail)
     if not row.holds_back:
         return
     row.holds_back = False

@@ -10,9 +10,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Text, cast, false, func, inspect, or_, select, text
+from sqlalchemy import Select, Text, bindparam, cast, func, inspect, or_, select, text
 from sqlalchemy.orm import Session, defer
 
 from core.ordering import next_sequence
@@ -20,7 +21,7 @@ from core.states import COMPLETED_CALLBACK, RELAYED, TERMINAL, State, transition
 from models import ordering
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
-from models.task import OPEN, ExternalTask, TaskEvent, new_reference
+from models.task import OPEN, ExternalTask, new_reference, record_event
 from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
 from webhooks.channel_messages import row_message_id
 
@@ -78,7 +79,7 @@ class SubmitResult:
 
 
 def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **detail: Any) -> None:
-    session.add(TaskEvent(task_id=task.id, at=now, kind=kind, detail=detail))
+    record_event(session, task.id, kind, now, detail)
 
 
 def add_outbox(session: Session, kind: str, task: ExternalTask, now: datetime, **payload: Any) -> OutboxMessage:
@@ -177,12 +178,8 @@ def submit_task(
     correlation_id = req.correlation_id or str(uuid.uuid4())
     # One query for both ways this request may have been made before: its Idempotency-Key, or its
     # correlation id (unique per client only: another client's task of that name is not ours).
-    same_key = ExternalTask.idempotency_key == idempotency_key if idempotency_key is not None else false()
-    earlier = session.scalars(
-        select(ExternalTask).where(
-            ExternalTask.client_id == client.id, or_(same_key, ExternalTask.correlation_id == correlation_id)
-        )
-    ).all()
+    params = {"client_id": client.id, "correlation_id": correlation_id, "key": idempotency_key}
+    earlier = session.scalars(_earlier_statement(idempotency_key is not None), params).all()
     by_key = next((t for t in earlier if idempotency_key is not None and t.idempotency_key == idempotency_key), None)
     if by_key is not None:
         if by_key.request_fingerprint != req.fingerprint:
@@ -219,6 +216,17 @@ def submit_task(
     return SubmitResult(task, created=True, outbox=[row])
 
 
+@cache
+def _earlier_statement(with_key: bool) -> Select[tuple[ExternalTask]]:
+    """:func:`submit_task`'s look for an earlier request, built once per shape. Hot statements are
+    built once and reused with bound parameters: building one (and its cache key) on every call
+    costs more CPU than running it."""
+    same = ExternalTask.correlation_id == bindparam("correlation_id")
+    if with_key:
+        same = or_(ExternalTask.idempotency_key == bindparam("key"), same)
+    return select(ExternalTask).where(ExternalTask.client_id == bindparam("client_id"), same)
+
+
 def check_open_tasks(session: Session, client: Client, cap: int) -> None:
     """Count the client's non-final tasks (``ix_external_tasks_client_open``) under its row lock.
 
@@ -230,19 +238,27 @@ def check_open_tasks(session: Session, client: Client, cap: int) -> None:
     # Two statements, not one: a count inside the locking SELECT would read the snapshot taken
     # before the lock was granted (PostgreSQL re-checks only the locked row), and miss the task the
     # lock's previous holder just committed.
-    session.execute(select(Client.id).where(Client.id == client.id).with_for_update(key_share=True))
-    open_now = session.scalar(
-        select(func.count())
-        .select_from(ExternalTask)
-        .where(ExternalTask.client_id == client.id, text(OPEN))  # the partial index's own predicate
-    )
+    lock, count = _open_tasks_statements()
+    session.execute(lock, {"client_id": client.id})
+    open_now = session.scalar(count, {"client_id": client.id})
     if (open_now or 0) >= cap:
         raise OpenTasksCapReached(cap)
 
 
+@cache
+def _open_tasks_statements() -> tuple[Select[tuple[int]], Select[tuple[int]]]:
+    lock = select(Client.id).where(Client.id == bindparam("client_id")).with_for_update(key_share=True)
+    count = (
+        select(func.count())
+        .select_from(ExternalTask)
+        .where(ExternalTask.client_id == bindparam("client_id"), text(OPEN))  # the partial index's own predicate
+    )
+    return lock, count
+
+
 def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
     """Lock an outbox row for its consumer; None when it is gone or already done (idempotency)."""
-    row = session.scalar(select(OutboxMessage).where(OutboxMessage.id == outbox_id).with_for_update())
+    row = session.scalar(_claim_statement(), {"outbox_id": outbox_id})
     if row is None or row.done_at is not None:
         return None
     return row
@@ -255,34 +271,49 @@ def claim_outbox_and_task(
     as JSON text, for a submission: parse it with :func:`parse_stored_input`). Both rows are taken
     ``FOR NO KEY UPDATE``: consumers of one outbox row still exclude each other, and the task's
     writers each other, while inserts that merely reference either do not wait."""
-    columns: list[Any] = [OutboxMessage, ExternalTask]
-    if with_input:
-        columns.append(cast(ExternalTask.input, Text))
-    found = session.execute(
-        select(*columns)
-        .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
-        .options(*WITHOUT_INPUT)
-        .where(OutboxMessage.id == outbox_id)
-        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
-        .execution_options(populate_existing=True)
-    ).first()
+    found = session.execute(_claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
     if found is None or found[0].done_at is not None:
         return None
     raw = (found[2] if found[2] is not None else "null") if with_input else None
     return found[0], found[1], raw
 
 
+@cache
+def _claim_statement() -> Select[tuple[OutboxMessage]]:
+    return select(OutboxMessage).where(OutboxMessage.id == bindparam("outbox_id")).with_for_update()
+
+
+@cache
+def _claim_with_task_statement(with_input: bool) -> Select[Any]:
+    columns: list[Any] = [OutboxMessage, ExternalTask]
+    if with_input:
+        columns.append(cast(ExternalTask.input, Text))
+    return (
+        select(*columns)
+        .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
+        .options(*WITHOUT_INPUT)
+        .where(OutboxMessage.id == bindparam("outbox_id"))
+        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
+        .execution_options(populate_existing=True)
+    )
+
+
 def lock_task(session: Session, task_id: int) -> ExternalTask:
     """Events for one task apply serially: every writer takes the task's row lock first
     (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait).
     The row is re-read under the lock, even if this session loaded it before."""
-    return session.scalars(
+    return session.scalars(_lock_task_statement(), {"task_id": task_id}).one()
+
+
+@cache
+def _lock_task_statement() -> Select[tuple[ExternalTask]]:
+    return (
         select(ExternalTask)
         .options(*WITHOUT_INPUT)
-        .where(ExternalTask.id == task_id)
+        .where(ExternalTask.id == bindparam("task_id"))
         .with_for_update(key_share=True)
         .execution_options(populate_existing=True)
-    ).one()
+    )
 
 
 def parse_stored_input(raw: str, limits: JsonLimits) -> Any:
@@ -374,7 +405,5 @@ def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str
         # the task row written, and so locked: a first-time delivery leaves it free for the beat
         # jobs' SKIP LOCKED claims, and reads nothing of it.
         settle_retry(session, lock_task(session, outbox.task_id), outbox)
-    session.add(
-        TaskEvent(task_id=outbox.task_id, at=now, kind=event, detail={"message_id": outbox.message_id, **detail})
-    )
+    record_event(session, outbox.task_id, event, now, {"message_id": outbox.message_id, **detail})
     ordering.settled(session, outbox, now)

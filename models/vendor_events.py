@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from core.deadlines import heartbeat_due
@@ -23,7 +24,7 @@ from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.progress import relay_progress
 from models.service import WITHOUT_PAYLOAD, add_event, add_outbox, lock_task, move
-from models.task import ExternalTask, TaskEvent
+from models.task import ExternalTask, record_event
 from webhooks.events import VendorEvent, parse_event
 
 
@@ -68,21 +69,17 @@ def lock_job(session: Session, source: str, job_id: str) -> bool:
     if session.get_bind().dialect.name != "postgresql":
         return False
     digest = hashlib.blake2b(f"{source}\0{job_id}".encode(), digest_size=8).digest()
-    session.execute(select(func.pg_advisory_xact_lock(int.from_bytes(digest, "big", signed=True))))
+    session.execute(_LOCK_JOB, {"key": int.from_bytes(digest, "big", signed=True)})
     return True
+
+
+_LOCK_JOB = select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger)))
 
 
 def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
     """Events that overtook the submit response are applied now, in the order they arrived."""
-    orphans = session.scalars(
-        select(OrphanEvent)
-        .where(
-            OrphanEvent.source == task.provider,
-            OrphanEvent.vendor_job_id == task.vendor_job_id,
-            OrphanEvent.state == "open",
-        )
-        .order_by(OrphanEvent.received_at, OrphanEvent.id)
-    ).all()
+    params = {"source": task.provider, "job_id": task.vendor_job_id}
+    orphans = session.scalars(_open_orphans_statement(), params).all()
     out: list[OutboxMessage] = []
     for orphan in orphans:
         orphan.state = "resolved"
@@ -93,6 +90,21 @@ def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[Ou
             )
         out += _apply(session, task, parse_event(orphan.payload), orphan.message_id, now, bound=True)[1]
     return out
+
+
+@cache
+def _open_orphans_statement() -> Select[tuple[OrphanEvent]]:
+    """Built once, reused with bound parameters (as every statement of the hot paths here is):
+    building a statement and its cache key on every call cost more CPU than running it."""
+    return (
+        select(OrphanEvent)
+        .where(
+            OrphanEvent.source == bindparam("source"),
+            OrphanEvent.vendor_job_id == bindparam("job_id"),
+            OrphanEvent.state == "open",
+        )
+        .order_by(OrphanEvent.received_at, OrphanEvent.id)
+    )
 
 
 def _apply(
@@ -123,10 +135,15 @@ def _apply(
 def _task_for_job(session: Session, source: str, job_id: str) -> ExternalTask | None:
     """The task that vendor job belongs to, row-locked. The outcome loads only if the event brings
     none and a relay must carry the task's own."""
-    return session.scalar(
+    return session.scalar(_task_for_job_statement(), {"source": source, "job_id": job_id})
+
+
+@cache
+def _task_for_job_statement() -> Select[tuple[ExternalTask]]:
+    return (
         select(ExternalTask)
         .options(*WITHOUT_PAYLOAD)
-        .where(ExternalTask.provider == source, ExternalTask.vendor_job_id == job_id)
+        .where(ExternalTask.provider == bindparam("source"), ExternalTask.vendor_job_id == bindparam("job_id"))
         .with_for_update(key_share=True)
     )
 
@@ -159,12 +176,17 @@ _RECORD_MESSAGE = upsert(
 def _note_duplicate(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> None:
     """A message received again goes on its task's timeline (operators see every webhook, the
     duplicates too), unlocked: it changes nothing of the task. Unknown job: nothing to note it on."""
-    task_id = session.scalar(
-        select(ExternalTask.id).where(ExternalTask.provider == source, ExternalTask.vendor_job_id == event.job_id)
-    )
+    task_id = session.scalar(_task_id_for_job_statement(), {"source": source, "job_id": event.job_id})
     if task_id is not None:
         detail = {"event": event.type.value, "message_id": message_id, "reason": "message id already received"}
-        session.add(TaskEvent(task_id=task_id, at=now, kind="event.duplicate", detail=detail))
+        record_event(session, task_id, "event.duplicate", now, detail)
+
+
+@cache
+def _task_id_for_job_statement() -> Select[tuple[int]]:
+    return select(ExternalTask.id).where(
+        ExternalTask.provider == bindparam("source"), ExternalTask.vendor_job_id == bindparam("job_id")
+    )
 
 
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from celery import Task, shared_task
-from sqlalchemy import and_, select
+from sqlalchemy import Select, and_, bindparam, select
 from sqlalchemy.orm import Session
 
 from core.errors import CallError, OutboundRefused
@@ -58,6 +59,24 @@ def relay(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Relay())
 
 
+@cache
+def _start_statement() -> Select[Any]:
+    """The relay's start statement, built once: constructing it (and its cache key) on every call
+    cost more CPU than running it."""
+    return (
+        select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash)
+        .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
+        .outerjoin(Client, Client.id == ExternalTask.client_id)
+        .outerjoin(
+            CallbackEndpoint,
+            and_(CallbackEndpoint.client_id == Client.id, CallbackEndpoint.disabled_at.is_not(None)),
+        )
+        .where(OutboxMessage.id == bindparam("outbox_id"))
+        .with_for_update(of=OutboxMessage)
+        .execution_options(populate_existing=True)
+    )
+
+
 class Relay(OutboxTask[Callback, int]):
     def __init__(self) -> None:
         self.slot: str | None = None
@@ -73,18 +92,7 @@ class Relay(OutboxTask[Callback, int]):
         callback's body."""
         if stage != "start":
             return service.claim_outbox(session, outbox_id)
-        found = session.execute(
-            select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash)
-            .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
-            .outerjoin(Client, Client.id == ExternalTask.client_id)
-            .outerjoin(
-                CallbackEndpoint,
-                and_(CallbackEndpoint.client_id == Client.id, CallbackEndpoint.disabled_at.is_not(None)),
-            )
-            .where(OutboxMessage.id == outbox_id)
-            .with_for_update(of=OutboxMessage)
-            .execution_options(populate_existing=True)
-        ).all()
+        found = session.execute(_start_statement(), {"outbox_id": outbox_id}).all()
         if not found or found[0][0].done_at is not None:
             return None
         row, task_url, client, self.held_by, _ = found[0]
