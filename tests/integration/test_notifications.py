@@ -170,6 +170,7 @@ def test_a_failed_task_mails_once_posts_to_chat_and_mails_its_resolution(
     beats(notify_stack)
     subjects = sink.wait_for(lambda s: len(s) == 2, containing=cid)
     assert sorted(s.split(":")[0] for s in subjects) == ["[Liaison] incident", "[Liaison] resolved"]
+    print(f"\n{notify_stack.name}: the SMTP server received", *subjects, sep="\n  ")
     time.sleep(1)  # a late duplicate would have arrived by now
     assert len(sink.subjects(cid)) == 2
 
@@ -200,7 +201,9 @@ def test_a_burst_is_one_digest_per_channel(
         time.sleep(0.05)
     (mail,) = mails
     assert str(mail["Subject"]) == "[Liaison] 60 notices: unknown_job"
-    assert "… and 10 more" in mail.get_payload(decode=True).decode()
+    digest = mail.get_payload(decode=True).decode()
+    assert "… and 10 more" in digest
+    print(f"\n{notify_stack.name}: one digest: {mail['Subject']}", *digest.splitlines()[:4], sep="\n  ")
     posts = recorder.wait_for(lambda rs: any(f"job:{tag}-0" in r.body.decode() for r in rs), timeout=20)
     (post,) = [r for r in posts if f"job:{tag}-0" in r.body.decode()]
     assert post.json()["text"] == "[Liaison] 60 notices: unknown_job"
