@@ -56,12 +56,23 @@ def held_by() -> ScalarSelect[int]:
 
 def hold(session: Session, row: OutboxMessage, earlier_id: int, now: datetime, recheck_s: float) -> bool:
     """Hold ``row`` until relay ``earlier_id`` is settled; False when that one was settled since the
-    caller looked (then look again). The flag is set by a conditional UPDATE: on PostgreSQL it waits
-    for a settling transaction holding the row and then sees its outcome, so a release and a hold
-    can never miss each other."""
+    caller looked, or is locked right now (then look again shortly).
+
+    The flag is set by a conditional UPDATE of the earlier row taken only if it is free (``SKIP
+    LOCKED``): the caller holds ``row`` locked, and whatever settles the earlier one may be waiting
+    for that lock to release ``row`` (:func:`settled`), so waiting here could close a circle.
+    Settling and holding thus never miss each other: either the flag is set before the settling
+    transaction locks the earlier row (and it sees the flag), or this start looks again after it."""
+    earlier = aliased(OutboxMessage)  # not correlated with the UPDATE's own table
+    free = (
+        select(earlier.id)
+        .where(earlier.id == earlier_id, holding(earlier))
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
     flagged = session.execute(
         update(OutboxMessage)
-        .where(OutboxMessage.id == earlier_id, holding(OutboxMessage))
+        .where(OutboxMessage.id == free)
         .values(holds_back=True)
         .returning(OutboxMessage.id)
         .execution_options(synchronize_session=False)
@@ -95,8 +106,9 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
     if not row.holds_back:
         return
     row.holds_back = False
-    # SKIP LOCKED: a held relay locked right now is at its start, checking again by itself (and
-    # waiting for this row's lock): taking it here could deadlock with it.
+    # Waited for, not skipped: a held relay may be locked by a webhook coalescing a progress report
+    # into it, and passed over it would stall until the sweep's recheck. Nothing that locks a held
+    # relay waits for this row meanwhile (a relay's start does not: :func:`hold`), so no circle.
     waiting = session.scalars(
         select(OutboxMessage)
         .where(
@@ -106,7 +118,8 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
             OutboxMessage.done_at.is_(None),
         )
         .order_by(OutboxMessage.sequence)
-        .with_for_update(skip_locked=True)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     ).all()
     for held in waiting:
         held.parked_reason = None

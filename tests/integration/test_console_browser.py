@@ -52,6 +52,22 @@ def console_stack(
     built.close()
 
 
+def replaced(old: Any) -> bool:
+    """Whether the page that held ``old`` is gone. Chromium answers a node of the page being left in
+    two ways: stale (the usual), or, in the middle of the navigation, "does not belong to the
+    document" (an "unknown error", which ``expected_conditions.staleness_of`` lets through). Both
+    say the document was replaced; any other error is the browser still busy, asked again."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        old.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        return "does not belong to the document" in str(error)
+    return False
+
+
 class Pages:
     """The browser, with the few moves the flow repeats, and a screenshot of each page it shows."""
 
@@ -75,12 +91,11 @@ class Pages:
         """Click a link or a form's button and wait until the next page replaced this one (a page
         may carry the same ids as the one before it: an orphan's, an incident's)."""
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
         old = self.driver.find_element(By.TAG_NAME, "html")
         element.click()
-        WebDriverWait(self.driver, timeout).until(expected_conditions.staleness_of(old))
+        WebDriverWait(self.driver, timeout).until(lambda _: replaced(old))
 
     def text(self, css: str = "main") -> str:
         """The element's text; read again when the page refreshed under it (pages of unfinished

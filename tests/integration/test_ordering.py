@@ -6,12 +6,25 @@ Every test reads what the pretend domain app saw, in the order it arrived. ``-s`
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import Any
 
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.states import EventType
+from models.base import utcnow
+from models.messages import OutboxKind, OutboxMessage
+from models.ordering import hold
+from models.service import claim_outbox, mark_done
+from models.vendor_events import receive_event
 from tests.integration.stack import Stack
+from tests.middle.builders import at_vendor, new_client
 from tests.support.servers import RecordedRequest
+from webhooks.events import Progress, VendorEvent
 
 
 def _seen(posts: list[RecordedRequest]) -> list[tuple[int, str, Any, str | None]]:
@@ -152,3 +165,81 @@ def test_one_tasks_stuck_callback_never_delays_another_tasks(pair_stack: Stack) 
         ("task.completed", 2),
     ]
     pair_stack.callbacks.set_status(stuck_path, 204)  # let the stuck one finish (or be dead-lettered)
+
+
+def test_a_release_waits_for_a_webhook_coalescing_into_the_held_relay(pair_stack: Stack) -> None:
+    """A progress report coalesced into a held relay locks it in the webhook's transaction; the earlier
+    relay, settled at that moment, must wait for that lock and release it, not pass it over (it was
+    passed over with ``SKIP LOCKED`` once, and the callbacks stalled until the sweep's recheck).
+    Two plain sessions on the stack's database, no hook, nothing published: only the rows are read."""
+    run = uuid.uuid4().hex[:8]
+    job = f"job-{run}"
+    engine = pair_stack.db.engine
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        task = at_vendor(session, new_client(session), f"held-{run}", job, now=utcnow())
+        receive_event(session, "sim", f"wh-{run}-1", VendorEvent(EventType.ACCEPTED, job), utcnow())
+        receive_event(session, "sim", f"wh-{run}-2", _progress(job, 10), utcnow())
+        first, second = session.scalars(
+            select(OutboxMessage)
+            .where(OutboxMessage.task_id == task.id, OutboxMessage.kind == OutboxKind.RELAY)
+            .order_by(OutboxMessage.sequence)
+        ).all()
+        assert hold(session, second, first.id, utcnow(), recheck_s=600)
+
+    with Session(engine) as webhook:
+        webhook.begin()
+        coalesced = receive_event(webhook, "sim", f"wh-{run}-3", _progress(job, 20), utcnow())
+        assert coalesced.status == "applied" and coalesced.outbox == []  # merged into the held relay
+
+        def deliver_first() -> None:
+            with Session(engine) as session, session.begin():
+                row = claim_outbox(session, first.id)
+                assert row is not None and row.holds_back
+                mark_done(session, row, utcnow(), "relay.delivered")
+
+        settling = threading.Thread(target=deliver_first)
+        settling.start()
+        settling.join(timeout=1.0)
+        assert settling.is_alive()  # waiting for the webhook's lock on the held relay
+        webhook.commit()
+        settling.join(timeout=10)
+        assert not settling.is_alive()
+
+    with Session(engine) as session:
+        released = session.get(OutboxMessage, second.id)
+        assert released is not None
+        assert (released.parked_reason, released.next_attempt_at, released.payload["percent"]) == (None, None, 20.0)
+        assert released.dispatched_at is not None  # stamped: published at the settling commit
+
+
+def test_a_relay_start_never_waits_for_the_earlier_relay_it_would_hold_behind(pair_stack: Stack) -> None:
+    """The other half of the release's wait: a relay's start holds its own row, so it must not wait
+    for the earlier one (whose settling may be waiting for it): a locked earlier row is "look again"."""
+    if pair_stack.db.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite serialises writers: there is no row lock to wait for or to skip")
+    run = uuid.uuid4().hex[:8]
+    job = f"job-{run}"
+    engine = pair_stack.db.engine
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        task = at_vendor(session, new_client(session), f"held-{run}", job, now=utcnow())
+        receive_event(session, "sim", f"wh-{run}-1", VendorEvent(EventType.ACCEPTED, job), utcnow())
+        receive_event(session, "sim", f"wh-{run}-2", VendorEvent(EventType.COMPLETED, job, "succeeded", {}), utcnow())
+        first_id, second_id = session.scalars(
+            select(OutboxMessage.id)
+            .where(OutboxMessage.task_id == task.id, OutboxMessage.kind == OutboxKind.RELAY)
+            .order_by(OutboxMessage.sequence)
+        ).all()
+    with Session(engine) as settling, settling.begin():
+        assert claim_outbox(settling, first_id) is not None  # the earlier relay, being settled
+        with Session(engine) as start, start.begin():
+            second = claim_outbox(start, second_id)
+            assert second is not None
+            began = time.monotonic()
+            assert not hold(start, second, first_id, utcnow(), recheck_s=600)
+            assert time.monotonic() - began < 1.0  # answered at once, not after the settling commit
+    with Session(engine) as session, session.begin():
+        assert hold(session, session.get(OutboxMessage, second_id), first_id, utcnow(), recheck_s=600)
+
+
+def _progress(job: str, percent: float) -> VendorEvent:
+    return VendorEvent(EventType.PROGRESS, job, progress=Progress(percent, f"{percent:g}%"))
