@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
+from celery import Celery
 from celery.contrib.testing.worker import start_worker
+from celery.worker import state as worker_state
 from flask import Flask
 from sqlalchemy.orm import Session
 
@@ -245,7 +247,7 @@ def build_stack(
     exit_stack.callback(delete_queues, celery, app.extensions["liaison"].settings)
     # One worker consumes both the work queue and the relay queue (production runs one of each).
     exit_stack.enter_context(
-        start_worker(
+        running_worker(
             celery,
             pool="threads",
             concurrency=4,
@@ -256,6 +258,21 @@ def build_stack(
         )
     )
     return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack, spare_port)
+
+
+@contextmanager
+def running_worker(celery: Celery, **options: Any) -> Iterator[Any]:
+    """``celery.contrib.testing.worker.start_worker``, stopped at once. Its exit asks the worker to
+    stop and waits; the worker's event loop sees that only when its poll returns, which on RabbitMQ
+    is the next timer, up to about 10 s later (most of a RabbitMQ module's teardown). A no-op
+    callback on the loop wakes it now."""
+    with start_worker(celery, **options) as worker:
+        try:
+            yield worker
+        finally:
+            worker_state.should_terminate = 0
+            if worker.hub is not None:
+                worker.hub.call_soon(lambda: None)
 
 
 def delete_queues(celery: Any, settings: Settings) -> None:
