@@ -10,7 +10,11 @@ cores, is not the bottleneck; its CPU is printed):
 - ``orphan``: ``job.completed`` for job ids nobody knows (stored as orphan events);
 - ``known``: ``job.accepted`` for tasks created beforehand in state ``submitted`` (a transition,
   a task event and a relay outbox row published to the broker);
-- ``duplicate``: the ``known`` requests again, same message ids (answered ``duplicate``).
+- ``duplicate``: the ``known`` requests again, same message ids (answered ``duplicate``);
+- ``naive``: the ``known`` requests to the naive pipeline's webhook (bench/naive/web.py, its web
+  only): verify, one ``UPDATE``, a publish, no dedup, no timeline, no outbox. Not a target: it
+  shows what even the least a webhook can do that writes a row and sends a message costs, against
+  a view that does neither.
 
 Every answer's ``status`` is tallied, so a case that did not take its intended path shows.
 """
@@ -29,14 +33,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import create_engine, insert, select
 
 from bench.driver import broker_roots
 from bench.environment import PG_SETTINGS, broker
+from bench.naive.schema import jobs as naive_table
 from bench.procs import Proc, usage, wait_until
 from bench.report import log_errors
 from bench.services import PostgresCluster, free_port
-from bench.stacks import PROCFILE, PROVIDER, _answers, _host_env, base_env, naive_web_command, start_liaison
+from bench.stacks import (
+    PROCFILE,
+    PROVIDER,
+    _answers,
+    _host_env,
+    base_env,
+    naive_web_command,
+    start_liaison,
+    start_naive,
+)
 from models import ExternalTask
 from models.client import Client
 from models.db import Database
@@ -126,6 +140,20 @@ def known_tasks(database_url: str, count: int) -> None:
     db.dispose()
 
 
+def naive_jobs(database_url: str, count: int) -> None:
+    """``count`` rows of the naive pipeline's table in state submitted, vendor job ids ``known-<i>``."""
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            insert(naive_table),
+            [
+                {"correlation_id": f"known-{i}", "state": "submitted", "input": {"i": i}, "vendor_job_id": f"known-{i}"}
+                for i in range(count)
+            ],
+        )
+    engine.dispose()
+
+
 def ingest(args: argparse.Namespace, logs: Path, say: Callable[[str], None]) -> None:
     for broker_kind in args.broker:
         ingest_on(broker_kind, args, logs, say)
@@ -140,6 +168,7 @@ def ingest_on(broker_kind: str, args: argparse.Namespace, logs: Path, say: Calla
             f" {args.driver_procs} driver processes"
         )
         stack = start_liaison(pg, url, logs, workers=0, tag=f"ingest-{broker_kind}")
+        naive = start_naive(pg, url, logs, tag=f"ingest-{broker_kind}-naive", workers=0)
         bare_port = free_port()
         env = {**base_env(), "PORT": str(bare_port)}
         bare = Proc(
@@ -152,7 +181,9 @@ def ingest_on(broker_kind: str, args: argparse.Namespace, logs: Path, say: Calla
             bare_url = f"http://127.0.0.1:{bare_port}/healthz"
             wait_until(lambda: _answers(bare_url), 60, "bare web", [bare])
             known_tasks(pg.database_url(stack.database), n)
+            naive_jobs(pg.database_url(naive.database), n)
             liaison_port = int(stack.web_url.rsplit(":", 1)[1])
+            naive_port = int(naive.web_url.rsplit(":", 1)[1])
             secret = stack.vendor_secret
             orphans = [
                 (
@@ -169,14 +200,16 @@ def ingest_on(broker_kind: str, args: argparse.Namespace, logs: Path, say: Calla
             known = [(f"msg_known_{i}", {"type": "job.accepted", "job_id": f"known-{i}"}) for i in range(n)]
             rows = []
             services = [pid for pid in [pg.pid, *broker_roots(broker_kind, redis_pid)] if pid]
-            for name, port, events, roots in (
-                ("bare", bare_port, orphans, [bare.pid]),
-                ("orphan", liaison_port, orphans, [p.pid for p in stack.procs["web"]]),
-                ("known", liaison_port, known, [p.pid for p in stack.procs["web"]]),
-                ("duplicate", liaison_port, known, [p.pid for p in stack.procs["web"]]),
-                ("bare", bare_port, orphans, [bare.pid]),
+            liaison_web = [p.pid for p in stack.procs["web"]]
+            for name, port, events, roots, key in (
+                ("bare", bare_port, orphans, [bare.pid], secret),
+                ("orphan", liaison_port, orphans, liaison_web, secret),
+                ("known", liaison_port, known, liaison_web, secret),
+                ("duplicate", liaison_port, known, liaison_web, secret),
+                ("naive", naive_port, known, [p.pid for p in naive.procs["web"]], naive.vendor_secret),
+                ("bare", bare_port, orphans, [bare.pid], secret),
             ):
-                requests = signed(secret, events)
+                requests = signed(key, events)
                 cpu0, services0 = usage(roots).cpu_s, usage(services).cpu_s
                 result = drive(port, f"/webhooks/{PROVIDER}", requests, c, args.driver_procs)
                 result["server_cpu_ms"] = (usage(roots).cpu_s - cpu0) * 1000 / n
@@ -188,6 +221,7 @@ def ingest_on(broker_kind: str, args: argparse.Namespace, logs: Path, say: Calla
             say(f"  log lines that look like trouble: {len(trouble)}" + "".join(f"\n    {t}" for t in trouble[:10]))
         finally:
             bare.stop()
+            naive.stop()
             stack.stop()
 
 
@@ -202,5 +236,7 @@ def table(rows: list[tuple[str, dict[str, Any]]]) -> str:
             f"  {name:<12}{r['rps']:8.0f}{r['rps'] / bare:8.2f}{r['server_cpu_ms']:16.2f}{r['services_cpu_ms']:18.2f}"
             f"{r['driver_cpu_s']:14.2f}  {r['statuses']}"
         )
-    lines.append("  target: each Liaison case ≥ 0.50× bare (bare = the mean of its two runs)")
+    lines.append(
+        "  target: each Liaison case (orphan, known, duplicate) ≥ 0.50× bare (bare = the mean of its two runs)"
+    )
     return "\n".join(lines)

@@ -170,8 +170,9 @@ def start_liaison(pg: PostgresCluster, broker_url: str, log_dir: Path, workers: 
     return stack
 
 
-def start_naive(pg: PostgresCluster, broker_url: str, log_dir: Path, tag: str = "naive") -> Stack:
-    """The naive pipeline (bench/naive/) on a fresh database, with the same command line shapes."""
+def start_naive(pg: PostgresCluster, broker_url: str, log_dir: Path, tag: str = "naive", workers: int = 1) -> Stack:
+    """The naive pipeline (bench/naive/) on a fresh database, with the same command line shapes
+    (``workers=0``: its web only)."""
     run_id = uuid.uuid4().hex[:8]
     database = f"naive_{run_id}"
     url = pg.create_database(database)
@@ -203,7 +204,7 @@ def start_naive(pg: PostgresCluster, broker_url: str, log_dir: Path, tag: str = 
     )
     stack.procs = helpers
     web = naive_web_command(PROCFILE["web"], "bench.naive.web:create_app()")
-    _start_pipeline(stack, env, log_dir, tag, web, lambda c: c.replace("app.make_celery", "bench.naive.tasks"), 1)
+    _start_pipeline(stack, env, log_dir, tag, web, lambda c: c.replace("app.make_celery", "bench.naive.tasks"), workers)
     return stack
 
 
