@@ -9,10 +9,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from core.states import EventType
@@ -172,28 +173,19 @@ def test_a_release_waits_for_a_webhook_coalescing_into_the_held_relay(pair_stack
     relay, settled at that moment, must wait for that lock and release it, not pass it over (it was
     passed over with ``SKIP LOCKED`` once, and the callbacks stalled until the sweep's recheck).
     Two plain sessions on the stack's database, no hook, nothing published: only the rows are read."""
-    run = uuid.uuid4().hex[:8]
-    job = f"job-{run}"
     engine = pair_stack.db.engine
-    with Session(engine, expire_on_commit=False) as session, session.begin():
-        task = at_vendor(session, new_client(session), f"held-{run}", job, now=utcnow())
-        receive_event(session, "sim", f"wh-{run}-1", VendorEvent(EventType.ACCEPTED, job), utcnow())
-        receive_event(session, "sim", f"wh-{run}-2", _progress(job, 10), utcnow())
-        first, second = session.scalars(
-            select(OutboxMessage)
-            .where(OutboxMessage.task_id == task.id, OutboxMessage.kind == OutboxKind.RELAY)
-            .order_by(OutboxMessage.sequence)
-        ).all()
-        assert hold(session, second, first.id, utcnow(), recheck_s=600)
+    job, first_id, second_id = _two_relays(engine, lambda job: _progress(job, 10))
+    with Session(engine) as session, session.begin():
+        assert hold(session, session.get(OutboxMessage, second_id), first_id, utcnow(), recheck_s=600)
 
     with Session(engine) as webhook:
         webhook.begin()
-        coalesced = receive_event(webhook, "sim", f"wh-{run}-3", _progress(job, 20), utcnow())
+        coalesced = receive_event(webhook, "sim", f"wh-{job}-3", _progress(job, 20), utcnow())
         assert coalesced.status == "applied" and coalesced.outbox == []  # merged into the held relay
 
         def deliver_first() -> None:
             with Session(engine) as session, session.begin():
-                row = claim_outbox(session, first.id)
+                row = claim_outbox(session, first_id)
                 assert row is not None and row.holds_back
                 mark_done(session, row, utcnow(), "relay.delivered")
 
@@ -206,7 +198,7 @@ def test_a_release_waits_for_a_webhook_coalescing_into_the_held_relay(pair_stack
         assert not settling.is_alive()
 
     with Session(engine) as session:
-        released = session.get(OutboxMessage, second.id)
+        released = session.get(OutboxMessage, second_id)
         assert released is not None
         assert (released.parked_reason, released.next_attempt_at, released.payload["percent"]) == (None, None, 20.0)
         assert released.dispatched_at is not None  # stamped: published at the settling commit
@@ -217,18 +209,8 @@ def test_a_relay_start_never_waits_for_the_earlier_relay_it_would_hold_behind(pa
     for the earlier one (whose settling may be waiting for it): a locked earlier row is "look again"."""
     if pair_stack.db.engine.dialect.name != "postgresql":
         pytest.skip("SQLite serialises writers: there is no row lock to wait for or to skip")
-    run = uuid.uuid4().hex[:8]
-    job = f"job-{run}"
     engine = pair_stack.db.engine
-    with Session(engine, expire_on_commit=False) as session, session.begin():
-        task = at_vendor(session, new_client(session), f"held-{run}", job, now=utcnow())
-        receive_event(session, "sim", f"wh-{run}-1", VendorEvent(EventType.ACCEPTED, job), utcnow())
-        receive_event(session, "sim", f"wh-{run}-2", VendorEvent(EventType.COMPLETED, job, "succeeded", {}), utcnow())
-        first_id, second_id = session.scalars(
-            select(OutboxMessage.id)
-            .where(OutboxMessage.task_id == task.id, OutboxMessage.kind == OutboxKind.RELAY)
-            .order_by(OutboxMessage.sequence)
-        ).all()
+    _, first_id, second_id = _two_relays(engine, lambda job: VendorEvent(EventType.COMPLETED, job, "succeeded", {}))
     with Session(engine) as settling, settling.begin():
         assert claim_outbox(settling, first_id) is not None  # the earlier relay, being settled
         with Session(engine) as start, start.begin():
@@ -239,6 +221,22 @@ def test_a_relay_start_never_waits_for_the_earlier_relay_it_would_hold_behind(pa
             assert time.monotonic() - began < 1.0  # answered at once, not after the settling commit
     with Session(engine) as session, session.begin():
         assert hold(session, session.get(OutboxMessage, second_id), first_id, utcnow(), recheck_s=600)
+
+
+def _two_relays(engine: Engine, second: Callable[[str], VendorEvent]) -> tuple[str, int, int]:
+    """A task at the vendor, accepted and then told ``second(job)``: (its job id, the ids of its two
+    relay rows), written by plain sessions (nothing published)."""
+    job = f"job-{uuid.uuid4().hex[:8]}"
+    with Session(engine, expire_on_commit=False) as session, session.begin():
+        task = at_vendor(session, new_client(session), f"held-{job}", job, now=utcnow())
+        receive_event(session, "sim", f"wh-{job}-1", VendorEvent(EventType.ACCEPTED, job), utcnow())
+        receive_event(session, "sim", f"wh-{job}-2", second(job), utcnow())
+        first_id, second_id = session.scalars(
+            select(OutboxMessage.id)
+            .where(OutboxMessage.task_id == task.id, OutboxMessage.kind == OutboxKind.RELAY)
+            .order_by(OutboxMessage.sequence)
+        ).all()
+    return job, first_id, second_id
 
 
 def _progress(job: str, percent: float) -> VendorEvent:
