@@ -106,7 +106,8 @@ class Relay(OutboxTask[Callback, int]):
             if hold(session, row, self.held_by, utcnow(), settings.outbox_lease_s):
                 metrics.relay_delivery("held")
                 return "held"
-            # the earlier relay was settled since the start statement read it: look again, at once
+            # the earlier relay was settled since the start statement read it, or is being settled
+            # right now (its row locked: models.ordering.hold never waits for it): look again shortly
             raise ComeBackLater(0.05, "held")
         if row.parked_reason == AWAITING_EARLIER:
             row.parked_reason = None  # released (or rechecked by the sweep): nothing holds it now
