@@ -1,22 +1,27 @@
-"""Benchmark: the CPU one job costs Liaison's own process, step by step, in one process.
+"""Benchmark: what each step of one job costs, alone, in one process, for Liaison and the naive pipeline.
 
-    .venv/bin/python bench/hot_paths.py                    # 500 jobs, PostgreSQL cluster of its own, Redis
-    .venv/bin/python bench/hot_paths.py --jobs 2000 --profile relay    # and the relay's cProfile top 30
+    .venv/bin/python bench/hot_paths.py                        # 500 jobs each, its own PostgreSQL cluster and Redis
+    .venv/bin/python bench/hot_paths.py --only liaison --profile relay     # and the relay's cProfile top 30
 
-Where ``bench/e2e.py`` measures the whole platform under load (noisy: every process shares two
-cores), this measures each hot path alone, one call after another on one thread, so a change to
-one of them shows in its own figure within a percent or two. For each job, in order:
+Where ``bench/e2e.py`` measures the whole platform under load (every process sharing two cores),
+this runs each hot path alone, one call after another on one thread. For each job, in order:
 
 - ``submit``: ``POST /api/v1/tasks`` through the Flask app (a test client, no HTTP server: the
   view, authentication, the submit limits, the transaction, the publish to the broker);
 - ``submission``: the ``liaison.submit`` task body against a stub vendor that answers a job id;
 - ``accepted`` and ``completed``: the vendor's two signed webhooks, ``POST /webhooks/<provider>``;
-- ``relay``: the ``liaison.relay`` task body, twice (each callback to a stub domain app).
+- ``relay``: the ``liaison.relay`` task body, twice (each callback to a stub domain app);
 
-Each figure is the process's CPU time (user + system) per call, in ms, and the statements it sent.
-The PostgreSQL server's own CPU is not in it (``bench/e2e.py`` has it). Celery task bodies are
-called in this process, not through a worker: the task's code, not Celery's, is what is measured
-(the broker still receives every publish). Nothing here is a test; nothing asserts a figure.
+and the same steps of the naive pipeline (bench/naive/: its views and its task bodies).
+
+Per call it prints the CPU time of this process (ms; the stub vendor and domain app run in it too,
+and count), the SQL statements sent, and the Python function calls made on the calling thread
+(the stubs' threads are not counted), with the calls of every step by package. CPU time on a shared
+host drifts by a fifth within minutes; the call counts repeat exactly, so they are what tells a
+change in the code's own work from the machine's. The PostgreSQL server's CPU is not in any figure
+(``bench/e2e.py`` has it). Celery task bodies are called in this process, not through a worker:
+the task's code, not Celery's, is measured (the broker still receives every publish). Nothing here
+is a test; nothing asserts a figure (docs/benchmarks.md, "Step 3", reads them).
 """
 
 from __future__ import annotations
