@@ -10,6 +10,7 @@ from celery.signals import worker_process_init
 from flask import Flask
 from kombu import Exchange, Queue
 
+from app import worker_memory
 from app.observability import worker_metrics
 from app.observability.celery_signals import instrument
 from foundation.settings import Settings
@@ -122,6 +123,7 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     app.extensions["celery"] = celery_app
     instrument()  # logging stays ours, task log context, multiprocess metric files
     worker_metrics.connect()  # a worker's main process serves its host's metrics (LIAISON_WORKER_METRICS_PORT)
+    worker_memory.connect()  # prefork children free what retried and failed tasks leave behind
     if is_amqp(settings):
         celery_app.steps["consumer"].add(DeadLetterQueueStep)
 
