@@ -120,9 +120,19 @@ def worker_commands(hosts: int) -> list[tuple[str, str, int]]:
     return commands
 
 
-def start_liaison(pg: PostgresCluster, broker_url: str, log_dir: Path, workers: int = 1, tag: str = "liaison") -> Stack:
+def start_liaison(
+    pg: PostgresCluster,
+    broker_url: str,
+    log_dir: Path,
+    workers: int = 1,
+    tag: str = "liaison",
+    *,
+    vendor_url: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Stack:
     """Migrate a fresh database, create the client, start vendor, domain app, web and the workers of
-    ``workers`` pretend hosts (a worker and a relay process each; 0 = web only)."""
+    ``workers`` pretend hosts (a worker and a relay process each; 0 = web only). ``vendor_url``
+    points the provider at another vendor than the lean one; ``extra_env`` adds settings."""
     run_id = uuid.uuid4().hex[:8]
     database = f"liaison_{run_id}"
     url = pg.create_database(database)
@@ -136,7 +146,8 @@ def start_liaison(pg: PostgresCluster, broker_url: str, log_dir: Path, workers: 
         _, key, callback_secret = create_client(session, "bench", f"http://127.0.0.1:{domain_port}/callbacks")
     db.dispose()
     vendor_secret = generate_secret()
-    helpers, vendor_url, domain_url = start_helpers(env, log_dir, tag, vendor_secret, callback_secret, domain_port)
+    helpers, lean_vendor_url, domain_url = start_helpers(env, log_dir, tag, vendor_secret, callback_secret, domain_port)
+    vendor_url = vendor_url or lean_vendor_url
 
     web_port = free_port()
     env.update(UNLIMITED)
@@ -153,6 +164,7 @@ def start_liaison(pg: PostgresCluster, broker_url: str, log_dir: Path, workers: 
             "LIAISON_METRICS_TOKEN": "bench-" + uuid.uuid4().hex,
             "LIAISON_VAR_DIR": str(log_dir / f"var-{run_id}"),
             "PORT": str(web_port),
+            **(extra_env or {}),
         }
     )
     stack = Stack(
