@@ -46,20 +46,13 @@ def leave_cycle() -> weakref.ref[Cycle]:
     return weakref.ref(Cycle())
 
 
-def test_a_retried_task_frees_the_cycles_left_behind(no_automatic_collection: None) -> None:
+@pytest.mark.parametrize("state", [states.RETRY, states.FAILURE])
+def test_a_retried_or_failed_task_frees_the_cycles_left_behind(no_automatic_collection: None, state: str) -> None:
     collector = Collector(clock=Clock())
     collector.freeze()
     left = leave_cycle()
     assert left() is not None  # reference counting alone cannot free it
-    assert collector.after_task(states.RETRY)
-    assert left() is None
-
-
-def test_a_failed_task_frees_them_too(no_automatic_collection: None) -> None:
-    collector = Collector(clock=Clock())
-    collector.freeze()
-    left = leave_cycle()
-    assert collector.after_task(states.FAILURE)
+    assert collector.after_task(state)
     assert left() is None
 
 
