@@ -92,6 +92,8 @@ def test_a_queued_event_may_be_hours_old_but_not_older_than_half_the_inbox_reten
             "too_large",
         ),
     ],
+    # named, not derived from the random secrets: every test process must collect the same ids
+    ids=["forged", "unknown-type", "long-message-id", "too-large"],
 )
 def test_a_refused_message_stores_nothing(rig, db: Database, payload, secret, message_id, reason) -> None:
     ctx, ps = rig
