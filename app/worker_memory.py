@@ -5,9 +5,9 @@ A task that ends in ``Retry`` or an exception leaves reference cycles: Celery's 
 a cycle; Python's cycle collector does, but its full collection waits until the long-lived objects
 have grown by a quarter, which in a worker child that imported Flask, SQLAlchemy and Celery (about
 130,000 objects) is thousands of failed tasks away. Measured on the Procfile's worker against a
-vendor answering 503: each child grew from 100 to 240 MiB over 4,800 failed submit attempts, and
-``bin/chaos`` found children at 202 MiB after the vendor flapped; with a collection after each
-retried or failed task they stayed at 107 MiB.
+vendor answering 503 (``bench/retry_memory.py``): each child grew from 99 to 235 MiB over 4,800
+failed submit attempts, and ``bin/chaos`` found children at 202 MiB after the vendor flapped; with
+what this module does they stay at 117–118 MiB.
 
 A full collection of that heap costs about 140 ms on a 2-core machine, so each child first freezes
 what it holds at start (``gc.freeze``, meant for processes that fork: those objects are never
