@@ -60,6 +60,13 @@ def normalize_origin(value: str) -> str:
     return format_origin(parse_origin(value))
 
 
+def origin_of(url: str) -> str | None:
+    """The canonical origin a URL calls (``https://shop.example:8443``), or None if it has none
+    that can be trusted (not http(s), userinfo, a backslash): the key of an endpoint's health."""
+    origin = _authority(url)
+    return None if origin is None else format_origin(origin)
+
+
 def within(url: str, origins: Iterable[str]) -> bool:
     """True when no origin is registered (no restriction), or ``url`` is on one of them."""
     registered = [parse_origin(o) for o in origins]

@@ -60,7 +60,9 @@ SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
 RetryKind = Literal["submit", "relay", "cancel", "probe", "notify", "channel"]
-RelayOutcome = Literal["delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait", "held"]
+RelayOutcome = Literal[
+    "delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait", "held", "endpoint_paused", "probe"
+]
 ScrapeSource = Literal["database", "broker"]
 RateLimitScope = Literal["submit", "provider"]
 ChannelName = Literal["amqp", "redis"]
@@ -98,6 +100,10 @@ RELAY_LATENCY_SECONDS = Histogram(
     "liaison_relay_delivery_latency_seconds",
     "From a task's state change to its callback being delivered.",
     buckets=_RELAY_BUCKETS,
+)
+ENDPOINT_PAUSES = Counter(
+    "liaison_callback_endpoint_pauses_total",
+    "Callback endpoints paused after failing in a row (a failed probe pauses again).",
 )
 HTTP_REQUESTS = Counter(
     "liaison_http_requests_total",
@@ -213,6 +219,10 @@ def failed_attempt(kind: RetryKind, *, dead_lettered: bool, provider: str | None
         submission(provider, outcome)
     elif kind in ("relay", "channel"):  # a channel event is a callback over a broker
         relay_delivery(outcome)
+
+
+def endpoint_paused() -> None:
+    ENDPOINT_PAUSES.inc()
 
 
 def relay_delivery(outcome: RelayOutcome, end_to_end_seconds: float | None = None) -> None:

@@ -118,7 +118,7 @@ SECTIONS: tuple[Section, ...] = (
         Option("LIAISON_BEAT_BATCH", "beat_batch", integer(1), "500", "rows a beat job handles per transaction"),
     ),
     section(
-        "Isolation: bounded tasks, the relay queue, per-client relay concurrency (issue 8)",
+        "Isolation: bounded tasks, the relay queue, relay capacity and caps, endpoint health (issues 8, 20)",
         # Above the longest outbound call (a submit may make two: submit, then find). The soft limit
         # ends the attempt as a failed one; the hard one kills the pool process.
         Option("LIAISON_TASK_SOFT_TIME_LIMIT_S", "task_soft_time_limit_s", integer(1), "120",
@@ -130,10 +130,23 @@ SECTIONS: tuple[Section, ...] = (
         Option("LIAISON_BEAT_TIME_LIMIT_S", "beat_time_limit_s", integer(1), "300", "beat jobs' hard limit"),
         Option("LIAISON_RELAY_QUEUE", "relay_queue", TEXT, "<LIAISON_QUEUE>.relay",
                "relays' own queue (Procfile: relay)", derive=lambda v: v["queue"] + ".relay"),
-        Option("LIAISON_RELAY_CLIENT_CONCURRENCY", "relay_client_concurrency", integer(1), "2",
-               "relay deliveries one client may have running at once, all workers together"),
+        # A delivery waits on someone else's network: the relay process holds many at once on
+        # threads (Procfile relay), and the caps below keep each client and endpoint to a share of them.
+        Option("LIAISON_RELAY_THREADS", "relay_threads", integer(1), "64",
+               "deliveries one relay process holds at once (Procfile relay: --pool threads --concurrency)"),
+        Option("LIAISON_RELAY_CLIENT_CONCURRENCY", "relay_client_concurrency", integer(1), "16",
+               "relay deliveries one client may have running at once, all workers together "
+               "(at most half of LIAISON_RELAY_THREADS)"),
+        Option("LIAISON_RELAY_ENDPOINT_CONCURRENCY", "relay_endpoint_concurrency", integer(1), "4",
+               "...and one callback origin of a client (at most LIAISON_RELAY_CLIENT_CONCURRENCY)"),
         Option("LIAISON_RELAY_SLOT_WAIT_S", "relay_slot_wait_s", decimal(0.1), "2",
-               "a relay finding its client's slots taken is re-queued after this"),
+               "a relay finding its client's or endpoint's slots taken is re-queued after this"),
+        Option("LIAISON_ENDPOINT_FAILURES_TO_PAUSE", "endpoint_failures_to_pause", integer(1), "5",
+               "failed deliveries in a row that pause a callback endpoint (its relays wait, then one probes)"),
+        Option("LIAISON_ENDPOINT_PAUSE_S", "endpoint_pause_s", decimal(0.1), "30",
+               "an endpoint's first pause; each failed probe doubles it"),
+        Option("LIAISON_ENDPOINT_PAUSE_CAP_S", "endpoint_pause_cap_s", decimal(0.1), "900",
+               "the longest pause of an endpoint"),
     ),
     section(
         "Retention (issue 12): finished work is deleted after this long (beat, hourly; docs/runbook.md)",

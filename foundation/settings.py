@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from core.endpoint_health import HealthPolicy
 from core.outbound_guard import AllowList
 from foundation.options import ConfigError, Option, mask_url_password
 from foundation.setting_table import OPTIONS, PROVIDER_OPTIONS, PROVIDER_PREFIX
@@ -169,8 +170,13 @@ class Settings:
     beat_soft_time_limit_s: int
     beat_time_limit_s: int
     relay_queue: str
+    relay_threads: int
     relay_client_concurrency: int
+    relay_endpoint_concurrency: int
     relay_slot_wait_s: float
+    endpoint_failures_to_pause: int
+    endpoint_pause_s: float
+    endpoint_pause_cap_s: float
     startup_wait_s: float
     notify_email_kinds: frozenset[str] | None
     notify_chat_kinds: frozenset[str] | None
@@ -214,6 +220,17 @@ class Settings:
         database stall) at worst lets one more of its client's relays run meanwhile."""
         return self.relay_timeout_s + 30.0
 
+    @property
+    def endpoint_health(self) -> HealthPolicy:
+        """A probe is one delivery: it holds the endpoint's other relays back for its call's deadline
+        and a little more, never longer (its worker may die mid-call)."""
+        return HealthPolicy(
+            self.endpoint_failures_to_pause,
+            self.endpoint_pause_s,
+            self.endpoint_pause_cap_s,
+            probe_s=self.relay_timeout_s + 5.0,
+        )
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
@@ -254,6 +271,13 @@ class Settings:
         if self.beat_soft_time_limit_s <= self.reconcile_max_run_s:
             # A reconcile run must end by its own budget, not be cut off by the time limit.
             raise ConfigError("LIAISON_BEAT_SOFT_TIME_LIMIT_S must exceed LIAISON_RECONCILE_MAX_RUN_S")
+        if self.relay_client_concurrency > self.relay_threads // 2:
+            # One client's slow endpoints would hold most of the relay process: the others wait.
+            raise ConfigError("LIAISON_RELAY_CLIENT_CONCURRENCY must be at most half of LIAISON_RELAY_THREADS")
+        if self.relay_endpoint_concurrency > self.relay_client_concurrency:
+            raise ConfigError("LIAISON_RELAY_ENDPOINT_CONCURRENCY must be at most LIAISON_RELAY_CLIENT_CONCURRENCY")
+        if self.endpoint_pause_cap_s < self.endpoint_pause_s:
+            raise ConfigError("LIAISON_ENDPOINT_PAUSE_CAP_S must be at least LIAISON_ENDPOINT_PAUSE_S")
         if self.relay_queue == self.queue:
             raise ConfigError("LIAISON_RELAY_QUEUE must differ from LIAISON_QUEUE (relays run apart from submissions)")
         if self.worker_metrics_port is not None and not self.metrics_token:

@@ -4,6 +4,7 @@ from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.audit import OperatorEvent
 from models.base import Base
 from models.client import ApiKey, Client
+from models.endpoint_health import EndpointHealth
 from models.heartbeats import BeatHeartbeat
 from models.leases import Lease
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
@@ -18,6 +19,7 @@ __all__ = [
     "CallbackEndpoint",
     "Client",
     "DeadLetter",
+    "EndpointHealth",
     "ExternalTask",
     "Incident",
     "Lease",

@@ -70,23 +70,26 @@ def take_slot(session: Session, group: str, slots: int, holder: str, now: dateti
     return None
 
 
-def release(db: Database, name: str, holder: str) -> None:
+def release(db: Database, name: str | list[str], holder: str) -> None:
     """Give the lease back in a transaction of its own (see :func:`give_back`)."""
     with db.transaction() as session:
         give_back(session, name, holder)
 
 
-def give_back(session: Session, name: str, holder: str) -> None:
-    """Give the lease back in the caller's transaction (deleting the row: its expiry may be in a
-    ``now`` a test moved forward)."""
-    session.execute(_GIVE_BACK, {"name": name, "holder": holder})
+def give_back(session: Session, name: str | list[str], holder: str) -> None:
+    """Give the lease (or several of one holder: a relay's client and endpoint slots) back in the
+    caller's transaction, in one statement (deleting the rows: their expiry may be in a ``now`` a
+    test moved forward)."""
+    session.execute(_GIVE_BACK, {"names": [name] if isinstance(name, str) else name, "holder": holder})
 
 
 #: A Core statement on the table: an ORM-enabled delete would match the session's loaded objects
 #: against its criteria first, on every relay.
 _LEASES = Lease.__table__
 assert isinstance(_LEASES, Table)
-_GIVE_BACK = delete(_LEASES).where(_LEASES.c.name == bindparam("name"), _LEASES.c.holder == bindparam("holder"))
+_GIVE_BACK = delete(_LEASES).where(
+    _LEASES.c.name.in_(bindparam("names", expanding=True)), _LEASES.c.holder == bindparam("holder")
+)
 
 
 @contextmanager

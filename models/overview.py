@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from core.states import TERMINAL, State
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
 from models.task import ExternalTask, TaskEvent
 
@@ -136,6 +137,14 @@ def open_incidents(session: Session) -> dict[str, int]:
 
 def open_orphans(session: Session) -> int:
     return session.scalar(select(func.count()).select_from(OrphanEvent).where(text("state = 'open'"))) or 0
+
+
+def paused_endpoints(session: Session) -> int:
+    """Client callback origins paused after failing (they resume by themselves)."""
+    return (
+        session.scalar(select(func.count()).select_from(EndpointHealth).where(EndpointHealth.paused_until.is_not(None)))
+        or 0
+    )
 
 
 def disabled_endpoints(session: Session) -> int:

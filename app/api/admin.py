@@ -12,6 +12,7 @@ from app.api.representation import (
     MAX_ID,
     dead_letter_body,
     endpoint_body,
+    endpoint_health_body,
     incident_body,
     mute_body,
     operator_task_body,
@@ -38,6 +39,7 @@ from app.operator_actions import (
 from app.session import db_session
 from models import queries
 from models.base import utcnow
+from models.endpoint_health import unhealthy
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
 from models.notifications import mutes
@@ -205,6 +207,13 @@ def resolve(incident_id: int) -> Response:
 @bp.get("/callback-endpoints")
 def list_endpoints() -> Response:
     return jsonify({"items": [endpoint_body(e) for e in queries.disabled_endpoints(db_session())]})
+
+
+@bp.get("/callback-endpoints/health")
+def list_endpoint_health() -> Response:
+    """Every client callback origin failing, paused or probing; each resumes by itself when it answers."""
+    now = utcnow()
+    return jsonify({"items": [endpoint_health_body(h, now) for h in unhealthy(db_session())]})
 
 
 def _client_name(body: dict[str, Any]) -> str | None:

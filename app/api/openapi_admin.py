@@ -181,6 +181,21 @@ def admin_paths() -> dict[str, Schema]:
                 tag="callback endpoints",
             )
         },
+        "/admin/v1/callback-endpoints/health": {
+            "get": op(
+                "listEndpointHealth",
+                "Failing, paused and probing callback endpoints",
+                {
+                    200: ok(
+                        "Each client callback origin that failed its last delivery: failing (not yet paused), "
+                        "paused (its relays wait without calling it) or probing (one delivery is trying it). "
+                        "Each resumes by itself when a probe succeeds.",
+                        obj({"items": {"type": "array", "items": ref("EndpointHealth")}}, ("items",)),
+                    )
+                },
+                tag="callback endpoints",
+            )
+        },
         "/admin/v1/callback-endpoints/enable": {
             "post": op(
                 "enableCallbackEndpoint",

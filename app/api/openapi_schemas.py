@@ -146,6 +146,21 @@ ENDPOINT = obj(
     {"id": {"type": "integer"}, "client": STRING, "url": STRING, "disabled_at": TIME, "reason": nullable("string")},
     ("id", "client", "url"),
 )
+ENDPOINT_HEALTH = obj(
+    {
+        "id": {"type": "integer"},
+        "client": STRING,
+        "origin": STRING,
+        "state": {"enum": ["failing", "paused", "probing"]},
+        "failures": {"type": "integer"},
+        "pauses": {"type": "integer"},
+        "paused_until": TIME,
+        "probe_until": TIME,
+        "last_error": nullable("string"),
+        "last_failure_at": TIME,
+    },
+    ("id", "client", "origin", "state", "failures", "pauses"),
+)
 API_KEY_ROW = obj(
     {
         "id": {"type": "integer"},
@@ -196,6 +211,7 @@ SCHEMAS = {
     "NotificationMute": NOTIFICATION_MUTE,
     "OrphanEvent": ORPHAN,
     "CallbackEndpoint": ENDPOINT,
+    "EndpointHealth": ENDPOINT_HEALTH,
     "ApiKeyRow": API_KEY_ROW,
     "Client": CLIENT,
 }

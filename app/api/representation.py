@@ -10,6 +10,7 @@ from typing import Any
 from app.errors import BadRequest
 from core.states import TERMINAL
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter
 from models.notifications import NotificationMute
 from models.task import ExternalTask, TaskEvent
@@ -115,6 +116,22 @@ def orphan_body(orphan: OrphanEvent) -> dict[str, Any]:
         "payload": orphan.payload,
         "received_at": _time(orphan.received_at),
         "resolved_at": _time(orphan.resolved_at),
+    }
+
+
+def endpoint_health_body(health: EndpointHealth, now: datetime) -> dict[str, Any]:
+    """An origin (``scheme://host[:port]``) has no path, query or userinfo: nothing of a secret."""
+    return {
+        "id": health.id,
+        "client": health.client.name,
+        "origin": health.origin,
+        "state": health.state(now),
+        "failures": health.failures,
+        "pauses": health.pauses,
+        "paused_until": _time(health.paused_until),
+        "probe_until": _time(health.probe_until),
+        "last_error": health.last_error,
+        "last_failure_at": _time(health.last_failure_at),
     }
 
 

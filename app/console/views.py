@@ -44,6 +44,7 @@ from models import audit, overview, queries
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import utcnow
 from models.client import ApiKey, Client
+from models.endpoint_health import unhealthy
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxMessage
 from models.task import ExternalTask, TaskEvent
@@ -202,6 +203,7 @@ def overview_page() -> str:
         incidents=overview.open_incidents(session),
         orphans=overview.open_orphans(session),
         endpoints=overview.disabled_endpoints(session),
+        paused_endpoints=overview.paused_endpoints(session),
         queues=queues,
         broker_error=broker_error,
         chart=Markup(
@@ -537,6 +539,8 @@ def endpoints() -> str:
     return render_template(
         "console/endpoints.html",
         items=disabled,
+        unhealthy=unhealthy(session),
+        now=utcnow(),
         history={e.id: audit.history(session, "endpoint", e.id, limit=5) for e in disabled},
     )
 

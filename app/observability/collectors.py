@@ -35,6 +35,7 @@ from foundation import metrics
 from models.attention import Incident, OrphanEvent
 from models.base import utcnow
 from models.db import Database
+from models.endpoint_health import UNHEALTHY_STATES, EndpointHealth, health_state
 from models.heartbeats import beat_liveness
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
@@ -147,6 +148,11 @@ class BusinessCollector(Collector):
                 .where(OutboxMessage.done_at.is_(None))
                 .group_by(OutboxMessage.kind)
             ).all()
+            unhealthy = conn.execute(
+                select(EndpointHealth.failures, EndpointHealth.paused_until, EndpointHealth.probe_until).where(
+                    EndpointHealth.failures > 0
+                )
+            ).all()
             try:  # last: a schema before migration 0008 costs the beat gauges only, not the scrape
                 beat: BeatLiveness | None = beat_liveness(conn, now)
             except SQLAlchemyError as exc:
@@ -192,6 +198,17 @@ class BusinessCollector(Collector):
         for kind, (n, oldest) in sorted(pending.items()):
             count.add_metric([kind], n)
             age.add_metric([kind], _age_s(now, oldest))
+
+        endpoint_counts = dict.fromkeys(UNHEALTHY_STATES, 0)
+        for failures, paused_until, probe_until in unhealthy:
+            endpoint_counts[health_state(failures, paused_until, probe_until, now)] += 1
+        family = out.gauge(
+            "liaison_callback_endpoints_unhealthy",
+            "Client callback origins failing (not yet paused), paused (their relays wait) or probing.",
+            ["state"],
+        )
+        for state, n in endpoint_counts.items():
+            family.add_metric([state], n)
 
         if beat is None:
             return out.items

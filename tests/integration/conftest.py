@@ -54,6 +54,7 @@ def _stack(
     vendor_secret: str,
     tmp_path_factory,
     extra_env: dict[str, str] | None = None,
+    relay_in_process: bool = True,
 ) -> Iterator[Stack]:
     db, broker = request.param
     broker_url = services.BROKERS[broker]
@@ -68,6 +69,7 @@ def _stack(
         vendor_secret=vendor_secret,
         tmp=tmp,
         extra_env=extra_env,
+        relay_in_process=relay_in_process,
     )
     yield built
     built.close()

@@ -77,6 +77,8 @@ class Stack:
     _exit: ExitStack = field(default_factory=ExitStack)
     #: a free loopback port LIAISON_OUTBOUND_ALLOW lists too, for a test's own domain app (the demo's)
     spare_port: int = 0
+    #: the environment the stack's settings were read from (for a process of the test's own)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def settings(self) -> Settings:
@@ -210,7 +212,10 @@ def build_stack(
     vendor_secret: str,
     tmp: Path,
     extra_env: dict[str, str] | None = None,
+    relay_in_process: bool = True,
 ) -> Stack:
+    """``relay_in_process=False``: the in-process worker consumes the work queue only, and the test
+    runs the relay queue's worker itself (the Procfile's relay line: ``tests/integration/procfile_relay.py``)."""
     exit_stack = ExitStack()
     callbacks = CallbackRecorder()
     callback_server = exit_stack.enter_context(ServerThread(callbacks))
@@ -246,6 +251,7 @@ def build_stack(
     celery = app.extensions["celery"]
     exit_stack.callback(delete_queues, celery, app.extensions["liaison"].settings)
     # One worker consumes both the work queue and the relay queue (production runs one of each).
+    relay_queue = [app.extensions["liaison"].settings.relay_queue] if relay_in_process else []
     exit_stack.enter_context(
         running_worker(
             celery,
@@ -254,10 +260,10 @@ def build_stack(
             perform_ping_check=False,
             loglevel="WARNING",
             shutdown_timeout=30,
-            queues=[queue, app.extensions["liaison"].settings.relay_queue],
+            queues=[queue, *relay_queue],
         )
     )
-    return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack, spare_port)
+    return Stack(name, app, web, vendor_url, callbacks, callback_server, queue, exit_stack, spare_port, env)
 
 
 @contextmanager

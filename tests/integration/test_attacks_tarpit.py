@@ -1,9 +1,11 @@
-"""Tarpits: one tenant's slow callback endpoint cannot hold the relay slots another tenant needs,
-and relays run on their own queue, apart from submissions.
+"""Tarpits: one tenant's trickling callback endpoint holds a few sockets of the relay process,
+never the capacity another tenant, or the same tenant's other endpoints, need; and relays run on
+their own queue, apart from submissions.
 
-Tenant A's endpoint is a loopback tarpit (a status line, then one header every 2 s, never done).
-With LIAISON_RELAY_CLIENT_CONCURRENCY=1 A holds at most one connection; its other relays wait for
-a slot without counting attempts, and tenant B's callback is delivered meanwhile.
+The endpoint case runs what a deploy runs: the Procfile's relay line (a threads pool of
+``LIAISON_RELAY_THREADS``) with the shipped relay settings (caps, the 15 s call deadline, the retry
+schedule). Tenant A's endpoint is a loopback tarpit (a status line, then one header every 2 s,
+never done).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
-from prometheus_client import REGISTRY
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -32,29 +33,24 @@ from models.messages import OutboxKind
 from models.service import add_outbox
 from models.task import ExternalTask
 from tests.integration.conftest import PAIRS, _stack
+from tests.integration.procfile_relay import procfile_relay
 from tests.integration.stack import Stack, delete_queues, liaison_env
 from tests.support.listeners import Tarpit
 from tests.support.servers import ServerThread
 
-CAP = 1
+SHIPPED = Settings.from_env({})
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
-def capped_stack(
+def tarpit_stack(
     request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
 ) -> Iterator[Stack]:
     # The tarpit listens on a loopback port of its own: the outbound guard must let it through here
-    # (tests/integration/test_attacks_ssrf.py shows what it refuses).
-    # The relay's own call deadline is what cuts a tarpit off (test_attacks_ssrf.py); it is long here
-    # so that A's relays hold their slot and the cap is what keeps B's callback moving.
-    extra = {
-        "LIAISON_RELAY_CLIENT_CONCURRENCY": str(CAP),
-        "LIAISON_RELAY_SLOT_WAIT_S": "0.5",
-        "LIAISON_OUTBOUND_ALLOW": "127.0.0.1",
-        "LIAISON_RELAY_TIMEOUT_S": "120",
-    }
-    yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
+    # (tests/integration/test_attacks_ssrf.py shows what it refuses). No relay worker of the stack's:
+    # a test runs the Procfile's.
+    extra = {"LIAISON_OUTBOUND_ALLOW": "127.0.0.1"}
+    yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra, relay_in_process=False)
 
 
 @pytest.fixture
@@ -82,43 +78,59 @@ def _relays(stack: Stack, correlation_ids: list[str]) -> list[OutboxMessage]:
         )
 
 
-def _slot_waits() -> float:
-    return REGISTRY.get_sample_value("liaison_relay_deliveries_total", {"outcome": "slot_wait"}) or 0.0
-
-
-@pytest.mark.timeout(240)
-def test_a_tarpit_endpoint_does_not_delay_another_tenants_callback(capped_stack: Stack, tarpit: Tarpit) -> None:
-    stack = capped_stack
-    key_a, _, _ = stack.new_client()
-    key_b, _, path_b = stack.new_client()
-    tag = uuid.uuid4().hex[:8]
-    a_ids = [f"tarpit-a-{tag}-{i}" for i in range(5)]
-    for cid in a_ids:
-        body = {"correlation_id": cid, "input": "slow endpoint", "callback_url": f"{tarpit.url}/a"}
-        assert stack.submit(key_a, body).status_code == 202
-    # A's relays pile up: one is in the tarpit, the others are waiting (accepted and completed each).
-    _wait(lambda: tarpit.count >= 1, "a relay reached the tarpit")
-    _wait(lambda: sum(r.done_at is None for r in _relays(stack, a_ids)) >= 2 * len(a_ids), "A's relays piled up")
-    waits_before = _slot_waits()
-
-    b_id = f"tarpit-b-{tag}"
-    assert stack.submit(key_b, {"correlation_id": b_id, "input": "fast endpoint"}).status_code == 202
-    stack.callbacks.wait_for(
-        lambda reqs: any(r.path == path_b and r.json()["type"] == "task.completed" for r in reqs), timeout=90
+def _completed(stack: Stack, path: str, correlation_id: str) -> Callable[[], bool]:
+    return lambda: any(
+        r.path == path and r.json()["type"] == "task.completed" and r.json()["correlation_id"] == correlation_id
+        for r in stack.callbacks.requests
     )
 
-    # B was served while A's relays are still stuck: the tarpit never held more than A's share.
-    assert tarpit.open <= CAP and tarpit.max_open <= CAP
-    pending = [r for r in _relays(stack, a_ids) if r.done_at is None]
-    assert len(pending) >= 2 * len(a_ids) - CAP
-    started = [r for r in pending if r.deliveries > 0]
-    assert len(started) <= CAP
-    # The others were re-queued for a slot, over and over, and that cost them nothing:
-    # no attempt, no poison delivery.
-    assert _slot_waits() > waits_before
-    for row in pending:
-        if row not in started:
-            assert (row.attempts, row.deliveries) == (0, 0), row.id
+
+@pytest.mark.timeout(300)
+def test_a_trickling_endpoint_delays_neither_another_tenant_nor_its_own_tenants_other_endpoints(
+    tarpit_stack: Stack, tarpit: Tarpit, tmp_path: Path
+) -> None:
+    stack = tarpit_stack
+    key_a, _, path_a = stack.new_client()
+    key_b, _, path_b = stack.new_client()
+    tag = uuid.uuid4().hex[:8]
+    slow = [f"trickle-a-{tag}-{i}" for i in range(6)]
+    with procfile_relay(stack, tmp_path) as relay:
+        for cid in slow:
+            body = {"correlation_id": cid, "input": "slow endpoint", "callback_url": f"{tarpit.url}/a"}
+            assert stack.submit(key_a, body).status_code == 202
+        # A's relays to the tarpit take the endpoint's whole share and wait there.
+        _wait(lambda: tarpit.open >= SHIPPED.relay_endpoint_concurrency, "A's relays filled the tarpit's share")
+        assert relay.alive(), relay.tail()
+
+        # Then a task of A's whose callback goes to A's healthy endpoint, and one of B's.
+        a_fast, b_task = f"fast-a-{tag}", f"fast-b-{tag}"
+        assert stack.submit(key_a, {"correlation_id": a_fast, "input": "fast endpoint"}).status_code == 202
+        assert stack.submit(key_b, {"correlation_id": b_task, "input": "fast endpoint"}).status_code == 202
+        _wait(_completed(stack, path_a, a_fast), "A's other endpoint got its callbacks", timeout=60)
+        _wait(_completed(stack, path_b, b_task), "B got its callbacks", timeout=60)
+
+        # ...while the tarpit still held A's slow deliveries, never more than the endpoint's share.
+        assert tarpit.open >= 1
+        assert tarpit.max_open <= SHIPPED.relay_endpoint_concurrency
+        assert all(r.done_at is None for r in _relays(stack, slow))
+        for path, cid in ((path_a, a_fast), (path_b, b_task)):
+            types = [
+                r.json()["type"]
+                for r in stack.callbacks.requests
+                if r.path == path and r.json()["correlation_id"] == cid
+            ]
+            assert types == ["task.accepted", "task.completed"], (cid, types)
+
+        # The tarpit's deliveries time out (the 15 s call deadline) and fail in a row: the endpoint
+        # is paused for A alone, and the admin API shows it.
+        origin = tarpit.url
+        _wait(lambda: _endpoint_state(stack, origin) == "paused", "the tarpit endpoint was paused", timeout=120)
+        assert relay.alive(), relay.tail()
+
+
+def _endpoint_state(stack: Stack, origin: str) -> str | None:
+    items = stack.admin("GET", "/callback-endpoints/health").json()["items"]
+    return next((item["state"] for item in items if item["origin"] == origin), None)
 
 
 @contextmanager
@@ -211,10 +223,10 @@ def _row(stack: Stack, outbox_id: int) -> OutboxMessage:
 
 
 @pytest.mark.timeout(240)
-def test_relays_run_on_their_own_queue(capped_stack: Stack, vendor_secret: str, tmp_path: Path) -> None:
+def test_relays_run_on_their_own_queue(tarpit_stack: Stack, vendor_secret: str, tmp_path: Path) -> None:
     """A relay row is published to the relay queue: a worker on the work queue alone runs the
     submission published after it but never the relay; a relay-queue worker then delivers it."""
-    stack = capped_stack
+    stack = tarpit_stack
     with _side_app(stack, vendor_secret, tmp_path) as (app, env):
         settings, celery = app.extensions["liaison"].settings, app.extensions["celery"]
         api_key, _, path = stack.new_client()
@@ -247,14 +259,14 @@ def test_relays_run_on_their_own_queue(capped_stack: Stack, vendor_secret: str, 
 
 @pytest.mark.timeout(240)
 def test_a_relay_past_its_soft_time_limit_is_a_failed_attempt(
-    capped_stack: Stack,
+    tarpit_stack: Stack,
     vendor_secret: str,
     tmp_path: Path,
     tarpit: Tarpit,
 ) -> None:
     """In the prefork pool Celery's soft limit fires inside the call to the tarpit: the attempt is
     recorded as failed and retried per policy (not lost until the sweep's lease runs out)."""
-    stack = capped_stack
+    stack = tarpit_stack
     # The call's own deadline (LIAISON_RELAY_TIMEOUT_S) is set past the soft limit, so the soft
     # limit is what ends this attempt.
     limits = {

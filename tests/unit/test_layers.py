@@ -26,6 +26,7 @@ PURE = (
     "core.outbound_guard",
     "core.origins",
     "core.rate_limit",
+    "core.endpoint_health",
     "webhooks.signing",
     "webhooks.events",
     "webhooks.bounded_json",

@@ -414,7 +414,8 @@ def test_time_limit_and_relay_defaults():
     assert settings.relay_queue == "liaison.relay"
     assert Settings.from_env({"LIAISON_QUEUE": "work"}).relay_queue == "work.relay"
     assert Settings.from_env({"LIAISON_RELAY_QUEUE": "callbacks"}).relay_queue == "callbacks"
-    assert settings.relay_client_concurrency == 2
+    caps = (settings.relay_threads, settings.relay_client_concurrency, settings.relay_endpoint_concurrency)
+    assert caps == (64, 16, 4)
     # A crashed worker's slot frees itself soon after the longest call a relay can make (not after
     # the task's hard time limit: bin/chaos saw a client's callbacks stall three minutes on that).
     assert settings.relay_timeout_s + 10 < settings.relay_slot_ttl_s < settings.task_time_limit_s
@@ -428,11 +429,30 @@ def test_time_limit_and_relay_defaults():
         ({"LIAISON_RECONCILE_MAX_RUN_S": "280"}, "LIAISON_BEAT_SOFT_TIME_LIMIT_S"),
         ({"LIAISON_RELAY_QUEUE": "liaison"}, "LIAISON_RELAY_QUEUE"),
         ({"LIAISON_RELAY_CLIENT_CONCURRENCY": "0"}, "LIAISON_RELAY_CLIENT_CONCURRENCY"),
+        # one client's slow endpoints must never fill the relay process
+        ({"LIAISON_RELAY_CLIENT_CONCURRENCY": "33"}, "LIAISON_RELAY_CLIENT_CONCURRENCY"),
+        ({"LIAISON_RELAY_THREADS": "8"}, "LIAISON_RELAY_CLIENT_CONCURRENCY"),
+        ({"LIAISON_RELAY_ENDPOINT_CONCURRENCY": "17"}, "LIAISON_RELAY_ENDPOINT_CONCURRENCY"),
+        ({"LIAISON_ENDPOINT_PAUSE_S": "60", "LIAISON_ENDPOINT_PAUSE_CAP_S": "30"}, "LIAISON_ENDPOINT_PAUSE_CAP_S"),
         ({"LIAISON_TASK_TIME_LIMIT_S": "soon"}, "LIAISON_TASK_TIME_LIMIT_S"),
     ],
 )
 def test_time_limit_and_relay_settings_are_checked(env, named):
     assert named in config_error(env)
+
+
+def test_the_procfile_relay_runs_the_threads_the_settings_count_on():
+    """The relay line holds LIAISON_RELAY_THREADS deliveries at once on threads, with the table's
+    default: the caps the settings check against it are the Procfile's real capacity."""
+    from pathlib import Path
+
+    relay = next(
+        line.split(":", 1)[1]
+        for line in (Path(__file__).resolve().parents[2] / "Procfile").read_text().splitlines()
+        if line.startswith("relay:")
+    )
+    assert " --pool threads " in relay
+    assert f" --concurrency ${{LIAISON_RELAY_THREADS:-{Settings.from_env({}).relay_threads}}} " in relay
 
 
 # --- declared once: the table (issue 9) ---------------------------------------------------------

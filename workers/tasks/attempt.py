@@ -112,6 +112,10 @@ class OutboxTask(Generic[W, R]):
     def fault(self, attempt: Attempt[W], exc: CallError) -> str:
         return exc.fault(callers_endpoint=attempt.callers_endpoint)
 
+    def note_failure(self, ctx: Liaison, session: Session, attempt: Attempt[W], exc: CallError) -> None:
+        """In the transaction that records a failed call (retried or dead-lettered): what else the
+        failure says (a relay counts it against its endpoint's health)."""
+
     def retry_permanent(self, exc: CallError) -> bool:
         """Retry even a permanent failure (a relay's 4xx: the caller's endpoint may be fixed)."""
         return False
@@ -226,4 +230,5 @@ def _failed(
         deadline=attempt.deadline,
         retry_permanent=steps.retry_permanent(exc),
         provider=attempt.provider,
+        also=lambda session: steps.note_failure(ctx, session, attempt, exc),
     )

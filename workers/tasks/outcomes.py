@@ -9,11 +9,13 @@ held in the database and re-published by the outbox sweep when due.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from random import Random
 from typing import cast
 
 from celery import Task
+from sqlalchemy.orm import Session
 
 from core.classify import Failure
 from core.deadlines import RetryAtDeadline, passes_deadline
@@ -87,14 +89,18 @@ def retry_or_dead_letter(
     deadline: datetime | None = None,
     retry_permanent: bool = False,
     provider: str | None = None,
+    also: Callable[[Session], None] | None = None,
 ) -> str:
-    """Schedule the next attempt, or write the dead letter when the policy says stop."""
+    """Schedule the next attempt, or write the dead letter when the policy says stop; ``also`` runs
+    in the same transaction (what else the failure changes)."""
     now = utcnow()
     canceled = False
     with ctx.db.transaction() as session:
         row = service.claim_outbox(session, outbox_id)
         if row is None:
             return "done"
+        if also is not None:
+            also(session)
         failed_attempts = row.attempts + 1
         kind = row.kind
         delay = None

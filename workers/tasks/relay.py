@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cache
+from random import Random
 from typing import Any
 
 from celery import Task, shared_task
 from sqlalchemy import Select, and_, bindparam, select
 from sqlalchemy.orm import Session
 
+from core.endpoint_health import Verdict, admit
 from core.errors import CallError, OutboundRefused
+from core.origins import origin_of
 from foundation import metrics
 from models import service
 from models.attention import CallbackEndpoint
 from models.base import utcnow
 from models.client import Client
 from models.dead_letters import disable_endpoint, park, url_hash
+from models.endpoint_health import EndpointHealth, claim_probe, origin_hash, record_failure, record_success
 from models.leases import give_back, release, take_slot
 from models.messages import OutboxMessage
 from models.ordering import AWAITING_EARLIER, held_by, hold
@@ -30,11 +36,18 @@ from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, ComeBackLater, OutboxTask, run
 
 GONE = 410
+log = logging.getLogger(__name__)
+_rng = Random()
 
 
 def slot_group(client_id: int) -> str:
     """The relay slots of one client: a semaphore of LIAISON_RELAY_CLIENT_CONCURRENCY leases."""
     return f"relay:client:{client_id}"
+
+
+def endpoint_slot_group(client_id: int, hashed_origin: str) -> str:
+    """The relay slots of one callback origin of one client: LIAISON_RELAY_ENDPOINT_CONCURRENCY leases."""
+    return f"relay:endpoint:{client_id}:{hashed_origin[:32]}"
 
 
 @dataclass(frozen=True)
@@ -48,13 +61,18 @@ class Callback:
 
 @shared_task(bind=True, name="liaison.relay", max_retries=None)
 def relay(self: Task, outbox_id: int) -> str:
-    """Deliver one callback within the client's share of relay slots.
+    """Deliver one callback within its client's and its endpoint's share of relay slots.
 
-    The slot is taken before the delivery is counted (poison guard) or attempted: a relay that finds
-    every slot of its client taken waits a short countdown and tries again, which costs it nothing,
-    so one tenant's slow endpoint holds at most its own slots and never the other tenants'.
-    Before that, a relay with an earlier relay of its task still on its way is held until that one
-    is settled (``models.ordering``): a task's callbacks are delivered in order.
+    A delivery spends its time waiting on the domain app's network, so the relay process runs many
+    at once on threads (``LIAISON_RELAY_THREADS``); each client may hold at most
+    ``LIAISON_RELAY_CLIENT_CONCURRENCY`` of them and each callback origin of a client at most
+    ``LIAISON_RELAY_ENDPOINT_CONCURRENCY``, well below the process's capacity. The slots are taken
+    before the delivery is counted (poison guard) or attempted: a relay that finds none free waits
+    a short countdown and tries again, which costs it nothing, so a slow endpoint holds a few
+    sockets and never the capacity other endpoints or tenants need. An endpoint that keeps failing
+    is paused and probed (``core.endpoint_health``): its relays wait without calling it.
+    Before all that, a relay with an earlier relay of its task still on its way is held until that
+    one is settled (``models.ordering``): a task's callbacks are delivered in order.
     """
     return run(self, liaison(), outbox_id, Relay())
 
@@ -64,13 +82,14 @@ def _start_statement() -> Select[Any]:
     """The relay's start statement, built once: constructing it (and its cache key) on every call
     cost more CPU than running it."""
     return (
-        select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash)
+        select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash, EndpointHealth)
         .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
         .outerjoin(Client, Client.id == ExternalTask.client_id)
         .outerjoin(
             CallbackEndpoint,
             and_(CallbackEndpoint.client_id == Client.id, CallbackEndpoint.disabled_at.is_not(None)),
         )
+        .outerjoin(EndpointHealth, and_(EndpointHealth.client_id == Client.id, EndpointHealth.failures > 0))
         .where(OutboxMessage.id == bindparam("outbox_id"))
         .with_for_update(of=OutboxMessage)
         .execution_options(populate_existing=True)
@@ -79,25 +98,29 @@ def _start_statement() -> Select[Any]:
 
 class Relay(OutboxTask[Callback, int]):
     def __init__(self) -> None:
-        self.slot: str | None = None
+        self.slots: list[str] = []
         self.holder = uuid.uuid4().hex
         self.target: tuple[str | None, Client] | None = None  # (the task's callback_url, its client)
         self.disabled: set[str] = set()  # url_hash of the client's disabled endpoints
+        self.unhealthy: dict[str, EndpointHealth] = {}  # the client's failing endpoints, by origin hash
+        self.health: EndpointHealth | None = None  # this delivery's endpoint, if it is failing
+        self.origin: str | None = None
         self.held_by: int | None = None  # the earlier relay of the task this one must wait for
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         """At the start, with the row: the task's callback URL, its client, the client's disabled
-        endpoints (usually none) and the earlier relay of the task this one must wait for (usually
-        none), in one statement. The task's payload is not read: the outbox row carries the
-        callback's body."""
+        and failing endpoints (usually none) and the earlier relay of the task this one must wait
+        for (usually none), in one statement. The task's payload is not read: the outbox row
+        carries the callback's body."""
         if stage != "start":
             return service.claim_outbox(session, outbox_id)
         found = session.execute(_start_statement(), {"outbox_id": outbox_id}).all()
         if not found or found[0][0].done_at is not None:
             return None
-        row, task_url, client, self.held_by, _ = found[0]
+        row, task_url, client, self.held_by, _, _ = found[0]
         self.target = (task_url, client) if client is not None else None
-        self.disabled = {hashed for *_, hashed in found if hashed is not None}
+        self.disabled = {hashed for *_, hashed, _ in found if hashed is not None}
+        self.unhealthy = {health.origin_hash: health for *_, health in found if health is not None}
         return row
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
@@ -111,25 +134,56 @@ class Relay(OutboxTask[Callback, int]):
             raise ComeBackLater(0.05, "held")
         if row.parked_reason == AWAITING_EARLIER:
             row.parked_reason = None  # released (or rechecked by the sweep): nothing holds it now
-        if self.target is None:
+        task_url, client = self.target or (None, None)
+        url = task_url or (client and client.callback_url)
+        if not url or client is None:
             return None  # nothing to deliver: prepare says why
-        client = self.target[1]
-        self.slot = take_slot(
-            session,
-            slot_group(client.id),
-            settings.relay_client_concurrency,
-            self.holder,
-            utcnow(),
-            settings.relay_slot_ttl_s,
-        )
-        if self.slot is None:
-            metrics.relay_delivery("slot_wait")
-            raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
+        now = utcnow()
+        self.origin = origin_of(url)  # None for a URL the outbound guard will refuse anyway
+        hashed = origin_hash(self.origin) if self.origin is not None else None
+        self.health = self.unhealthy.get(hashed) if hashed is not None else None
+        if self.health is not None and (paused := self._paused(ctx, session, row, self.health, now)):
+            return paused
+        groups = [(slot_group(client.id), settings.relay_client_concurrency)]
+        if hashed is not None:
+            groups.append((endpoint_slot_group(client.id, hashed), settings.relay_endpoint_concurrency))
+        for group, slots in groups:
+            slot = take_slot(session, group, slots, self.holder, now, settings.relay_slot_ttl_s)
+            if slot is None:  # the transaction rolls back: a slot taken before this one is free again
+                metrics.relay_delivery("slot_wait")
+                raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
+            self.slots.append(slot)
         return None
 
+    def _paused(self, ctx: Liaison, session: Session, row: OutboxMessage, health: EndpointHealth, now: datetime) -> str:
+        """Let the delivery go (""), make it the probe of a pause that ran out (""), or leave it for
+        when the endpoint may be called again: a Celery countdown, or held in the database past
+        ``LIAISON_MAX_COUNTDOWN_S`` ("paused"). Nothing is counted either way."""
+        policy = ctx.settings.endpoint_health
+        admission = admit(health.health, now, policy)
+        if admission.verdict is Verdict.GO:
+            return ""
+        if admission.verdict is Verdict.PROBE:
+            assert admission.health.probe_until is not None
+            if claim_probe(session, health.id, now, admission.health.probe_until):
+                log.info("callback endpoint %s: probing it after a pause", health.origin)
+                metrics.relay_delivery("probe")
+                return ""
+            until = now + timedelta(seconds=policy.probe_s)  # another relay took the probe just now
+        else:
+            assert admission.until is not None
+            until = admission.until
+        wait = max((until - now).total_seconds(), 0.1) + _rng.uniform(0.0, ctx.settings.relay_slot_wait_s)
+        metrics.relay_delivery("endpoint_paused")
+        if wait <= ctx.settings.max_countdown_s:
+            raise ComeBackLater(wait, "endpoint_paused")
+        row.next_attempt_at = now + timedelta(seconds=wait)
+        row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+        return "paused"
+
     def release(self, ctx: Liaison) -> None:
-        if self.slot is not None:
-            release(ctx.db, self.slot, self.holder)
+        if self.slots:
+            release(ctx.db, self.slots, self.holder)
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[Callback] | str:
         task_url, client = self.target or (None, None)
@@ -165,10 +219,14 @@ class Relay(OutboxTask[Callback, int]):
         self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], result: int
     ) -> str:
         payload = attempt.work.payload
-        service.mark_done(session, row, utcnow(), "relay.delivered", type=payload["type"], status=result)
-        if self.slot is not None:  # given back with the outcome: no transaction of its own
-            give_back(session, self.slot, self.holder)
-            self.slot = None
+        now = utcnow()
+        service.mark_done(session, row, now, "relay.delivered", type=payload["type"], status=result)
+        if self.slots:  # given back with the outcome: no transaction of its own
+            give_back(session, self.slots, self.holder)
+            self.slots = []
+        if self.health is not None:  # it had failed: it answers again
+            record_success(session, self.health.id, now)
+            log.info("callback endpoint %s of client %s answers again", self.health.origin, attempt.work.client_id)
         metrics.relay_delivery("delivered", metrics.since(payload.get("occurred_at")))
         return "delivered"
 
@@ -184,6 +242,25 @@ class Relay(OutboxTask[Callback, int]):
         park(session, row, cb.url, utcnow())
         metrics.relay_delivery("parked")
         return "parked"
+
+    def note_failure(self, ctx: Liaison, session: Session, attempt: Attempt[Callback], exc: CallError) -> None:
+        """Count the failure against the endpoint's health, in the transaction that records it; a URL
+        the outbound guard refused says nothing of the endpoint."""
+        if self.origin is None or isinstance(exc, OutboundRefused):
+            return
+        row, paused = record_failure(
+            session, attempt.work.client_id, self.origin, str(exc), utcnow(), ctx.settings.endpoint_health
+        )
+        if paused:
+            metrics.endpoint_paused()
+            assert row.paused_until is not None
+            log.warning(
+                "callback endpoint %s of client %s paused until %s after %d failures in a row",
+                row.origin,
+                attempt.work.client_id,
+                row.paused_until.isoformat(timespec="seconds"),
+                row.failures,
+            )
 
     def retry_permanent(self, exc: CallError) -> bool:
         # Anything else but 2xx is retried (docs/design.md §4); a 4xx that outlives the schedule is the caller's.

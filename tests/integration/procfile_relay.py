@@ -1,0 +1,29 @@
+"""The Procfile's ``relay`` line as a process of the test's own, on a stack built with
+``relay_in_process=False``: what a deploy runs (its pool, its concurrency, the shipped relay
+settings), not the test stack's in-process threads with their short test timeouts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.procs import ROOT, Proc, procfile
+from bench.stacks import base_env
+from tests.integration.stack import Stack
+
+#: What ``liaison_env`` shortens so that failures play out in seconds; the relay process gets the
+#: shipped defaults of these instead.
+TEST_ONLY = ("LIAISON_RELAY_TIMEOUT_S", "LIAISON_RELAY_SCHEDULE_S", "LIAISON_RELAY_MAX_ATTEMPTS")
+RELAY = procfile((ROOT / "Procfile").read_text())["relay"]
+
+
+@contextmanager
+def procfile_relay(stack: Stack, log_dir: Path, **extra: str) -> Iterator[Proc]:
+    """Run the relay line against the stack's database and broker until the block ends."""
+    env = {**base_env(), **{k: v for k, v in stack.env.items() if k not in TEST_ONLY}, **extra}
+    proc = Proc("relay", RELAY, env, log_dir)
+    try:
+        yield proc
+    finally:
+        proc.stop(timeout=40)
