@@ -5,7 +5,8 @@ Liaison's processes run the Procfile's ``web``, ``worker`` and ``relay`` lines a
 from the file, never copied); migrations run its ``release`` line. The naive pipeline runs the same
 lines with its own app put in Liaison's place (``-c gunicorn.conf.py`` dropped: that file is
 Liaison's start-up checks and logging), so both have the same gunicorn shape (2 workers × 4
-threads) and the same Celery pools (prefork, concurrency 2; a work and a relay process each).
+threads) and the same Celery pools (a work process on prefork, concurrency 2; a relay process on
+threads, ``LIAISON_RELAY_THREADS``).
 """
 
 from __future__ import annotations
@@ -31,14 +32,17 @@ from webhooks.signing import generate_secret
 PROCFILE = procfile((ROOT / "Procfile").read_text())
 PROVIDER = "bench"
 #: Limits that exist to protect a shared production system: a benchmark of throughput lifts them,
-#: or it would measure the limit (10 submits/s per client, 10 vendor calls/s, 2 relays at once).
+#: or it would measure the limit (10 submits/s per client, 10 vendor calls/s, 16 relays at once per
+#: client and 4 per callback origin: the benchmark's one client calls one origin). A client may hold at
+#: most half of the relay threads (a setting rule), so that is what it gets here.
 UNLIMITED = {
     "LIAISON_CLIENT_SUBMIT_RATE_PER_S": "1000000",
     "LIAISON_CLIENT_SUBMIT_BURST": "1000000",
     "LIAISON_CLIENT_MAX_OPEN_TASKS": "100000000",
     f"LIAISON_PROVIDER_{PROVIDER.upper()}_RATE_LIMIT_PER_S": "1000000",
     f"LIAISON_PROVIDER_{PROVIDER.upper()}_RATE_LIMIT_BURST": "1000000",
-    "LIAISON_RELAY_CLIENT_CONCURRENCY": "64",
+    "LIAISON_RELAY_CLIENT_CONCURRENCY": "32",
+    "LIAISON_RELAY_ENDPOINT_CONCURRENCY": "32",
 }
 
 

@@ -19,12 +19,14 @@ from sqlalchemy import select
 
 from app import create_app
 from core.classify import Fault
+from core.endpoint_health import HealthPolicy
 from core.states import EventType
 from foundation.settings import Settings
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import utcnow
 from models.dead_letters import dead_letter, disable_endpoint
+from models.endpoint_health import record_failure
 from models.messages import DeadLetter
 from models.service import record_attempt_failure
 from models.task import ExternalTask, TaskEvent
@@ -105,6 +107,8 @@ def world(app: Flask) -> dict[str, int]:
         receive_event(session, "sim", "msg-orphan", VendorEvent(EventType.ACCEPTED, "job-nobody", None), now)
         waiting = at_vendor(session, shop, "order-waiting", job_id="job-nobody-yet", now=now)
         disable_endpoint(session, shop.id, "https://shop.example/gone", "410 Gone", now)
+        for _ in range(HealthPolicy().failures_to_pause):
+            record_failure(session, shop.id, "https://slow.example", "read timeout <b>x</b>", now, HealthPolicy())
         session.flush()
         ids["retrying"], ids["dead"], ids["done"], ids["waiting"] = retrying.task.id, dead.task.id, done.id, waiting.id
         ids["letter"] = session.scalars(select(DeadLetter.id)).one()
@@ -216,6 +220,7 @@ def test_the_overview_answers_what_needs_a_person(signed_in: tuple[FlaskClient, 
         assert f'id="{section}"' in page, section
     assert re.search(r'id="dead-total">1<', page) and re.search(r'id="orphans-total">1<', page)
     assert re.search(r'id="endpoints-total">1<', page) and re.search(r'id="retrying-total">1<', page)
+    assert re.search(r'id="paused-endpoints-total">1<', page)
     assert "order-retrying" in page and "vendor answered 503" in page
     assert "All counts exact." in page  # SQLite: nothing estimated
     assert 'href="http://127.0.0.1:5555"' in page  # Flower
@@ -278,7 +283,11 @@ def test_incident_orphan_endpoint_and_client_pages(signed_in: tuple[FlaskClient,
     assert "vendor down for good" in client.get(f"/console/incidents/{world['incident']}").text
     assert "job-nobody" in client.get("/console/orphans").text
     assert "job.accepted" in client.get(f"/console/orphans/{world['orphan']}").text
-    assert "https://shop.example/gone" in client.get("/console/endpoints").text
+    endpoints = client.get("/console/endpoints").text
+    assert "https://shop.example/gone" in endpoints
+    health = endpoints.split('id="endpoint-health"', 1)[1]
+    assert "https://slow.example" in health and ">paused<" in health
+    assert "read timeout &lt;b&gt;x&lt;/b&gt;" in health  # escaped like every string a tenant's endpoint causes
     clients = client.get("/console/clients").text
     assert "shop" in clients and "https://shop.example/cb" in clients
     with _ctx(client.application).db.transaction() as session:

@@ -41,3 +41,14 @@ def test_the_context_manager_releases_what_it_took(db: Database) -> None:
             assert not second
     with lease(db, "job", NOW, 60) as again:
         assert again
+
+
+def test_one_holders_slots_of_several_groups_go_back_in_one_call(db: Database) -> None:
+    """A relay holds a slot of its client and one of its endpoint; both go back together."""
+    with db.transaction() as session:
+        taken = [take_slot(session, group, 1, "a", NOW, 60) for group in ("relay:client:1", "relay:endpoint:1:ab")]
+    assert taken == ["relay:client:1:0", "relay:endpoint:1:ab:0"]
+    release(db, [name for name in taken if name], "a")
+    with db.transaction() as session:
+        assert take_slot(session, "relay:client:1", 1, "b", NOW, 60) == "relay:client:1:0"
+        assert take_slot(session, "relay:endpoint:1:ab", 1, "b", NOW, 60) == "relay:endpoint:1:ab:0"
