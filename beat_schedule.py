@@ -7,6 +7,8 @@ BEAT_SCHEDULE = {
     "check-deadlines": {"task": "liaison.check_deadlines", "schedule": timedelta(seconds=60)},
     "reconcile": {"task": "liaison.reconcile", "schedule": timedelta(minutes=5)},
     "sweep-outbox": {"task": "liaison.sweep_outbox", "schedule": timedelta(seconds=30)},
+    # queued submissions with room are released as room frees; this catches any release a race missed
+    "dispatch-queued": {"task": "liaison.dispatch", "schedule": timedelta(seconds=5)},
     "dispatch-notifications": {"task": "liaison.dispatch_notifications", "schedule": timedelta(seconds=10)},
     # every kind of finished work past its retention, processed messages included (models/retention.py)
     "retention": {"task": "liaison.retention", "schedule": timedelta(hours=1)},

@@ -11,7 +11,7 @@ from app import cli, console, errors, observability, session, startup
 from app.api import admin, admin_clients, health, inbound, reference, tasks
 from app.celery_app import celery_init_app
 from foundation.settings import ConfigError, Settings, database_url_from_env
-from models import publishing
+from models import dispatch, publishing
 from models.db import Database
 from workers.limiter import build_limiter
 from workers.outbox import Publisher
@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     publisher = Publisher(celery, db)
     # The one publish path: after every commit (looked up per call, so a benchmark can stub it).
     publishing.install(db.sessionmaker, lambda rows: publisher.publish(rows))
+    dispatch.install(db.sessionmaker, settings.dispatch)  # fair dispatch: what goes to the broker when
     app.extensions["liaison"] = Liaison(
         settings=settings,
         db=db,

@@ -101,6 +101,12 @@ RELAY_LATENCY_SECONDS = Histogram(
     "From a task's state change to its callback being delivered.",
     buckets=_RELAY_BUCKETS,
 )
+DISPATCH_WAIT_SECONDS = Histogram(
+    "liaison_dispatch_wait_seconds",
+    "From a task's submit to its release to the broker (0 when it had room at once), by provider and client.",
+    ["provider", "client"],
+    buckets=(0.0, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0),
+)
 ENDPOINT_PAUSES = Counter(
     "liaison_callback_endpoint_pauses_total",
     "Callback endpoints paused after failing in a row (a failed probe pauses again).",
@@ -219,6 +225,11 @@ def failed_attempt(kind: RetryKind, *, dead_lettered: bool, provider: str | None
         submission(provider, outcome)
     elif kind in ("relay", "channel"):  # a channel event is a callback over a broker
         relay_delivery(outcome)
+
+
+def dispatch_wait(provider: str, client: str, seconds: float) -> None:
+    """A task released to the broker after waiting ``seconds`` in the database (models.dispatch)."""
+    DISPATCH_WAIT_SECONDS.labels(_provider(provider), client[:100]).observe(seconds)
 
 
 def endpoint_paused() -> None:

@@ -180,6 +180,13 @@ SECTIONS: tuple[Section, ...] = (
                "... and at once after a quiet spell"),
         Option("LIAISON_CLIENT_MAX_OPEN_TASKS", "client_max_open_tasks", integer(1), "10000",
                "non-final tasks per client; over it 429 (clients limits NAME overrides)"),
+        # Fair dispatch (issue 20, core/fair_share.py): a backlog waits in the database, not in the broker.
+        Option("LIAISON_DISPATCH_WINDOW", "dispatch_window", integer(1), "8",
+               "submissions of one client to one provider on their way at once (x its weight); the rest wait "
+               "in the database, released in priority order"),
+        Option("LIAISON_PRIORITY_AGING_S", "priority_aging_s", decimal(0.001), "60",
+               "waiting this long is worth one priority level: a priority-5 task is overtaken only by "
+               "tasks created less than 4 x this after it"),
         Option("LIAISON_RATE_LIMIT_STORAGE", "rate_limit_storage", choice("auto", "redis", "database"), "auto",
                "where shared rate limits live; auto = redis when the broker is Redis, else database"),
         Option("LIAISON_RATE_LIMIT_REDIS_URL", "rate_limit_redis_url", TEXT, "",
@@ -302,6 +309,9 @@ PROVIDER_SECTION = section(
     Option(_S + "RATE_LIMIT_PER_S", "rate_limit_per_s", decimal(0.01), "10",
            "calls per second (submit, cancel, status, find), all processes together"),
     Option(_S + "RATE_LIMIT_BURST", "rate_limit_burst", integer(1), "1", "calls at once after a quiet spell"),
+    Option(_S + "MAX_IN_FLIGHT", "max_in_flight", integer(0), "0",
+           "jobs kept open at the vendor at once (submitted, not final), all clients sharing them by weight; "
+           "0 = no limit"),
     Option(_S + "CALL_DEADLINE_S", "call_deadline_s", decimal(0.01), "30",
            "one call, connect to last body byte, ends by this (amqp: a publish's confirm, a status reply)"),
 )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from core.endpoint_health import HealthPolicy
+from core.fair_share import DispatchPolicy
 from core.outbound_guard import AllowList
 from foundation.options import ConfigError, Option, mask_url_password
 from foundation.setting_table import OPTIONS, PROVIDER_OPTIONS, PROVIDER_PREFIX
@@ -89,6 +90,7 @@ class ProviderSettings:
     reconcile_after_s: int = _provider_default("reconcile_after_s")
     rate_limit_per_s: float = _provider_default("rate_limit_per_s")
     rate_limit_burst: int = _provider_default("rate_limit_burst")
+    max_in_flight: int = _provider_default("max_in_flight")
     call_deadline_s: float = _provider_default("call_deadline_s")
     amqp_url: str = _provider_default("amqp_url")
     command_queue: str = _provider_default("command_queue")
@@ -170,6 +172,8 @@ class Settings:
     beat_soft_time_limit_s: int
     beat_time_limit_s: int
     relay_queue: str
+    dispatch_window: int
+    priority_aging_s: float
     relay_threads: int
     relay_client_concurrency: int
     relay_endpoint_concurrency: int
@@ -219,6 +223,11 @@ class Settings:
         that soon after, not after the task's hard time limit. A relay held up longer than that (a
         database stall) at worst lets one more of its client's relays run meanwhile."""
         return self.relay_timeout_s + 30.0
+
+    @property
+    def dispatch(self) -> DispatchPolicy:
+        caps = {name: p.max_in_flight for name, p in self.providers.items() if p.max_in_flight > 0}
+        return DispatchPolicy(self.dispatch_window, self.priority_aging_s, caps)
 
     @property
     def endpoint_health(self) -> HealthPolicy:

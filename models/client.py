@@ -50,6 +50,12 @@ class Client(Base):
     # A broker channel (issue 13): "amqp" or "redis" (webhooks.channel_messages.CHANNELS), instead
     # of or besides callback_url; None = HTTP only. Its tasks copy it at submit.
     channel: Mapped[str | None] = mapped_column(String(16))
+    # Fair dispatch (issue 20, core/fair_share.py): its share of a vendor's capacity and of the
+    # submissions on their way (weight), the priority of its tasks that name none, and how many of
+    # its tasks with one concurrency key may be open at the vendor at once.
+    weight: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    default_priority: Mapped[int] = mapped_column(Integer, default=3, server_default="3")
+    concurrency_key_limit: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     def __repr__(self) -> str:  # never the secrets
         return f"<Client {self.name}>"

@@ -60,13 +60,18 @@ def _stamp_new_rows(session: Session, _flush_context: Any, _instances: Any) -> N
     """New rows go out at commit: they are inserted already stamped (no UPDATE of their own)."""
     now = None
     for obj in session.new:
-        if isinstance(obj, OutboxMessage) and obj.dispatched_at is None and obj.next_attempt_at is None:
+        if (
+            isinstance(obj, OutboxMessage)
+            and obj.dispatched_at is None
+            and obj.next_attempt_at is None
+            and obj.parked_reason is None  # a parked row waits unpublished (a queued submission)
+        ):
             now = now or utcnow()
             obj.dispatched_at = obj.created_at or now
 
 
 def _note_new_rows(session: Session, _flush_context: Any) -> None:
-    rows = [obj for obj in session.new if isinstance(obj, OutboxMessage)]
+    rows = [obj for obj in session.new if isinstance(obj, OutboxMessage) and obj.parked_reason is None]
     if rows:
         _note(session, rows)  # stamped before their INSERT (_stamp_new_rows)
 
@@ -88,7 +93,8 @@ def install(maker: sessionmaker[Session], publish: Callable[[list[OutboxMessage]
     def _after_commit(session: Session) -> None:
         if session.in_nested_transaction():
             return  # a savepoint released (SQLAlchemy calls this hook then too): the outer commit decides
-        rows = [row for row in pending(session) if inspect(row).persistent]
+        # a row parked again after it was noted (held, queued) waits for whatever releases it
+        rows = [row for row in pending(session) if inspect(row).persistent and row.parked_reason is None]
         _forget(session)
         if rows:
             publish(rows)

@@ -58,7 +58,11 @@ def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int)
     tasks = session.scalars(
         select(ExternalTask)
         .options(load_only(ExternalTask.id, ExternalTask.checked_at))
-        .where(text(NOT_SUBMITTED), ExternalTask.checked_at <= now - timedelta(seconds=quiet_s))
+        .where(
+            text(NOT_SUBMITTED),
+            ExternalTask.checked_at <= now - timedelta(seconds=quiet_s),
+            ExternalTask.dispatched_at.is_not(None),  # a queued task waits for its turn, not stuck
+        )
         .order_by(ExternalTask.checked_at)
         .limit(batch)
         .with_for_update(skip_locked=True, key_share=True)

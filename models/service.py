@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, defer
 
 from core.ordering import next_sequence
 from core.states import COMPLETED_CALLBACK, RELAYED, TERMINAL, State, transition
-from models import ordering
+from models import dispatch, ordering
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.task import OPEN, ExternalTask, new_reference, record_event
@@ -69,6 +69,9 @@ class SubmitRequest:
     fingerprint: str
     #: no vendor event for this long asks the vendor (the task's own, or its provider's default)
     heartbeat_timeout_s: int | None = None
+    #: 1 (most urgent) to 5; None: the client's default (core.fair_share)
+    priority: int | None = None
+    concurrency_key: str | None = None
 
 
 @dataclass
@@ -82,7 +85,10 @@ def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **
     record_event(session, task.id, kind, now, detail)
 
 
-def add_outbox(session: Session, kind: str, task: ExternalTask, now: datetime, **payload: Any) -> OutboxMessage:
+def add_outbox(
+    session: Session, kind: str, task: ExternalTask, now: datetime, *, parked_reason: str | None = None, **payload: Any
+) -> OutboxMessage:
+    """``parked_reason``: the row waits unpublished until something releases it (a queued submission)."""
     row = OutboxMessage(
         message_id=payload.pop("message_id", None) or new_message_id(),
         kind=kind,
@@ -91,6 +97,7 @@ def add_outbox(session: Session, kind: str, task: ExternalTask, now: datetime, *
         sequence=payload.get("sequence"),
         payload=payload,
         created_at=now,
+        parked_reason=parked_reason,
     )
     session.add(row)
     session.flush()
@@ -205,14 +212,21 @@ def submit_task(
         on_deadline=req.on_deadline,
         heartbeat_timeout_s=req.heartbeat_timeout_s,
         channel=client.channel,
+        priority=req.priority or client.default_priority,
+        concurrency_key=req.concurrency_key,
         created_at=now,
         updated_at=now,
         checked_at=now,
     )
+    waits = dispatch.admit(session, task, client, now)  # released now, or queued in the database
     session.add(task)
     session.flush()
     add_event(session, task, "requested", now, provider=req.provider)
-    row = add_outbox(session, OutboxKind.SUBMIT, task, now)
+    if waits is None:
+        return SubmitResult(task, created=True, outbox=[add_outbox(session, OutboxKind.SUBMIT, task, now)])
+    add_event(session, task, "submit.queued", now, reason=waits, priority=task.priority)
+    row = add_outbox(session, OutboxKind.SUBMIT, task, now, parked_reason=dispatch.QUEUED_ROW)
+    dispatch.release(session, task.provider, client.id, now)  # room may be free behind older ones
     return SubmitResult(task, created=True, outbox=[row])
 
 
@@ -334,6 +348,7 @@ def move(session: Session, task: ExternalTask, target: State, now: datetime, **d
     if target in TERMINAL:
         task.next_attempt_at = None
     add_event(session, task, f"state.{target.value}", now, previous=previous, **detail)
+    dispatch.moved(session, task, previous, target, now)  # room in its client's window, its vendor, its key
     callback_type = RELAYED.get(target)
     if callback_type is None:
         return []

@@ -27,6 +27,10 @@ HEARTBEAT_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND he
 OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
 #: final: what retention may remove once it has been quiet for long enough (models.retention)
 FINISHED = "state IN ('succeeded', 'failed', 'canceled')"
+#: waiting in the database for its turn to go to the broker (models.dispatch)
+QUEUED = "state = 'requested' AND dispatched_at IS NULL"
+#: released to the broker and not final: what a vendor's capacity and a concurrency key count
+RELEASED_OPEN = "dispatched_at IS NOT NULL AND state IN ('requested', 'submitted', 'accepted', 'cancel_requested')"
 #: the timeline events of a task reaching succeeded or failed: the console's chart counts them per minute
 FINISHED_EVENTS = "kind IN ('state.succeeded', 'state.failed')"
 
@@ -60,6 +64,11 @@ class ExternalTask(Base):
         _partial("ix_external_tasks_heartbeat_due", "heartbeat_due_at", predicate=HEARTBEAT_ARMED),
         _partial("ix_external_tasks_retrying", "next_attempt_at", predicate="next_attempt_at IS NOT NULL"),
         _partial("ix_external_tasks_finished", "updated_at", predicate=FINISHED),  # retention, oldest first
+        # fair dispatch: a client's queue in rank order, and what is on its way or open at a vendor
+        _partial("ix_external_tasks_queued", "provider", "client_id", "dispatch_rank", "id", predicate=QUEUED),
+        _partial(
+            "ix_external_tasks_released_open", "provider", "client_id", "concurrency_key", predicate=RELEASED_OPEN
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -104,6 +113,15 @@ class ExternalTask(Base):
     completion_message_id: Mapped[str | None] = mapped_column(String(64))
     # Its latest ``task.progress`` relay: a newer report replaces that one's content while it is unsent.
     progress_outbox_id: Mapped[int | None] = mapped_column(Id)
+    # Fair dispatch (issue 20, models.dispatch): 1 (most urgent) to 5; an optional key of which at
+    # most the client's ``concurrency_key_limit`` tasks are open at the vendor at once; when the
+    # task was released to the broker (null while it waits in the database), the moment it ranks
+    # at in its client's queue, and why it waits (core.fair_share.REASONS).
+    priority: Mapped[int] = mapped_column(default=3, server_default="3")
+    concurrency_key: Mapped[str | None] = mapped_column(String(200))
+    dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    dispatch_rank: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    wait_reason: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

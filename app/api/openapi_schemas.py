@@ -5,7 +5,8 @@ drift apart silently."""
 from __future__ import annotations
 
 from app.api.openapi_parts import STRING, TIME, nullable, obj, ref
-from app.api.validation import CORRELATION_ID, MAX_TIMEOUT_S
+from app.api.validation import CONCURRENCY_KEY, CORRELATION_ID, MAX_TIMEOUT_S
+from core.fair_share import MAX_PRIORITY, MIN_PRIORITY, REASONS
 from core.states import State
 from models.messages import DEAD_LETTER_KINDS
 
@@ -30,6 +31,20 @@ TASK = obj(
         "retrying": {"type": "boolean", "description": "A failed attempt with another one scheduled."},
         "last_error": nullable("string"),
         "next_attempt_at": TIME,
+        "priority": {"type": "integer", "minimum": MIN_PRIORITY, "maximum": MAX_PRIORITY},
+        "concurrency_key": nullable("string"),
+        "waiting": {
+            "oneOf": [
+                {"type": "null"},
+                obj(
+                    {"reason": {"enum": sorted(REASONS)}, "description": STRING, "since": TIME},
+                    ("reason", "description", "since"),
+                ),
+            ],
+            "description": "While the task waits in Liaison for its turn to go to the vendor: why (the vendor's "
+            "capacity, an earlier task with its concurrency key, the client's own earlier or more urgent tasks) "
+            "and since when; null otherwise.",
+        },
         "created_at": TIME,
         "updated_at": TIME,
         "timeline": {
@@ -54,6 +69,9 @@ TASK = obj(
         "retrying",
         "last_error",
         "next_attempt_at",
+        "priority",
+        "concurrency_key",
+        "waiting",
         "created_at",
         "updated_at",
     ),
@@ -87,6 +105,21 @@ SUBMIT = obj(
             "the job's status; a final status is applied, a vendor that does not answer is escalated "
             "(task.deadline_exceeded with deadline heartbeat). Default: the provider's "
             "LIAISON_PROVIDER_<NAME>_HEARTBEAT_TIMEOUT_S, if set.",
+        },
+        "priority": {
+            "type": "integer",
+            "minimum": MIN_PRIORITY,
+            "maximum": MAX_PRIORITY,
+            "description": "1 (most urgent) to 5; default: the client's default priority (3 unless set). Orders "
+            "the client's own waiting tasks: a task ranks as if created (priority - 1) x "
+            "LIAISON_PRIORITY_AGING_S later, so a priority-5 task is never starved. It buys no share of "
+            "other clients' capacity.",
+        },
+        "concurrency_key": {
+            "type": "string",
+            "pattern": CONCURRENCY_KEY.pattern,
+            "description": "At most the client's concurrency-key limit (1 unless set) of its tasks with this key "
+            "are open at the vendor at once; later ones wait, in order. E.g. a customer account.",
         },
     },
     ("input",),

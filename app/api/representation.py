@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from app.errors import BadRequest
+from core.fair_share import CLIENT_BACKLOG, REASONS
 from core.states import TERMINAL
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.endpoint_health import EndpointHealth
@@ -38,12 +39,23 @@ def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict
         "retrying": task.next_attempt_at is not None and task.state not in TERMINAL,
         "last_error": task.last_error,
         "next_attempt_at": _time(task.next_attempt_at),
+        "priority": task.priority,
+        "concurrency_key": task.concurrency_key,
+        "waiting": waiting_body(task),
         "created_at": _time(task.created_at),
         "updated_at": _time(task.updated_at),
     }
     if events is not None:
         body["timeline"] = [{"at": _time(e.at), "kind": e.kind, "detail": e.detail} for e in events]
     return body
+
+
+def waiting_body(task: ExternalTask) -> dict[str, Any] | None:
+    """Why a task is not at the vendor yet, while it waits in the database for its turn (None otherwise)."""
+    if task.state != "requested" or task.dispatched_at is not None:
+        return None
+    reason = task.wait_reason or CLIENT_BACKLOG
+    return {"reason": reason, "description": REASONS.get(reason, reason), "since": _time(task.created_at)}
 
 
 #: Ids from a client (cursors, admin routes) stop well inside a 64-bit database integer.

@@ -11,6 +11,7 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from app.errors import ValidationFailed
+from core.fair_share import MAX_PRIORITY, MIN_PRIORITY
 from core.origins import within
 from core.outbound_guard import AllowList, Refused, check_offline
 from foundation.settings import ProviderSettings
@@ -30,8 +31,12 @@ FIELDS = {
     "execution_deadline",
     "on_deadline",
     "heartbeat_timeout_s",
+    "priority",
+    "concurrency_key",
 }
 MAX_TIMEOUT_S = 366 * 24 * 3600
+#: a concurrency key is the domain app's own name for what must not run twice at once (an account)
+CONCURRENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 
 def fingerprint(body: Any) -> str:
@@ -188,6 +193,19 @@ def parse_submit(
                 {"field": "heartbeat_timeout_s", "message": f"a whole number of seconds, 1 to {MAX_TIMEOUT_S}"}
             )
 
+    priority = body.get("priority")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY
+    ):
+        errors.append(
+            {"field": "priority", "message": f"a whole number, {MIN_PRIORITY} (most urgent) to {MAX_PRIORITY}"}
+        )
+    concurrency_key = body.get("concurrency_key")
+    if concurrency_key is not None and (
+        not isinstance(concurrency_key, str) or not CONCURRENCY_KEY.fullmatch(concurrency_key)
+    ):
+        errors.append({"field": "concurrency_key", "message": "1–200 printable ASCII characters, no spaces"})
+
     if errors:
         raise ValidationFailed("the task request has invalid fields", errors=errors)
     assert isinstance(provider, str)  # checked above: a configured provider's name
@@ -201,4 +219,6 @@ def parse_submit(
         on_deadline=on_deadline,
         fingerprint=fingerprint(body),
         heartbeat_timeout_s=heartbeat_s,
+        priority=priority,
+        concurrency_key=concurrency_key,
     )

@@ -37,6 +37,8 @@ def request(
     on_deadline: str = "escalate",
     provider: str = PROVIDER,
     heartbeat_timeout_s: int | None = None,
+    priority: int | None = None,
+    concurrency_key: str | None = None,
 ) -> SubmitRequest:
     return SubmitRequest(
         input={"sku": "A1"},
@@ -48,6 +50,8 @@ def request(
         on_deadline=on_deadline,
         fingerprint=fingerprint,
         heartbeat_timeout_s=heartbeat_timeout_s,
+        priority=priority,
+        concurrency_key=concurrency_key,
     )
 
 

@@ -27,6 +27,7 @@ PURE = (
     "core.origins",
     "core.rate_limit",
     "core.endpoint_health",
+    "core.fair_share",
     "webhooks.signing",
     "webhooks.events",
     "webhooks.bounded_json",

@@ -144,9 +144,27 @@ def test_body_not_an_object(body):
 
 
 def test_unknown_fields_are_each_reported():
-    errors = errors_of({"input": {}, "inputs": 1, "priority": "high"})
+    errors = errors_of({"input": {}, "inputs": 1, "urgency": "high"})
     assert {"field": "inputs", "message": "unknown field"} in errors
-    assert {"field": "priority", "message": "unknown field"} in errors
+    assert {"field": "urgency", "message": "unknown field"} in errors
+
+
+# --- priority and concurrency_key (fair dispatch) -------------------------------------------
+
+
+@pytest.mark.parametrize("priority", [0, 6, -1, 2.5, "1", True, None])
+def test_priority_is_a_whole_number_from_1_to_5(priority):
+    if priority is None:
+        return  # absent and null both mean the client's default
+    assert {"field": "priority", "message": "a whole number, 1 (most urgent) to 5"} in errors_of(
+        {"input": {}, "priority": priority}
+    )
+
+
+@pytest.mark.parametrize("key", ["", "a b", "x" * 201, 7, "caf\u00e9"])
+def test_a_concurrency_key_is_printable_ascii_without_spaces(key):
+    errors = errors_of({"input": {}, "concurrency_key": key})
+    assert [e["field"] for e in errors] == ["concurrency_key"]
 
 
 # --- correlation_id -----------------------------------------------------------------------
@@ -457,3 +475,9 @@ def test_cursor_out_of_range_or_garbled_is_400(cursor):
     with pytest.raises(BadRequest) as info:
         decode_cursor(cursor)
     assert info.value.status == 400
+
+
+def test_priority_and_concurrency_key_are_carried_and_default_to_none():
+    req = submit({"input": {}, "priority": 1, "concurrency_key": "account-42"})
+    assert (req.priority, req.concurrency_key) == (1, "account-42")
+    assert (submit({"input": {}}).priority, submit({"input": {}}).concurrency_key) == (None, None)

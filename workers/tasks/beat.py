@@ -12,8 +12,10 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from core.notifications import DigestRule
+from models import dispatch
 from models.base import utcnow
-from models.notifications import Routes, dispatch
+from models.notifications import Routes
+from models.notifications import dispatch as dispatch_notices
 from models.orphans import flag_stale_orphans
 from models.retention import Retention, prune
 from models.retention import prune_processed_messages as prune_inbox
@@ -49,6 +51,23 @@ def sweep_outbox() -> int:
     if published:
         log.info("outbox sweep published %d rows", published)
     return published
+
+
+@shared_task(name="liaison.dispatch")
+@stops_at_soft_limit
+def dispatch_queued() -> int:
+    """Release queued submissions that have room (models.dispatch), each queue in a transaction of its
+    own: what the releases at submit and at each state change missed (a race, a crash) waits seconds."""
+    ctx = liaison()
+    with ctx.db.transaction() as session:
+        pairs = dispatch.queued_pairs(session)
+    released = 0
+    for provider, client_id in pairs:
+        with ctx.db.transaction() as session:
+            released += dispatch.release(session, provider, client_id, utcnow())
+    if released:
+        log.info("dispatch released %d queued submissions", released)
+    return released
 
 
 @shared_task(name="liaison.retention")
@@ -108,7 +127,7 @@ def dispatch_notifications() -> int:
     routes = Routes(email=settings.notify_email_kinds, chat=settings.notify_chat_kinds)
     rule = DigestRule(settings.notify_digest_threshold, settings.notify_digest_window_s)
     with ctx.db.transaction() as session:
-        done = dispatch(session, utcnow(), routes, rule)
+        done = dispatch_notices(session, utcnow(), routes, rule)
     if done.messages or done.muted:
         log.info("notifications: %s", done)
     return done.messages

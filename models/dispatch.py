@@ -1,0 +1,342 @@
+"""Fair dispatch (issue 20): a submitted task goes to the broker only when its client, its vendor
+and its concurrency key have room; otherwise it waits here, in the database, and is released when
+room frees — in the order ``core.fair_share`` rules (priority with aging within a client, weighted
+fairness across clients for a vendor's capacity).
+
+- **At submit** (:func:`admit`, in the submit's transaction): room → the task is released at once
+  and its ``submit`` row published at commit as before; none → the task is *queued*
+  (``dispatched_at`` null, the row parked ``queued``: neither the publish hook nor the sweep
+  touches it) with its reason.
+- **When room frees** (:func:`moved`, called by ``service.move`` in the transaction of the state
+  change): a task reaching the vendor frees a place in its client's window; one becoming final frees
+  the vendor's capacity and its concurrency key. The next queued tasks are released there and then:
+  ``dispatched_at`` set, their rows un-parked and published after commit.
+- **Nothing is left behind**: beat's ``liaison.dispatch`` runs the same release every few seconds
+  for every provider and client with queued tasks, so a release missed by a race or a crash costs
+  seconds, not work.
+
+Releases of one provider are serialised by a transaction-level advisory lock on PostgreSQL
+(SQLite serialises writers already): per provider when it has a capacity (every client shares it),
+otherwise per provider and client (only the client's window is at stake). A writer that holds a
+task's row lock may then take the dispatch lock; a dispatch-lock holder never waits on a task
+(``SKIP LOCKED``), so the two never wait on each other crosswise.
+
+The policy is installed once on the sessionmaker (:func:`install`, by the composition roots, like
+the publish hook); a session without it releases every task at once, as before issue 20.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from functools import cache
+from itertools import zip_longest
+from typing import Any
+
+from sqlalchemy import BigInteger, Select, Table, bindparam, func, select, text, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.fair_share import (
+    CLIENT_BACKLOG,
+    CONCURRENCY_KEY,
+    VENDOR_CAPACITY,
+    Candidate,
+    DispatchPolicy,
+    first_free,
+    plan,
+    rank,
+)
+from core.states import TERMINAL, State
+from foundation import metrics
+from models.client import Client
+from models.messages import OutboxKind, OutboxMessage
+from models.publishing import publish_after_commit
+from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
+
+POLICY = "liaison.dispatch_policy"
+#: the ``parked_reason`` of a queued task's submit row
+QUEUED_ROW = "queued"
+#: At most this many tasks released by one call (a beat run calls again while it releases any).
+BATCH = 200
+
+
+def install(maker: sessionmaker[Session], policy: DispatchPolicy) -> None:
+    """Every session of ``maker`` dispatches by ``policy`` (called once, by the composition root)."""
+    maker.configure(info={**maker.kw.get("info", {}), POLICY: policy})
+
+
+def policy_of(session: Session) -> DispatchPolicy | None:
+    return session.info.get(POLICY)
+
+
+def admit(session: Session, task: ExternalTask, client: Client, now: datetime) -> str | None:
+    """Before the new task is inserted: release it (None) or queue it (the reason). The caller
+    parks its submit row when queued (:func:`park_row`) and then calls :func:`release`, so that a
+    queue with room releases its most urgent tasks first, the new one perhaps among them."""
+    policy = policy_of(session)
+    task.dispatch_rank = rank(now, task.priority, policy.aging_s if policy else 60.0)
+    if policy is None:
+        task.dispatched_at = now
+        return None
+    _lock(session, task.provider, client.id, policy)
+    params = {"provider": task.provider, "client_id": client.id}
+    on_the_way, waiting = session.execute(_client_counts(), params).one()
+    reason = None
+    if waiting or on_the_way >= policy.window * max(client.weight, 1):
+        reason = CLIENT_BACKLOG
+    elif (cap := policy.cap(task.provider)) is not None and (
+        session.scalar(_open_at_vendor(), {"provider": task.provider}) or 0
+    ) >= cap:
+        reason = VENDOR_CAPACITY
+    elif (
+        task.concurrency_key is not None
+        and (session.scalar(_open_with_key(), {**params, "key": task.concurrency_key}) or 0)
+        >= client.concurrency_key_limit
+    ):
+        reason = CONCURRENCY_KEY
+    if reason is None:
+        task.dispatched_at = now
+        metrics.dispatch_wait(task.provider, client.name, 0.0)
+    else:
+        task.wait_reason = reason
+    return reason
+
+
+def park_row(row: OutboxMessage) -> None:
+    """A queued task's submit row waits unpublished (the publish hook and the sweep leave it)."""
+    row.parked_reason = QUEUED_ROW
+
+
+def moved(session: Session, task: ExternalTask, previous: str, target: State, now: datetime) -> None:
+    """``service.move`` changed the task's state: release what that made room for."""
+    policy = policy_of(session)
+    if policy is None or (previous != State.REQUESTED and target not in TERMINAL):
+        return
+    if task.dispatched_at is None:
+        if previous == State.REQUESTED:
+            # Left the queue without going to the vendor (canceled, failed by a deadline): its row
+            # runs once to end itself (the submit finds the task no longer requested).
+            _release_rows(session, [task.id])
+        return
+    if previous == State.REQUESTED or policy.cap(task.provider) is not None or task.concurrency_key is not None:
+        release(session, task.provider, task.client_id, now)
+
+
+def release(session: Session, provider: str, client_id: int | None, now: datetime) -> int:
+    """Release queued tasks of ``provider`` that now have room: the client's (its window), or, for
+    a provider with a capacity, every client's in turn. Returns how many were released."""
+    policy = policy_of(session)
+    if policy is None:
+        return 0
+    cap = policy.cap(provider)
+    scope = {"provider": provider, "client_id": client_id}
+    if not session.scalar(_any_queued(cap is None), scope):  # usually nothing waits: no lock taken
+        return 0
+    _lock(session, provider, client_id, policy)
+    room: int | None = None
+    if cap is not None:
+        room = min(BATCH, cap - (session.scalar(_open_at_vendor(), {"provider": provider}) or 0))
+        if room <= 0:
+            return 0
+    found = session.execute(_candidates(cap is None), scope).all()
+    names = {row.client_id: row.name for row in found}
+    limits = {row.client_id: row.concurrency_key_limit for row in found}
+    candidates = [
+        Candidate(row.client_id, row.weight, row.open_jobs, row.on_the_way, row.waiting, row.first_rank)
+        for row in found
+    ]
+    granted = plan(candidates, room, policy.window)
+    picked = {
+        c.client_id: _next_tasks(session, provider, c.client_id, min(granted[c.client_id], BATCH), limits[c.client_id])
+        for c in candidates
+        if granted[c.client_id] > 0
+    }
+    # published in turns (one of each client, then the next of each), so that the broker, too,
+    # hands them to the workers in round-robin order
+    order = [task_id for turn in zip_longest(*picked.values()) for task_id in turn if task_id is not None]
+    owner = {task_id: cid for cid, ids in picked.items() for task_id in ids}
+    _mark_released(session, order, provider, {t: names[owner[t]] for t in order}, now)
+    return len(order)
+
+
+def queued_pairs(session: Session) -> list[tuple[str, int]]:
+    """(provider, client) of every queue that holds tasks: what beat's ``liaison.dispatch`` visits."""
+    rows = session.execute(select(ExternalTask.provider, ExternalTask.client_id).where(text(QUEUED)).distinct()).all()
+    return [(provider, client_id) for provider, client_id in rows]
+
+
+# --- the steps ---------------------------------------------------------------------------------
+
+
+def _lock(session: Session, provider: str, client_id: int | None, policy: DispatchPolicy) -> None:
+    if session.get_bind().dialect.name != "postgresql":
+        return  # SQLite: BEGIN IMMEDIATE serialises writers
+    name = f"dispatch\0{provider}" if policy.cap(provider) is not None else f"dispatch\0{provider}\0{client_id}"
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    session.execute(_LOCK, {"key": int.from_bytes(digest, "big", signed=True)})
+
+
+def _next_tasks(session: Session, provider: str, client_id: int, wanted: int, key_limit: int) -> list[int]:
+    """The client's first ``wanted`` queued tasks in rank order that their concurrency key lets go;
+    a task another transaction holds (being canceled) is skipped."""
+    params = {"provider": provider, "client_id": client_id, "limit": wanted * 4 + 16}
+    ranked = [(task_id, key) for task_id, key in session.execute(_ranked(), params)]
+    keys = sorted({key for _, key in ranked if key is not None})
+    open_by_key: dict[str, int] = {}
+    if keys:
+        found = session.execute(_open_by_key(), {"provider": provider, "client_id": client_id, "keys": keys})
+        open_by_key = dict(found.tuples().all())
+    return first_free(ranked, open_by_key, key_limit, wanted)
+
+
+def _mark_released(session: Session, ids: list[int], provider: str, clients: dict[int, str], now: datetime) -> None:
+    if not ids:
+        return
+    for task_id, created_at, priority in session.execute(_RELEASE, {"ids": ids, "now": now}).all():
+        record_event(session, task_id, "submit.released", now, {"priority": priority})
+        metrics.dispatch_wait(provider, clients[task_id], max((now - created_at).total_seconds(), 0.0))
+    _release_rows(session, ids)
+
+
+def _release_rows(session: Session, task_ids: list[int]) -> None:
+    """Un-park the tasks' queued submit rows and publish them after commit, in ``task_ids``' order."""
+    rows = session.scalars(
+        select(OutboxMessage).where(
+            OutboxMessage.task_id.in_(task_ids),
+            OutboxMessage.kind == OutboxKind.SUBMIT,
+            OutboxMessage.parked_reason == QUEUED_ROW,
+        )
+    ).all()
+    place = {task_id: n for n, task_id in enumerate(task_ids)}
+    for row in rows:
+        row.parked_reason = None
+    publish_after_commit(session, sorted(rows, key=lambda row: place.get(row.task_id or 0, 0)))
+
+
+# --- statements, built once ---------------------------------------------------------------------
+
+_LOCK = select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger)))
+_T = ExternalTask.__table__
+assert isinstance(_T, Table)
+_RELEASE = (
+    update(_T)
+    .where(_T.c.id.in_(bindparam("ids", expanding=True)), text(QUEUED))
+    .values(dispatched_at=bindparam("now"), wait_reason=None)
+    .returning(_T.c.id, _T.c.created_at, _T.c.priority)
+)
+
+
+@cache
+def _client_counts() -> Select[Any]:
+    """(on its way, waiting) of one client for one provider: its window and its queue."""
+    released = "dispatched_at IS NOT NULL"
+    return select(
+        func.coalesce(func.sum(text(f"CASE WHEN {released} THEN 1 ELSE 0 END")), 0),
+        func.coalesce(func.sum(text(f"CASE WHEN {released} THEN 0 ELSE 1 END")), 0),
+    ).where(
+        ExternalTask.provider == bindparam("provider"),
+        ExternalTask.client_id == bindparam("client_id"),
+        text("state = 'requested'"),
+    )
+
+
+@cache
+def _open_at_vendor() -> Select[Any]:
+    return (
+        select(func.count())
+        .select_from(ExternalTask)
+        .where(ExternalTask.provider == bindparam("provider"), text(RELEASED_OPEN))
+    )
+
+
+@cache
+def _open_with_key() -> Select[Any]:
+    return (
+        select(func.count())
+        .select_from(ExternalTask)
+        .where(
+            ExternalTask.provider == bindparam("provider"),
+            ExternalTask.client_id == bindparam("client_id"),
+            ExternalTask.concurrency_key == bindparam("key"),
+            text(RELEASED_OPEN),
+        )
+    )
+
+
+@cache
+def _open_by_key() -> Select[Any]:
+    return (
+        select(ExternalTask.concurrency_key, func.count())
+        .where(
+            ExternalTask.provider == bindparam("provider"),
+            ExternalTask.client_id == bindparam("client_id"),
+            ExternalTask.concurrency_key.in_(bindparam("keys", expanding=True)),
+            text(RELEASED_OPEN),
+        )
+        .group_by(ExternalTask.concurrency_key)
+    )
+
+
+@cache
+def _any_queued(one_client: bool) -> Select[Any]:
+    query = select(ExternalTask.id).where(ExternalTask.provider == bindparam("provider"), text(QUEUED))
+    if one_client:
+        query = query.where(ExternalTask.client_id == bindparam("client_id"))
+    return query.limit(1)
+
+
+@cache
+def _candidates(one_client: bool) -> Select[Any]:
+    """Per client with queued tasks for the provider: weight, open jobs, on its way, waiting, first rank."""
+    queued = (
+        select(
+            ExternalTask.client_id.label("client_id"),
+            func.count().label("waiting"),
+            func.min(ExternalTask.dispatch_rank).label("first_rank"),
+        )
+        .where(ExternalTask.provider == bindparam("provider"), text(QUEUED))
+        .group_by(ExternalTask.client_id)
+    )
+    if one_client:
+        queued = queued.where(ExternalTask.client_id == bindparam("client_id"))
+    queued_sq = queued.subquery()
+    released = (
+        select(
+            ExternalTask.client_id.label("client_id"),
+            func.count().label("open_jobs"),
+            func.sum(text("CASE WHEN state = 'requested' THEN 1 ELSE 0 END")).label("on_the_way"),
+        )
+        .where(ExternalTask.provider == bindparam("provider"), text(RELEASED_OPEN))
+        .group_by(ExternalTask.client_id)
+        .subquery()
+    )
+    return (
+        select(
+            queued_sq.c.client_id,
+            Client.name,
+            Client.weight,
+            Client.concurrency_key_limit,
+            func.coalesce(released.c.open_jobs, 0).label("open_jobs"),
+            func.coalesce(released.c.on_the_way, 0).label("on_the_way"),
+            queued_sq.c.waiting,
+            queued_sq.c.first_rank,
+        )
+        .join(Client, Client.id == queued_sq.c.client_id)
+        .outerjoin(released, released.c.client_id == queued_sq.c.client_id)
+        .order_by(queued_sq.c.first_rank, queued_sq.c.client_id)
+    )
+
+
+@cache
+def _ranked() -> Select[Any]:
+    return (
+        select(ExternalTask.id, ExternalTask.concurrency_key)
+        .where(
+            ExternalTask.provider == bindparam("provider"),
+            ExternalTask.client_id == bindparam("client_id"),
+            text(QUEUED),
+        )
+        .order_by(ExternalTask.dispatch_rank, ExternalTask.id)
+        .limit(bindparam("limit"))
+        .with_for_update(skip_locked=True)
+    )

@@ -1,0 +1,189 @@
+"""Fair dispatch (``models.dispatch``) in the layer that writes: a backlog waits in the database and
+is released as room frees, in priority order within a client, round-robin across clients for a
+vendor's capacity, one task per concurrency key. What is published is what the stub broker got."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.fair_share import DispatchPolicy
+from models import dispatch
+from models.client import Client
+from models.db import Database
+from models.lifecycle import request_cancel
+from models.messages import OutboxMessage
+from models.task import ExternalTask
+from models.vendor_events import receive_event, record_submission
+from tests.middle.builders import NOW, later, new_client, submit, timeline
+from tests.middle.conftest import Published
+from webhooks.events import EventType, VendorEvent
+
+WINDOW = 2
+
+
+@pytest.fixture
+def policy(db: Database, published: Published) -> Iterator[DispatchPolicy]:
+    chosen = DispatchPolicy(window=WINDOW, aging_s=60, caps={"capped": 3})
+    dispatch.install(db.sessionmaker, chosen)
+    yield chosen
+    db.sessionmaker.kw["info"].pop(dispatch.POLICY, None)
+
+
+def _published_tasks(db: Database, published: Published) -> list[str]:
+    """Correlation ids of the tasks whose submit rows reached the broker, in order."""
+    with db.transaction() as session:
+        by_row = dict(
+            session.execute(
+                select(OutboxMessage.id, ExternalTask.correlation_id).join(
+                    ExternalTask, ExternalTask.id == OutboxMessage.task_id
+                )
+            )
+            .tuples()
+            .all()
+        )
+    return [by_row[outbox_id] for name, outbox_id in published.sent if name == "liaison.submit"]
+
+
+def _task(session: Session, correlation_id: str) -> ExternalTask:
+    return session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id)).one()
+
+
+def _reach_vendor(db: Database, correlation_id: str, seconds: float = 1) -> None:
+    with db.transaction() as session:
+        task = _task(session, correlation_id)
+        row = session.scalars(
+            select(OutboxMessage).where(OutboxMessage.task_id == task.id, OutboxMessage.kind == "submit")
+        ).one()
+        record_submission(session, row, f"job-{correlation_id}", later(seconds))
+
+
+def _finish(db: Database, correlation_id: str, seconds: float = 2) -> None:
+    with db.transaction() as session:
+        provider = _task(session, correlation_id).provider
+        event = VendorEvent(EventType.COMPLETED, f"job-{correlation_id}", "succeeded", {"ok": 1})
+        receive_event(session, provider, f"done-{correlation_id}", event, later(seconds))
+        assert _task(session, correlation_id).state == "succeeded"
+
+
+def _client(db: Database, **limits: int) -> Client:
+    with db.transaction() as session:
+        client = new_client(session)
+        for name, value in limits.items():
+            setattr(client, name, value)
+        return client
+
+
+def test_a_backlog_waits_in_the_database_and_goes_as_its_window_frees(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    shop = _client(db)
+    with db.transaction() as session:
+        for i in range(5):
+            submit(session, shop, f"b-{i}", now=later(i / 10))
+    assert _published_tasks(db, published) == ["b-0", "b-1"]  # the window; the rest wait
+    with db.transaction() as session:
+        waiting = _task(session, "b-2")
+        assert (waiting.dispatched_at, waiting.wait_reason) == (None, "client_backlog")
+        assert timeline(session, waiting) == ["requested", "submit.queued"]
+    _reach_vendor(db, "b-0")  # a place in the window frees: the next goes, in the same transaction
+    assert _published_tasks(db, published) == ["b-0", "b-1", "b-2"]
+    with db.transaction() as session:
+        released = _task(session, "b-2")
+        assert released.dispatched_at is not None and released.wait_reason is None
+        assert timeline(session, released)[-1] == "submit.released"
+
+
+def test_a_priority_1_task_overtakes_the_clients_queued_priority_3_work(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    shop = _client(db)
+    with db.transaction() as session:
+        for i in range(6):
+            submit(session, shop, f"p3-{i}", now=later(i / 10))
+        submit(session, shop, "urgent", now=later(1), priority=1)
+    _reach_vendor(db, "p3-0")
+    _reach_vendor(db, "p3-1")
+    assert _published_tasks(db, published) == ["p3-0", "p3-1", "urgent", "p3-2"]
+
+
+def test_a_vendors_capacity_is_shared_round_robin_across_clients(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    a, b, c = (_client(db, weight=1) for _ in range(3))
+    with db.transaction() as session:
+        a.weight = b.weight = c.weight = 4  # windows wide enough: only the vendor's cap of 3 holds them
+        session.add_all([a, b, c])
+    with db.transaction() as session:
+        for client, name in ((a, "a"), (b, "b"), (c, "c")):
+            for i in range(4):
+                submit(session, client, f"{name}{i}", now=later(len(name) + i / 10), provider="capped")
+    assert _published_tasks(db, published) == ["a0", "a1", "a2"]  # the cap: 3 open at the vendor
+    with db.transaction() as session:
+        assert _task(session, "b0").wait_reason == "vendor_capacity"
+    finished: list[str] = []
+    for step in range(9):  # each finished job frees one place, and it goes to the next client in turn
+        oldest_open = next(t for t in _published_tasks(db, published) if t not in finished)
+        _reach_vendor(db, oldest_open, seconds=10 + step)
+        _finish(db, oldest_open, seconds=10 + step)
+        finished.append(oldest_open)
+    assert _published_tasks(db, published)[3:] == ["b0", "c0", "a3", "b1", "c1", "b2", "c2", "b3", "c3"]
+
+
+def test_one_task_per_concurrency_key_and_the_others_of_the_client_pass(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    shop = _client(db, weight=5)
+    with db.transaction() as session:
+        submit(session, shop, "acct-1", now=later(0.1), concurrency_key="account-7")
+        submit(session, shop, "acct-2", now=later(0.2), concurrency_key="account-7")
+        submit(session, shop, "free", now=later(0.3))
+        submit(session, shop, "acct-3", now=later(0.4), concurrency_key="account-7")
+    assert _published_tasks(db, published) == ["acct-1", "free"]
+    with db.transaction() as session:
+        assert _task(session, "acct-2").wait_reason == "concurrency_key"
+    _reach_vendor(db, "acct-1")
+    assert _published_tasks(db, published) == ["acct-1", "free"]  # still open at the vendor
+    _finish(db, "acct-1")
+    assert _published_tasks(db, published) == ["acct-1", "free", "acct-2"]
+
+
+def test_a_canceled_queued_task_ends_its_row_and_frees_nothing_it_never_held(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    shop = _client(db)
+    with db.transaction() as session:
+        for i in range(3):
+            submit(session, shop, f"c-{i}", now=later(i / 10))
+    with db.transaction() as session:
+        request_cancel(session, _task(session, "c-2"), "no longer needed", later(1))
+    # its row is published once, to end itself (the submit finds the task canceled); c-0, c-1 still hold the window
+    assert _published_tasks(db, published) == ["c-0", "c-1", "c-2"]
+    with db.transaction() as session:
+        assert _task(session, "c-2").state == "canceled"
+
+
+def test_what_a_missed_release_leaves_is_released_by_the_beat_job(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    shop = _client(db)
+    with db.transaction() as session:
+        for i in range(3):
+            submit(session, shop, f"m-{i}", now=later(i / 10))
+        # as if b-0 had reached the vendor in a transaction that released nothing (a race)
+        _task(session, "m-0").state = "submitted"
+    with db.transaction() as session:
+        assert dispatch.queued_pairs(session) == [("sim", shop.id)]
+        assert dispatch.release(session, "sim", shop.id, later(5)) == 1
+    assert _published_tasks(db, published) == ["m-0", "m-1", "m-2"]
+
+
+def test_without_a_policy_every_task_goes_at_once(db: Database, published: Published) -> None:
+    shop = _client(db)
+    with db.transaction() as session:
+        for i in range(5):
+            submit(session, shop, f"n-{i}", now=NOW)
+    assert _published_tasks(db, published) == [f"n-{i}" for i in range(5)]
