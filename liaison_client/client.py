@@ -77,6 +77,8 @@ class LiaisonClient:
         execution_deadline: datetime | str | None = None,
         on_deadline: Literal["escalate", "cancel"] | None = None,
         heartbeat_timeout_s: int | None = None,
+        priority: int | None = None,
+        concurrency_key: str | None = None,
         idempotency_key: str | None = None,
     ) -> Task:
         """Hand Liaison a task (``POST /api/v1/tasks``); it is ``requested`` on return.
@@ -87,7 +89,10 @@ class LiaisonClient:
         same task, a different body is a :class:`~liaison_client.errors.Conflict`. Give a timeout
         in seconds or an aware deadline for acceptance and execution, not both; unset, the
         provider's defaults apply. ``heartbeat_timeout_s``: no vendor event for that long makes
-        Liaison ask the vendor (and escalate if it does not answer). Field problems raise
+        Liaison ask the vendor (and escalate if it does not answer). ``priority``: 1 (most urgent)
+        to 5, ordering your own waiting tasks (default: your client's, 3). ``concurrency_key``: at
+        most your client's limit (1) of tasks with that key are open at the vendor at once; a
+        waiting task says why in ``Task.waiting``. Field problems raise
         :class:`~liaison_client.errors.ValidationFailed` listing each one.
         """
         body: dict[str, Any] = {"input": input}
@@ -101,6 +106,8 @@ class LiaisonClient:
             "execution_deadline": _when(execution_deadline) if execution_deadline is not None else None,
             "on_deadline": on_deadline,
             "heartbeat_timeout_s": heartbeat_timeout_s,
+            "priority": priority,
+            "concurrency_key": concurrency_key,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}

@@ -80,6 +80,10 @@ class Task:
     updated_at: datetime | None
     timeline: tuple[TimelineEntry, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    priority: int = 3
+    concurrency_key: str | None = None
+    #: while the task waits in Liaison for its turn: ``{"reason", "description", "since"}``
+    waiting: Mapping[str, Any] | None = None
 
     @property
     def is_final(self) -> bool:
@@ -111,6 +115,9 @@ class Task:
             if isinstance(timeline, list)
             else (),
             raw=dict(data),
+            priority=data["priority"] if isinstance(data.get("priority"), int) else 3,
+            concurrency_key=_opt_str(data, "concurrency_key"),
+            waiting=data["waiting"] if isinstance(data.get("waiting"), Mapping) else None,
         )
 
 

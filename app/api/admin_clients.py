@@ -54,6 +54,9 @@ def client_body(session: Session, client: Client) -> dict[str, Any]:
         "channel": client.channel,
         "secrets": len(client.callback_secrets),
         "keys": [key_body(k) for k in credentials.keys(session, client)],
+        "weight": client.weight,
+        "default_priority": client.default_priority,
+        "concurrency_key_limit": client.concurrency_key_limit,
         "created_at": _time(client.created_at),
     }
 

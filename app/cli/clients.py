@@ -285,12 +285,29 @@ def clients_origins(name: str, add: tuple[str, ...], remove: tuple[str, ...], as
 @click.option("--submit-rate", type=click.FloatRange(min=0.001), help="Submits per second (sustained).")
 @click.option("--burst", type=click.IntRange(min=1), help="Submits at once after a quiet spell.")
 @click.option("--max-open", type=click.IntRange(min=1), help="Non-final tasks the client may have.")
+@click.option("--weight", type=click.IntRange(min=1, max=100), help="Its share of vendor capacity and dispatch (1).")
+@click.option(
+    "--priority", type=click.IntRange(min=1, max=5), help="The priority of its tasks that name none (3; 1 most urgent)."
+)
+@click.option(
+    "--concurrency-key-limit", type=click.IntRange(min=1), help="Its tasks with one concurrency key open at once (1)."
+)
 @click.option("--default", "reset", is_flag=True, help="Drop the overrides: the LIAISON_CLIENT_* defaults apply.")
 @json_option
 def clients_limits(
-    name: str, submit_rate: float | None, burst: int | None, max_open: int | None, reset: bool, as_json: bool
+    name: str,
+    submit_rate: float | None,
+    burst: int | None,
+    max_open: int | None,
+    weight: int | None,
+    priority: int | None,
+    concurrency_key_limit: int | None,
+    reset: bool,
+    as_json: bool,
 ) -> None:
-    """Show or override a client's limits (issue 8); options not given stay as they are."""
+    """Show or override a client's limits (issue 8) and its dispatch terms (issue 20: weight, default
+    priority, concurrency-key limit); options not given stay as they are. --default drops the rate
+    and open-task overrides only."""
     settings = liaison().settings
     with liaison().db.transaction() as session:
         client = session.scalar(select(Client).where(Client.name == name).with_for_update())
@@ -304,6 +321,13 @@ def clients_limits(
             client.submit_burst = burst
         if max_open is not None:
             client.max_open_tasks = max_open
+        for attr, value in (
+            ("weight", weight),
+            ("default_priority", priority),
+            ("concurrency_key_limit", concurrency_key_limit),
+        ):
+            if value is not None:
+                setattr(client, attr, value)
         row = {
             "name": name,
             "submit_rate_per_s": client.submit_rate_per_s
@@ -316,5 +340,8 @@ def clients_limits(
             "overridden": [
                 k for k in ("submit_rate_per_s", "submit_burst", "max_open_tasks") if getattr(client, k) is not None
             ],
+            "weight": client.weight,
+            "default_priority": client.default_priority,
+            "concurrency_key_limit": client.concurrency_key_limit,
         }
     emit_one(row, as_json)

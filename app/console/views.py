@@ -18,7 +18,7 @@ from sqlalchemy.orm import defer
 from werkzeug.wrappers import Response as BaseResponse
 
 from app.api.admin import CHOICES, dead_letter_filter
-from app.api.representation import MAX_ID, decode_cursor, encode_cursor
+from app.api.representation import MAX_ID, decode_cursor, encode_cursor, waiting_body
 from app.console import access
 from app.console.chart import finished_chart
 from app.errors import ApiError, Conflict, NotFound, ValidationFailed
@@ -291,6 +291,7 @@ def task(task_id: int) -> str:
         incidents=queries.task_incidents(session, found, [row.id for row in outbox]),
         final=found.state in {s.value for s in TERMINAL},
         retrying=found.next_attempt_at is not None and found.state not in {s.value for s in TERMINAL},
+        waiting=waiting_body(found),
         input_text=_stored_json(ExternalTask.input, ExternalTask.id, task_id),
         outcome_text=_stored_json(ExternalTask.outcome, ExternalTask.id, task_id),
     )

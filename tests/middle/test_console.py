@@ -266,6 +266,22 @@ def test_a_task_page_shows_its_whole_timeline(signed_in: tuple[FlaskClient, str]
     assert "submit.dead_lettered" in dead and 'id="replay-task"' in dead and "submit_failed" in dead
 
 
+def test_a_waiting_task_says_why_on_its_page(signed_in: tuple[FlaskClient, str]) -> None:
+    """The app installs fair dispatch (create_app): past the client's window, a task waits, and says so."""
+    client, _ = signed_in
+    window = _ctx(client.application).settings.dispatch_window
+    with _ctx(client.application).db.transaction() as session:
+        busy = new_client(session, "busy")
+        tasks = [submit(session, busy, f"busy-{i}", now=utcnow(), priority=2).task for i in range(window + 1)]
+        session.flush()
+        ids = [t.id for t in tasks]
+    first = client.get(f"/console/tasks/{ids[0]}").text
+    assert 'id="waiting"' not in first and "priority</dt><dd>2" in first
+    last = client.get(f"/console/tasks/{ids[-1]}").text
+    assert 'id="waiting"' in last and "waiting behind the client&#39;s earlier or more urgent tasks" in last
+    assert "submit.queued" in last
+
+
 def test_dead_letter_pages_filter_and_inspect(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
     client, _ = signed_in
     assert "vendor down for good" in client.get("/console/dead-letters?kind=submit&fault=system&provider=sim").text

@@ -114,6 +114,8 @@ def test_submit_sends_only_the_given_fields_and_parses_the_task() -> None:
         execution_deadline=datetime(2030, 1, 1, 12, tzinfo=UTC),
         on_deadline="cancel",
         heartbeat_timeout_s=600,
+        priority=1,
+        concurrency_key="account-7",
     )
     sent = adapter.sent[0]
     assert (sent.method, sent.url) == ("POST", "http://liaison.test/api/v1/tasks")
@@ -125,11 +127,20 @@ def test_submit_sends_only_the_given_fields_and_parses_the_task() -> None:
         "execution_deadline": "2030-01-01T12:00:00+00:00",
         "on_deadline": "cancel",
         "heartbeat_timeout_s": 600,
+        "priority": 1,
+        "concurrency_key": "account-7",
     }
     assert task.correlation_id == "order-42" and task.state == "requested" and not task.is_final
     assert task.execution_deadline == datetime(2030, 1, 1, 12, tzinfo=UTC)
     assert task.created_at is not None and task.created_at.tzinfo is not None
     assert task.timeline == () and task.raw == TASK
+
+
+def test_a_waiting_task_says_why() -> None:
+    waiting = {"reason": "vendor_capacity", "description": "waiting for vendor capacity", "since": None}
+    client, _ = client_with(lambda r: (200, {**TASK, "priority": 1, "waiting": waiting}, {}))
+    task = client.get("order-42")
+    assert (task.priority, task.concurrency_key, task.waiting) == (1, None, waiting)
 
 
 def test_get_quotes_the_id_and_reads_the_timeline() -> None:
