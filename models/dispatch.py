@@ -81,10 +81,10 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime) -
     _lock(session, task.provider, client.id, policy)
     params = {"provider": task.provider, "client_id": client.id}
     on_the_way, waiting = session.execute(_client_counts(), params).one()
+    # The reason named is the one furthest from the client's own hands: a vendor at capacity, then
+    # the task's key, then the client's own earlier work.
     reason = None
-    if waiting or on_the_way >= policy.window * max(client.weight, 1):
-        reason = CLIENT_BACKLOG
-    elif (cap := policy.cap(task.provider)) is not None and (
+    if (cap := policy.cap(task.provider)) is not None and (
         session.scalar(_open_at_vendor(), {"provider": task.provider}) or 0
     ) >= cap:
         reason = VENDOR_CAPACITY
@@ -94,6 +94,8 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime) -
         >= client.concurrency_key_limit
     ):
         reason = CONCURRENCY_KEY
+    elif waiting or on_the_way >= policy.window * max(client.weight, 1):
+        reason = CLIENT_BACKLOG
     if reason is None:
         task.dispatched_at = now
         metrics.dispatch_wait(task.provider, client.name, 0.0)

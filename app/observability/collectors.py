@@ -34,12 +34,13 @@ from core.states import State
 from foundation import metrics
 from models.attention import Incident, OrphanEvent
 from models.base import utcnow
+from models.client import Client
 from models.db import Database
 from models.endpoint_health import UNHEALTHY_STATES, EndpointHealth, health_state
 from models.heartbeats import beat_liveness
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
-from models.task import ExternalTask
+from models.task import QUEUED, ExternalTask
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,12 @@ class BusinessCollector(Collector):
                 .where(OutboxMessage.done_at.is_(None))
                 .group_by(OutboxMessage.kind)
             ).all()
+            queued = conn.execute(
+                select(ExternalTask.provider, Client.name, func.count(), func.min(ExternalTask.created_at))
+                .join(Client, Client.id == ExternalTask.client_id)
+                .where(text(QUEUED))
+                .group_by(ExternalTask.provider, Client.name)
+            ).all()
             unhealthy = conn.execute(
                 select(EndpointHealth.failures, EndpointHealth.paused_until, EndpointHealth.probe_until).where(
                     EndpointHealth.failures > 0
@@ -198,6 +205,23 @@ class BusinessCollector(Collector):
         for kind, (n, oldest) in sorted(pending.items()):
             count.add_metric([kind], n)
             age.add_metric([kind], _age_s(now, oldest))
+
+        backlog = out.gauge(
+            "liaison_dispatch_queued",
+            "Tasks waiting in the database for their turn to go to the broker (fair dispatch), by provider and client.",
+            ["provider", "client"],
+        )
+        first_queued: dict[str, datetime] = {}
+        for provider, client, n, first in queued:
+            backlog.add_metric([provider, client], n)
+            first_queued[provider] = min(first, first_queued.get(provider, first))
+        family = out.gauge(
+            "liaison_dispatch_oldest_queued_age_seconds",
+            "Age of the oldest task waiting for its turn, by provider (0 when none waits).",
+            ["provider"],
+        )
+        for provider in sorted({*self.providers, *first_queued}):
+            family.add_metric([provider], _age_s(now, first_queued.get(provider)))
 
         endpoint_counts = dict.fromkeys(UNHEALTHY_STATES, 0)
         for failures, paused_until, probe_until in unhealthy:
