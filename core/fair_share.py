@@ -31,11 +31,15 @@ MIN_PRIORITY, MAX_PRIORITY, DEFAULT_PRIORITY = 1, 5, 3
 VENDOR_CAPACITY = "vendor_capacity"
 CONCURRENCY_KEY = "concurrency_key"
 CLIENT_BACKLOG = "client_backlog"  # the client's own earlier (or more urgent) work goes first
+RATE_LIMIT = "rate_limit"  # released, and waiting for a slot of the vendor's shared rate limit
 REASONS = {
     VENDOR_CAPACITY: "waiting for vendor capacity",
     CONCURRENCY_KEY: "waiting for an earlier task with the same concurrency key",
     CLIENT_BACKLOG: "waiting behind the client's earlier or more urgent tasks",
+    RATE_LIMIT: "waiting for the vendor's rate limit",
 }
+#: Why a task's callbacks wait (the API's ``callbacks_waiting.reason``).
+ENDPOINT_PAUSED = "endpoint_paused"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from sqlalchemy import ForeignKey, Integer, String, Table, Text, UniqueConstrain
 from sqlalchemy.orm import Mapped, Session, joinedload, mapped_column, relationship
 
 from core.endpoint_health import Health, HealthPolicy, after_failure
+from core.origins import origin_of
 from models.base import Base, Id, UtcDateTime, upsert
 from models.client import Client
 
@@ -123,6 +124,19 @@ def record_failure(
     row.paused_until, row.probe_until = health.paused_until, health.probe_until
     row.last_error, row.last_failure_at = error[:MAX_ERROR_CHARS], now
     return row, health.pauses > health_before.pauses
+
+
+def paused_endpoint(session: Session, client_id: int, url: str | None, now: datetime) -> EndpointHealth | None:
+    """The client's endpoint for ``url``, if it is paused (or probing) now: why its callbacks wait."""
+    origin = origin_of(url) if url else None
+    if origin is None:
+        return None
+    row = session.scalar(
+        select(EndpointHealth).where(
+            EndpointHealth.client_id == client_id, EndpointHealth.origin_hash == origin_hash(origin)
+        )
+    )
+    return row if row is not None and row.health.paused_at(now) else None
 
 
 def unhealthy(session: Session) -> list[EndpointHealth]:

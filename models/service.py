@@ -13,9 +13,10 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, Text, bindparam, cast, func, inspect, or_, select, text
+from sqlalchemy import Select, Table, Text, bindparam, cast, func, inspect, or_, select, text, update
 from sqlalchemy.orm import Session, defer
 
+from core.fair_share import RATE_LIMIT
 from core.ordering import next_sequence
 from core.states import COMPLETED_CALLBACK, RELAYED, TERMINAL, State, transition
 from models import dispatch, ordering
@@ -362,6 +363,21 @@ def _relayed_outcome(task: ExternalTask, target: State) -> Any:
     if target is State.ACCEPTED and "outcome" in inspect(task).unloaded:
         return None
     return task.outcome
+
+
+def note_rate_limited(session: Session, task_id: int) -> None:
+    """A released submission waits for a slot of its vendor's rate limit: the task says so until it
+    reaches the vendor (``record_submission`` clears it). One UPDATE, no read."""
+    session.execute(_NOTE_RATE_LIMITED, {"task_id": task_id})
+
+
+_TASKS = ExternalTask.__table__
+assert isinstance(_TASKS, Table)
+_NOTE_RATE_LIMITED = (
+    update(_TASKS)
+    .where(_TASKS.c.id == bindparam("task_id"), _TASKS.c.state == State.REQUESTED.value)
+    .values(wait_reason=RATE_LIMIT)
+)
 
 
 def record_attempt_failure(

@@ -43,6 +43,7 @@ def record_submission(
     task.attempts += 1
     task.last_error = None
     task.next_attempt_at = None
+    task.wait_reason = None  # no longer waiting for anything (a rate-limit slot)
     heard_from_vendor(task, now)  # the submit's answer starts the heartbeat
     if task.state == State.REQUESTED:
         out += move(session, task, State.SUBMITTED, now, attempt=task.attempts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from app.api.openapi_parts import STRING, TIME, nullable, obj, ref
 from app.api.validation import CONCURRENCY_KEY, CORRELATION_ID, MAX_TIMEOUT_S
-from core.fair_share import MAX_PRIORITY, MIN_PRIORITY, REASONS
+from core.fair_share import ENDPOINT_PAUSED, MAX_PRIORITY, MIN_PRIORITY, REASONS
 from core.states import State
 from models.messages import DEAD_LETTER_KINDS
 
@@ -41,9 +41,20 @@ TASK = obj(
                     ("reason", "description", "since"),
                 ),
             ],
-            "description": "While the task waits in Liaison for its turn to go to the vendor: why (the vendor's "
-            "capacity, an earlier task with its concurrency key, the client's own earlier or more urgent tasks) "
-            "and since when; null otherwise.",
+            "description": "While the task waits in Liaison to go to the vendor: why (the vendor's capacity, an "
+            "earlier task with its concurrency key, the client's own earlier or more urgent tasks, the vendor's "
+            "rate limit) and since when; null otherwise.",
+        },
+        "callbacks_waiting": {
+            "oneOf": [
+                {"type": "null"},
+                obj(
+                    {"reason": {"enum": [ENDPOINT_PAUSED]}, "description": STRING, "until": TIME},
+                    ("reason", "description", "until"),
+                ),
+            ],
+            "description": "Only on GET /api/v1/tasks/{correlation_id}: the task's callback endpoint is paused "
+            "after failing, so its callbacks wait (until when, at least); null otherwise.",
         },
         "created_at": TIME,
         "updated_at": TIME,

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from app.errors import BadRequest
-from core.fair_share import CLIENT_BACKLOG, REASONS
+from core.fair_share import CLIENT_BACKLOG, ENDPOINT_PAUSED, RATE_LIMIT, REASONS
 from core.states import TERMINAL
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.endpoint_health import EndpointHealth
@@ -51,11 +51,28 @@ def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict
 
 
 def waiting_body(task: ExternalTask) -> dict[str, Any] | None:
-    """Why a task is not at the vendor yet, while it waits in the database for its turn (None otherwise)."""
-    if task.state != "requested" or task.dispatched_at is not None:
+    """Why a task is not at the vendor yet: waiting in the database for its turn, or released and
+    waiting for a slot of the vendor's rate limit (None otherwise)."""
+    if task.state != "requested":
         return None
-    reason = task.wait_reason or CLIENT_BACKLOG
-    return {"reason": reason, "description": REASONS.get(reason, reason), "since": _time(task.created_at)}
+    if task.dispatched_at is None:
+        reason = task.wait_reason or CLIENT_BACKLOG
+        return {"reason": reason, "description": REASONS.get(reason, reason), "since": _time(task.created_at)}
+    if task.wait_reason == RATE_LIMIT:
+        return {"reason": RATE_LIMIT, "description": REASONS[RATE_LIMIT], "since": _time(task.dispatched_at)}
+    return None
+
+
+def callbacks_waiting_body(paused: EndpointHealth | None) -> dict[str, Any] | None:
+    """The task's callback endpoint is paused after failing (``models.endpoint_health``): its
+    callbacks wait until a probe succeeds."""
+    if paused is None:
+        return None
+    return {
+        "reason": ENDPOINT_PAUSED,
+        "description": "the callback endpoint is paused after failing; it is probed and resumes by itself",
+        "until": _time(paused.paused_until),
+    }
 
 
 #: Ids from a client (cursors, admin routes) stop well inside a 64-bit database integer.

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.representation import decode_cursor, encode_cursor, task_body
+from app.api.representation import callbacks_waiting_body, decode_cursor, encode_cursor, task_body
 from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
 from app.auth import current_client
 from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, UnsupportedMediaType, ValidationFailed
@@ -20,6 +20,7 @@ from foundation.logging import bind
 from models import service
 from models.base import utcnow
 from models.client import Client
+from models.endpoint_health import paused_endpoint
 from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from models.task import ExternalTask, TaskEvent
 from webhooks.bounded_json import InvalidJson, TooDeep, strict_loads
@@ -135,7 +136,10 @@ def get_task(correlation_id: str) -> Response:
     session = db_session()
     task = find_task(session, current_client(), correlation_id)
     events = session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)).all()
-    return jsonify(task_body(task, list(events)))
+    body = task_body(task, list(events))
+    url = task.callback_url or current_client().callback_url
+    body["callbacks_waiting"] = callbacks_waiting_body(paused_endpoint(session, task.client_id, url, utcnow()))
+    return jsonify(body)
 
 
 @bp.get("")

@@ -79,6 +79,8 @@ def test_a_failing_endpoint_is_paused_probed_and_resumes_by_itself(health_stack:
         lambda: (h := _health(stack, client)) and h["state"] == "paused" and h["pauses"] >= 2 and h,
         "the endpoint was paused and a probe failed",
     )
+    waiting = stack.get(api_key, ids[0])["callbacks_waiting"]
+    assert waiting is not None and waiting["reason"] == "endpoint_paused", waiting
     stack.callbacks.set_status(path, 204)  # it answers again
     assert paused["origin"] == stack.callback_server.url
     pause = _time(paused["paused_until"]) - _time(paused["last_failure_at"])
@@ -111,6 +113,7 @@ def test_a_failing_endpoint_is_paused_probed_and_resumes_by_itself(health_stack:
         assert delivered == ["task.accepted", "task.completed"], delivered
     assert _health(stack, client) is None
     assert _unhealthy_gauge(stack, "paused") == 0
+    assert stack.get(api_key, ids[0])["callbacks_waiting"] is None
     with stack.db.transaction() as session:
         row = session.query(EndpointHealth).filter_by(origin=stack.callback_server.url).one()
         assert (row.failures, row.pauses, row.paused_until, row.probe_until) == (0, 0, None, None)

@@ -187,3 +187,22 @@ def test_without_a_policy_every_task_goes_at_once(db: Database, published: Publi
         for i in range(5):
             submit(session, shop, f"n-{i}", now=NOW)
     assert _published_tasks(db, published) == [f"n-{i}" for i in range(5)]
+
+
+def test_a_released_task_waiting_for_the_vendors_rate_limit_says_so(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    from app.api.representation import waiting_body
+    from models.service import note_rate_limited
+
+    shop = _client(db)
+    with db.transaction() as session:
+        task = submit(session, shop, "paced", now=NOW).task
+        assert waiting_body(task) is None  # released at once: nothing to wait for
+        note_rate_limited(session, task.id)
+    with db.transaction() as session:
+        waiting = waiting_body(_task(session, "paced"))
+        assert waiting is not None and waiting["reason"] == "rate_limit"
+    _reach_vendor(db, "paced")
+    with db.transaction() as session:
+        assert waiting_body(_task(session, "paced")) is None

@@ -26,7 +26,7 @@ from models import service
 from models.base import utcnow
 from models.dead_letters import dead_letter
 from models.lifecycle import retry_past_deadline_of
-from models.messages import OutboxMessage
+from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
 from workers.limiter import RateLimited
 from workers.runtime import Liaison
@@ -161,6 +161,8 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) ->
         if row is None:
             return "done"
         row.deliveries = 0  # this delivery ended normally: not a poison message
+        if row.kind == OutboxKind.SUBMIT and row.task_id is not None:
+            service.note_rate_limited(session, row.task_id)  # the task says why it waits
         held = delay > ctx.settings.max_countdown_s
         if held:
             row.next_attempt_at = utcnow() + timedelta(seconds=delay)
