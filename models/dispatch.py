@@ -302,7 +302,7 @@ def _candidates(one_client: bool) -> Select[Any]:
     if one_client:
         queued = queued.where(ExternalTask.client_id == bindparam("client_id"))
     queued_sq = queued.subquery()
-    released = (
+    released_q = (
         select(
             ExternalTask.client_id.label("client_id"),
             func.count().label("open_jobs"),
@@ -310,8 +310,10 @@ def _candidates(one_client: bool) -> Select[Any]:
         )
         .where(ExternalTask.provider == bindparam("provider"), text(RELEASED_OPEN))
         .group_by(ExternalTask.client_id)
-        .subquery()
     )
+    if one_client:
+        released_q = released_q.where(ExternalTask.client_id == bindparam("client_id"))
+    released = released_q.subquery()
     return (
         select(
             queued_sq.c.client_id,

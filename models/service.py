@@ -365,18 +365,25 @@ def _relayed_outcome(task: ExternalTask, target: State) -> Any:
     return task.outcome
 
 
-def note_rate_limited(session: Session, task_id: int) -> None:
+def note_rate_limited(session: Session, task_id: int, now: datetime) -> None:
     """A released submission waits for a slot of its vendor's rate limit: the task says so until it
-    reaches the vendor (``record_submission`` clears it). One UPDATE, no read."""
-    session.execute(_NOTE_RATE_LIMITED, {"task_id": task_id})
+    reaches the vendor (``record_submission`` clears it), and its timeline says so once per wait.
+    One UPDATE; the event only when the UPDATE changed the task."""
+    if session.execute(_NOTE_RATE_LIMITED, {"task_id": task_id}).first() is not None:
+        record_event(session, task_id, "submit.rate_limited", now, {})
 
 
 _TASKS = ExternalTask.__table__
 assert isinstance(_TASKS, Table)
 _NOTE_RATE_LIMITED = (
     update(_TASKS)
-    .where(_TASKS.c.id == bindparam("task_id"), _TASKS.c.state == State.REQUESTED.value)
+    .where(
+        _TASKS.c.id == bindparam("task_id"),
+        _TASKS.c.state == State.REQUESTED.value,
+        or_(_TASKS.c.wait_reason.is_(None), _TASKS.c.wait_reason != RATE_LIMIT),
+    )
     .values(wait_reason=RATE_LIMIT)
+    .returning(_TASKS.c.id)
 )
 
 

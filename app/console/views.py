@@ -18,7 +18,7 @@ from sqlalchemy.orm import defer
 from werkzeug.wrappers import Response as BaseResponse
 
 from app.api.admin import CHOICES, dead_letter_filter
-from app.api.representation import MAX_ID, decode_cursor, encode_cursor, waiting_body
+from app.api.representation import MAX_ID, callbacks_waiting_body, decode_cursor, encode_cursor, waiting_body
 from app.console import access
 from app.console.chart import finished_chart
 from app.errors import ApiError, Conflict, NotFound, ValidationFailed
@@ -44,7 +44,7 @@ from models import audit, overview, queries
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import utcnow
 from models.client import ApiKey, Client
-from models.endpoint_health import unhealthy
+from models.endpoint_health import paused_endpoint, unhealthy
 from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxMessage
 from models.task import ExternalTask, TaskEvent
@@ -292,6 +292,9 @@ def task(task_id: int) -> str:
         final=found.state in {s.value for s in TERMINAL},
         retrying=found.next_attempt_at is not None and found.state not in {s.value for s in TERMINAL},
         waiting=waiting_body(found),
+        callbacks_waiting=callbacks_waiting_body(
+            paused_endpoint(session, found.client_id, found.callback_url or found.client.callback_url, utcnow())
+        ),
         input_text=_stored_json(ExternalTask.input, ExternalTask.id, task_id),
         outcome_text=_stored_json(ExternalTask.outcome, ExternalTask.id, task_id),
     )

@@ -279,7 +279,11 @@ def test_a_waiting_task_says_why_on_its_page(signed_in: tuple[FlaskClient, str])
     assert 'id="waiting"' not in first and "priority</dt><dd>2" in first
     last = client.get(f"/console/tasks/{ids[-1]}").text
     assert 'id="waiting"' in last and "waiting behind the client&#39;s earlier or more urgent tasks" in last
-    assert "submit.queued" in last
+    assert "submit.queued" in last and 'id="callbacks-waiting"' not in last
+    with _ctx(client.application).db.transaction() as session:  # its callback endpoint fails, and is paused
+        for _ in range(HealthPolicy().failures_to_pause):
+            record_failure(session, busy.id, "https://shop.example", "answered 503", utcnow(), HealthPolicy())
+    assert 'id="callbacks-waiting"' in client.get(f"/console/tasks/{ids[0]}").text
 
 
 def test_dead_letter_pages_filter_and_inspect(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:

@@ -199,10 +199,12 @@ def test_a_released_task_waiting_for_the_vendors_rate_limit_says_so(
     with db.transaction() as session:
         task = submit(session, shop, "paced", now=NOW).task
         assert waiting_body(task) is None  # released at once: nothing to wait for
-        note_rate_limited(session, task.id)
+        note_rate_limited(session, task.id, later(1))
+        note_rate_limited(session, task.id, later(2))  # still the same wait: one event
     with db.transaction() as session:
         waiting = waiting_body(_task(session, "paced"))
         assert waiting is not None and waiting["reason"] == "rate_limit"
+        assert timeline(session, _task(session, "paced")).count("submit.rate_limited") == 1
     _reach_vendor(db, "paced")
     with db.transaction() as session:
         assert waiting_body(_task(session, "paced")) is None

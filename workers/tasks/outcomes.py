@@ -162,7 +162,7 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) ->
             return "done"
         row.deliveries = 0  # this delivery ended normally: not a poison message
         if row.kind == OutboxKind.SUBMIT and row.task_id is not None:
-            service.note_rate_limited(session, row.task_id)  # the task says why it waits
+            service.note_rate_limited(session, row.task_id, utcnow())  # the task says why it waits
         held = delay > ctx.settings.max_countdown_s
         if held:
             row.next_attempt_at = utcnow() + timedelta(seconds=delay)
