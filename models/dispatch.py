@@ -194,10 +194,12 @@ def _next_tasks(session: Session, provider: str, client_id: int, wanted: int, ke
 def _mark_released(session: Session, ids: list[int], provider: str, clients: dict[int, str], now: datetime) -> None:
     if not ids:
         return
-    for task_id, created_at, priority in session.execute(_RELEASE, {"ids": ids, "now": now}).all():
+    released = session.execute(_RELEASE, {"ids": ids, "now": now}).all()  # those still queued
+    for task_id, created_at, priority in released:
         record_event(session, task_id, "submit.released", now, {"priority": priority})
         metrics.dispatch_wait(provider, clients[task_id], max((now - created_at).total_seconds(), 0.0))
-    _release_rows(session, ids)
+    still = {task_id for task_id, _, _ in released}
+    _release_rows(session, [task_id for task_id in ids if task_id in still])
 
 
 def _release_rows(session: Session, task_ids: list[int]) -> None:

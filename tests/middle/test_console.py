@@ -305,6 +305,7 @@ def test_incident_orphan_endpoint_and_client_pages(signed_in: tuple[FlaskClient,
     assert "job.accepted" in client.get(f"/console/orphans/{world['orphan']}").text
     endpoints = client.get("/console/endpoints").text
     assert "https://shop.example/gone" in endpoints
+    assert endpoints.count('id="endpoint-health"') == 1 and "<title>Callback endpoints" in endpoints
     health = endpoints.split('id="endpoint-health"', 1)[1]
     assert "https://slow.example" in health and ">paused<" in health
     assert "read timeout &lt;b&gt;x&lt;/b&gt;" in health  # escaped like every string a tenant's endpoint causes
