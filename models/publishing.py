@@ -93,8 +93,13 @@ def install(maker: sessionmaker[Session], publish: Callable[[list[OutboxMessage]
     def _after_commit(session: Session) -> None:
         if session.in_nested_transaction():
             return  # a savepoint released (SQLAlchemy calls this hook then too): the outer commit decides
-        # a row parked again after it was noted (held, queued) waits for whatever releases it
-        rows = [row for row in pending(session) if inspect(row).persistent and row.parked_reason is None]
+        # a row parked again after it was noted (held, queued) waits for whatever releases it; read
+        # from what is loaded, never loaded now (a claim may load only the columns it publishes)
+        rows = [
+            row
+            for row in pending(session)
+            if inspect(row).persistent and inspect(row).dict.get("parked_reason") is None
+        ]
         _forget(session)
         if rows:
             publish(rows)
