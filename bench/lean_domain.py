@@ -2,6 +2,7 @@
 ``standardwebhooks``, counts them, answers 204 at once.
 
     python -m bench.lean_domain --port 5002 --secret whsec_...
+    python -m bench.lean_domain --port 5002 --secret whsec_A... --secret whsec_B...   # two clients
 
 POST (any path): ``standardwebhooks.Webhook(secret).verify(body, headers)``; a bad signature is
 counted and answered 401 (the sender retries). Per correlation id it keeps, for ``task.completed``,
@@ -11,6 +12,11 @@ double completion) and the arrival time of the first.
 
 GET /progress → {"completed": <correlation ids with a task.completed>, "bad_signatures": n}
 GET /report   → {"completed": {cid: [first_at, distinct_ids, deliveries, state]}, "types": {...}, ...}
+GET /completed/<cid> → {"at": first_at, "state": state} of one correlation id, or 404 before it
+
+Serving several clients (bench/fairness.py), it takes one ``--secret`` per client: a callback is
+good when one of them verifies it. Correlation ids are counted as they come, whoever sent them:
+clients that share it use ids of their own.
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 
 class Tally:
-    def __init__(self, secret: str) -> None:
-        self.webhook = Webhook(secret)
+    def __init__(self, secret: str, *more: str) -> None:
+        self.webhooks = [Webhook(s) for s in (secret, *more)]
         self.lock = threading.Lock()
         self.first_at: dict[str, float] = {}
         self.ids: dict[str, set[str]] = {}
@@ -38,9 +44,18 @@ class Tally:
         self.state: dict[str, str] = {}  # of the first task.completed
         self.bad = 0
 
+    def verify(self, body: bytes, headers: dict[str, str]) -> Any:
+        """The event, verified with the first secret that signed it (one, unless clients share us)."""
+        for webhook in self.webhooks[:-1]:
+            try:
+                return webhook.verify(body, headers)
+            except WebhookVerificationError:
+                continue
+        return self.webhooks[-1].verify(body, headers)
+
     def receive(self, body: bytes, headers: dict[str, str]) -> bool:
         try:
-            event = self.webhook.verify(body, headers)
+            event = self.verify(body, headers)
         except WebhookVerificationError:
             with self.lock:
                 self.bad += 1
@@ -97,15 +112,22 @@ class Handler(BaseHTTPRequestHandler):
                 return self._answer(200, {"completed": len(self.tally.first_at), "bad_signatures": self.tally.bad})
         if self.path == "/report":
             return self._answer(200, self.tally.report())
+        if self.path.startswith("/completed/"):
+            cid = self.path.removeprefix("/completed/")
+            with self.tally.lock:
+                at, state = self.tally.first_at.get(cid), self.tally.state.get(cid)
+            return self._answer(404) if at is None else self._answer(200, {"at": at, "state": state})
         return self._answer(404)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="A lean domain app for bench/e2e.py: verifies and counts callbacks.")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--secret", required=True, help="the whsec_ callback secret")
+    parser.add_argument(
+        "--secret", required=True, action="append", help="the whsec_ callback secret (repeat it: one per client)"
+    )
     args = parser.parse_args()
-    Handler.tally = Tally(args.secret)
+    Handler.tally = Tally(*args.secret)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.serve_forever()

@@ -10,6 +10,15 @@ headers, ``msg_<hex>`` ids kept across re-sends). A non-2xx answer or a network 
 after 0.5, 1, 2, 4, 8 s, as a real vendor would: that is what lets the naive pipeline, which has no
 late binding, catch a webhook that overtook its own record of the job id.
 
+For bench/fairness.py it also keeps, per job, when its POST /jobs arrived and the job's input
+(``GET /received`` → ``{"jobs": [[received_at, input], ...]}``, oldest first, ``received_at`` in
+seconds since the epoch), counts the jobs open (received and not yet sent ``job.completed``) and
+the most ever open at once (``open`` and ``max_open`` in ``GET /healthz``), and takes new delays
+while it runs (``POST /settings {"accept_delay": s, "complete_delay": s, "answer_delay": s}``, any
+of them; it also starts ``max_open`` again from the jobs open now, and answers the settings and
+counts). ``answer_delay`` (0 at start) holds every POST /jobs that long before it is handled: a
+slow vendor, at which the caller's submitting processes wait (the receipt time is the arrival).
+
 Why not the simulator: it keeps every delivery for inspection and starts a thread per timer, which
 at a thousand jobs a second would measure the simulator. One scheduler thread and a few sender
 threads with keep-alive sessions keep the vendor's own cost small; its CPU is still reported.
@@ -44,6 +53,7 @@ class Vendor:
         self.secret = secret
         self.accept_delay = accept_delay
         self.complete_delay = complete_delay
+        self.answer_delay = 0.0
         self.lock = threading.Lock()
         self.jobs: dict[str, dict[str, Any]] = {}
         self.by_key: dict[str, str] = {}
@@ -51,13 +61,15 @@ class Vendor:
         self.seq = 0
         self.resent = 0  # webhooks sent again after a non-2xx or a network error
         self.gave_up = 0
+        self.open = 0  # jobs received and not yet sent job.completed
+        self.max_open = 0
         self.wake = threading.Condition(self.lock)
         self.ready: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
         threading.Thread(target=self._schedule, daemon=True).start()
         for _ in range(senders):
             threading.Thread(target=self._send, daemon=True).start()
 
-    def submit(self, key: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    def submit(self, key: str, body: dict[str, Any], received_at: float | None = None) -> tuple[dict[str, Any], bool]:
         with self.lock:
             existing = self.by_key.get(key)
             if existing:
@@ -69,10 +81,14 @@ class Vendor:
                 "reference": body["reference"],
                 "callback_url": body["callback_url"],
                 "outcome": None,
+                "received_at": received_at or time.time(),
+                "input": body.get("input"),
                 "ids": {"job.accepted": "msg_" + uuid.uuid4().hex, "job.completed": "msg_" + uuid.uuid4().hex},
             }
             self.jobs[job_id] = job
             self.by_key[key] = job_id
+            self.open += 1
+            self.max_open = max(self.max_open, self.open)
             self._later(self.accept_delay, job_id, "job.accepted", 0)
             return job, True
 
@@ -101,6 +117,8 @@ class Vendor:
                     job["status"] = "running"
                     payload: dict[str, Any] = {"type": event, "job_id": job_id}
                 else:
+                    if job["status"] != "succeeded":  # once per job, whatever the re-sends
+                        self.open -= 1
                     job["status"], job["outcome"] = "succeeded", {"result": "ok", "reference": job["reference"]}
                     payload = {"type": event, "job_id": job_id, "status": "succeeded", "outcome": job["outcome"]}
             body = json.dumps(payload, separators=(",", ":")).encode()
@@ -122,6 +140,23 @@ class Vendor:
 
     def public(self, job: dict[str, Any]) -> dict[str, Any]:
         return {"job_id": job["job_id"], "status": job["status"], "outcome": job["outcome"]}
+
+    def configure(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """New delays (``accept_delay``, ``complete_delay``: of the sends scheduled from now on;
+        ``answer_delay``: of the POST /jobs arriving from now on); the most open at once is counted
+        again from now. Returns the settings and counts."""
+        with self.lock:
+            self.accept_delay = float(changes.get("accept_delay", self.accept_delay))
+            self.complete_delay = float(changes.get("complete_delay", self.complete_delay))
+            self.answer_delay = float(changes.get("answer_delay", self.answer_delay))
+            self.max_open = self.open
+            return {
+                "accept_delay": self.accept_delay,
+                "complete_delay": self.complete_delay,
+                "answer_delay": self.answer_delay,
+                "open": self.open,
+                "max_open": self.max_open,
+            }
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -148,11 +183,14 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         parts = urlsplit(self.path).path.strip("/").split("/")
         if parts == ["jobs"]:
+            arrived = time.time()
+            if self.vendor.answer_delay:
+                time.sleep(self.vendor.answer_delay)
             key = self.headers.get("Idempotency-Key", "")
             body = json.loads(raw or b"null")
             if not key or not isinstance(body, dict) or "reference" not in body or "callback_url" not in body:
                 return self._answer(400, {"title": "Malformed job request"})
-            job, created = self.vendor.submit(key, body)
+            job, created = self.vendor.submit(key, body, arrived)
             return self._answer(202 if created else 200, self.vendor.public(job))
         if len(parts) == 3 and parts[0] == "jobs" and parts[2] == "cancel":
             with self.vendor.lock:
@@ -163,6 +201,11 @@ class Handler(BaseHTTPRequestHandler):
                     return self._answer(409, {"title": "Job already finished"})
                 found["status"] = "canceled"
             return self._answer(202, {"job_id": parts[1], "status": "canceled"})
+        if parts == ["settings"]:
+            changes = json.loads(raw or b"{}")
+            if not isinstance(changes, dict):
+                return self._answer(400, {"title": "Send a JSON object"})
+            return self._answer(200, self.vendor.configure(changes))
         return self._answer(404, {"title": "Not found"})
 
     def do_GET(self) -> None:
@@ -171,7 +214,11 @@ class Handler(BaseHTTPRequestHandler):
         with self.vendor.lock:
             if parts == ["healthz"]:
                 counts = {"jobs": len(self.vendor.jobs), "resent": self.vendor.resent, "gave_up": self.vendor.gave_up}
+                counts.update(open=self.vendor.open, max_open=self.vendor.max_open)
                 return self._answer(200, {"status": "ok", **counts})
+            if parts == ["received"]:
+                received = [[j["received_at"], j["input"]] for j in self.vendor.jobs.values()]
+                return self._answer(200, {"jobs": received})
             if parts == ["jobs"]:
                 reference = parse_qs(url.query).get("reference", [""])[0]
                 found = [self.vendor.public(j) for j in self.vendor.jobs.values() if j["reference"] == reference]
