@@ -28,6 +28,7 @@ the publish hook); a session without it releases every task at once, as before i
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from itertools import zip_longest
@@ -69,15 +70,24 @@ def policy_of(session: Session) -> DispatchPolicy | None:
     return session.info.get(POLICY)
 
 
-def admit(session: Session, task: ExternalTask, client: Client, now: datetime) -> str | None:
-    """Before the new task is inserted: release it (None) or queue it (the reason). The caller
-    parks its submit row when queued (:func:`park_row`) and then calls :func:`release`, so that a
-    queue with room releases its most urgent tasks first, the new one perhaps among them."""
+@dataclass(frozen=True)
+class Admission:
+    """What :func:`admit` decided: ``reason`` None (released) or why the task waits; ``room``: the
+    client's window had room all the same (older tasks wait, a release was missed): the caller
+    releases the queue's most urgent tasks once the new one is in, the new one perhaps among them."""
+
+    reason: str | None
+    room: bool = False
+
+
+def admit(session: Session, task: ExternalTask, client: Client, now: datetime) -> Admission:
+    """Before the new task is inserted: release it or queue it. The caller parks the submit row of a
+    queued task (``service.add_outbox(parked_reason=QUEUED_ROW)``)."""
     policy = policy_of(session)
     task.dispatch_rank = rank(now, task.priority, policy.aging_s if policy else 60.0)
     if policy is None:
         task.dispatched_at = now
-        return None
+        return Admission(None)
     _lock(session, task.provider, client.id, policy)
     params = {"provider": task.provider, "client_id": client.id}
     on_the_way, waiting = session.execute(_client_counts(), params).one()
@@ -99,14 +109,9 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime) -
     if reason is None:
         task.dispatched_at = now
         metrics.dispatch_wait(task.provider, client.name, 0.0)
-    else:
-        task.wait_reason = reason
-    return reason
-
-
-def park_row(row: OutboxMessage) -> None:
-    """A queued task's submit row waits unpublished (the publish hook and the sweep leave it)."""
-    row.parked_reason = QUEUED_ROW
+        return Admission(None)
+    task.wait_reason = reason
+    return Admission(reason, room=reason == CLIENT_BACKLOG and on_the_way < policy.window * max(client.weight, 1))
 
 
 def moved(session: Session, task: ExternalTask, previous: str, target: State, now: datetime) -> None:

@@ -78,18 +78,21 @@ def release(db: Database, name: str | list[str], holder: str) -> None:
 
 def give_back(session: Session, name: str | list[str], holder: str) -> None:
     """Give the lease (or several of one holder: a relay's client and endpoint slots) back in the
-    caller's transaction, in one statement (deleting the rows: their expiry may be in a ``now`` a
-    test moved forward)."""
-    session.execute(_GIVE_BACK, {"names": [name] if isinstance(name, str) else name, "holder": holder})
+    caller's transaction, deleting the rows (their expiry may be in a ``now`` a test moved forward).
+
+    One statement per lease, in the order they were taken: a taker holds the row locks of the slots
+    it tried (``ON CONFLICT`` locks a held row) while it tries the next group, so a give-back that
+    locked an endpoint's row before its client's could wait for such a taker that waits for it (a
+    deadlock PostgreSQL reported under a drained backlog, when both went in one DELETE)."""
+    for one in [name] if isinstance(name, str) else name:
+        session.execute(_GIVE_BACK, {"name": one, "holder": holder})
 
 
 #: A Core statement on the table: an ORM-enabled delete would match the session's loaded objects
 #: against its criteria first, on every relay.
 _LEASES = Lease.__table__
 assert isinstance(_LEASES, Table)
-_GIVE_BACK = delete(_LEASES).where(
-    _LEASES.c.name.in_(bindparam("names", expanding=True)), _LEASES.c.holder == bindparam("holder")
-)
+_GIVE_BACK = delete(_LEASES).where(_LEASES.c.name == bindparam("name"), _LEASES.c.holder == bindparam("holder"))
 
 
 @contextmanager

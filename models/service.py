@@ -219,15 +219,16 @@ def submit_task(
         updated_at=now,
         checked_at=now,
     )
-    waits = dispatch.admit(session, task, client, now)  # released now, or queued in the database
+    admission = dispatch.admit(session, task, client, now)  # released now, or queued in the database
     session.add(task)
     session.flush()
     add_event(session, task, "requested", now, provider=req.provider)
-    if waits is None:
+    if admission.reason is None:
         return SubmitResult(task, created=True, outbox=[add_outbox(session, OutboxKind.SUBMIT, task, now)])
-    add_event(session, task, "submit.queued", now, reason=waits, priority=task.priority)
+    add_event(session, task, "submit.queued", now, reason=admission.reason, priority=task.priority)
     row = add_outbox(session, OutboxKind.SUBMIT, task, now, parked_reason=dispatch.QUEUED_ROW)
-    dispatch.release(session, task.provider, client.id, now)  # room may be free behind older ones
+    if admission.room:
+        dispatch.release(session, task.provider, client.id, now)  # room behind older ones: a missed release
     return SubmitResult(task, created=True, outbox=[row])
 
 
