@@ -107,10 +107,14 @@ DISPATCH_WAIT_SECONDS = Histogram(
     ["provider", "client"],
     buckets=(0.0, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0),
 )
+#: Labelled, as every counter here: an unlabelled one would write its file at import, in gunicorn's
+#: master too, and be counted as a worker (test_observability reads the files' pids).
 ENDPOINT_PAUSES = Counter(
     "liaison_callback_endpoint_pauses_total",
-    "Callback endpoints paused after failing in a row (a failed probe pauses again).",
+    "Callback endpoints paused: after failures in a row (first), or again after a failed probe (probe_failed).",
+    ["after"],
 )
+PauseCause = Literal["failures", "probe_failed"]
 HTTP_REQUESTS = Counter(
     "liaison_http_requests_total",
     "HTTP requests served, by Flask endpoint and status.",
@@ -232,8 +236,8 @@ def dispatch_wait(provider: str, client: str, seconds: float) -> None:
     DISPATCH_WAIT_SECONDS.labels(_provider(provider), client[:100]).observe(seconds)
 
 
-def endpoint_paused() -> None:
-    ENDPOINT_PAUSES.inc()
+def endpoint_paused(after: PauseCause) -> None:
+    ENDPOINT_PAUSES.labels(_one_of(after, PauseCause)).inc()
 
 
 def relay_delivery(outcome: RelayOutcome, end_to_end_seconds: float | None = None) -> None:

@@ -41,7 +41,14 @@ def tarpit() -> Iterator[Tarpit]:
 def attack_stack(
     request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory, tarpit: Tarpit
 ) -> Iterator[Stack]:
-    extra = {"LIAISON_OUTBOUND_ALLOW": f"127.0.0.1:{tarpit.port}", "LIAISON_RELAY_TIMEOUT_S": "3"}
+    # The tarpit test counts every attempt until the relays are dead-lettered: endpoint health would
+    # pause the tarpit after 5 failures in a row (tests/integration/test_endpoint_health.py tests that),
+    # so here it never pauses.
+    extra = {
+        "LIAISON_OUTBOUND_ALLOW": f"127.0.0.1:{tarpit.port}",
+        "LIAISON_RELAY_TIMEOUT_S": "3",
+        "LIAISON_ENDPOINT_FAILURES_TO_PAUSE": "1000",
+    }
     yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
 
 

@@ -85,7 +85,8 @@ def test_a_failing_endpoint_is_paused_probed_and_resumes_by_itself(health_stack:
     assert paused["origin"] == stack.callback_server.url
     pause = _time(paused["paused_until"]) - _time(paused["last_failure_at"])
     assert pause == timedelta(seconds=min(PAUSE_CAP_S, PAUSE_S * 2 ** (paused["pauses"] - 1)))
-    assert _unhealthy_gauge(stack, "paused") == 1
+    # the session's PostgreSQL database is shared by every stack: other tests' endpoints count too
+    assert (_unhealthy_gauge(stack, "paused") or 0) >= 1
 
     # Every failed call was counted once, and each pause held every relay back: the one after
     # the snapshot's pause came no sooner than its end.
@@ -112,7 +113,8 @@ def test_a_failing_endpoint_is_paused_probed_and_resumes_by_itself(health_stack:
         ]
         assert delivered == ["task.accepted", "task.completed"], delivered
     assert _health(stack, client) is None
-    assert _unhealthy_gauge(stack, "paused") == 0
+    paused_now = [i for i in stack.admin("GET", "/callback-endpoints/health").json()["items"] if i["state"] == "paused"]
+    assert _unhealthy_gauge(stack, "paused") == len(paused_now)  # this one no longer among them
     assert stack.get(api_key, ids[0])["callbacks_waiting"] is None
     with stack.db.transaction() as session:
         row = session.query(EndpointHealth).filter_by(origin=stack.callback_server.url).one()

@@ -23,8 +23,9 @@ from foundation.settings import Settings
 from models.client import Client
 from models.credentials import authenticate
 from models.task import ExternalTask, TaskEvent
+from tests.integration import services
 from tests.integration.conftest import PAIRS, _stack
-from tests.integration.stack import Stack
+from tests.integration.stack import Stack, build_stack
 from tests.support.servers import ServerThread
 
 WINDOW = Settings.from_env({}).dispatch_window  # the shipped window
@@ -48,7 +49,27 @@ def capped_stack(
 ) -> Iterator[Stack]:
     # a short lease: the sweep (run by the test, as beat would) re-drives what a SIGKILLed worker held
     extra = {**UNPACED, "LIAISON_PROVIDER_SIM_MAX_IN_FLIGHT": str(CAP), "LIAISON_OUTBOX_LEASE_S": "3"}
-    yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
+    db, broker = request.param
+    if db == "sqlite":
+        yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
+        return
+    # A database of its own: the capacity counts every open task of the provider, and the session's
+    # shared PostgreSQL database holds other tests' tasks left open at the vendor.
+    url, name = services.create_postgres_database()
+    try:
+        stack = build_stack(
+            f"{db}-{broker}",
+            database_url=url,
+            broker_url=services.BROKERS[broker],
+            vendor_url=vendor.url,
+            vendor_secret=vendor_secret,
+            tmp=tmp_path_factory.mktemp(f"capped-{db}-{broker}"),
+            extra_env=extra,
+        )
+        yield stack
+        stack.close()
+    finally:
+        services.drop_postgres_database(name)
 
 
 def _client(stack: Stack, **limits: Any) -> str:

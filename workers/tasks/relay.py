@@ -252,7 +252,7 @@ class Relay(OutboxTask[Callback, int]):
             session, attempt.work.client_id, self.origin, str(exc), utcnow(), ctx.settings.endpoint_health
         )
         if paused:
-            metrics.endpoint_paused()
+            metrics.endpoint_paused("failures" if row.pauses == 1 else "probe_failed")
             assert row.paused_until is not None
             log.warning(
                 "callback endpoint %s of client %s paused until %s after %d failures in a row",
