@@ -56,6 +56,9 @@ def _stack(
     extra_env: dict[str, str] | None = None,
     relay_in_process: bool = True,
 ) -> Iterator[Stack]:
+    """One stack of the parametrized pair. A module uses one such module-scoped fixture: with two,
+    pytest keeps one's last stack alive while the other's first runs, and two in-process workers in
+    one process hung a worker start and every later one (test_vendor_capacity.py's docstring)."""
     db, broker = request.param
     broker_url = services.BROKERS[broker]
     services.require(broker_url, broker)
