@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from core.states import TERMINAL
 from models.client import Client
 from models.credentials import authenticate
 from models.task import ExternalTask
@@ -66,7 +67,7 @@ def states(stack: Stack, ids: list[str]) -> dict[str, str]:
 
 
 def all_final(stack: Stack, ids: list[str]) -> Callable[[], bool]:
-    return lambda: all(s in ("succeeded", "failed", "canceled") for s in states(stack, ids).values())
+    return lambda: all(s in TERMINAL for s in states(stack, ids).values())
 
 
 def vendor_jobs(stack: Stack, ids: list[str]) -> list[dict[str, Any]]:
