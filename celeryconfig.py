@@ -30,7 +30,8 @@ task_ignore_result = True
 # The work queue's name comes from settings (LIAISON_QUEUE); app.celery_app declares it, with a
 # dead-letter exchange on RabbitMQ. Unknown and undecodable messages are dead-lettered by our consumer.
 worker_consumer = "workers.consumer:DeadLetteringConsumer"
-# Relays run on their own queue (LIAISON_RELAY_QUEUE, default "<queue>.relay": task_routes), and
+# Relays and vendor calls run on queues of their own (LIAISON_RELAY_QUEUE, LIAISON_CALLS_QUEUE:
+# task_routes), consumed by the Procfile's threads-pool lines, and
 # every task has soft and hard time limits (task_annotations): both come from settings and are set
 # by app.celery_app. The soft limit raises SoftTimeLimitExceeded in the task, which records a
 # failed attempt (retried per policy); the hard one kills the pool process (prefork only: the

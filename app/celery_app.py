@@ -39,9 +39,11 @@ def is_amqp(settings: Settings) -> bool:
 
 
 def work_queues(settings: Settings) -> list[Queue]:
-    """The work queue (submit, cancel, beat jobs) and the relay queue, each apart so a slow callback
-    endpoint cannot hold the workers a submission needs. On RabbitMQ both dead-letter rejected
-    messages to ``<queue>.dlx`` (one ``<queue>.dead`` for operators to inspect).
+    """The work queue (beat jobs and the rest), the relay queue and the calls queue (submit, cancel),
+    each apart: callbacks and vendor calls wait on other people's networks, on threads of their own
+    (Procfile relay and calls), and a slow endpoint or vendor cannot hold the prefork worker that
+    beat's jobs need. On RabbitMQ each dead-letters rejected messages to ``<queue>.dlx`` (one
+    ``<queue>.dead`` for operators to inspect).
 
     Changing queue arguments later fails with PRECONDITION_FAILED: use a new queue name then.
     """
@@ -53,7 +55,7 @@ def work_queues(settings: Settings) -> list[Queue]:
         }
     return [
         Queue(name, Exchange(name), routing_key=name, queue_arguments=arguments)
-        for name in (settings.queue, settings.relay_queue)
+        for name in (settings.queue, settings.relay_queue, settings.calls_queue)
     ]
 
 
@@ -71,9 +73,11 @@ BEAT_TASKS = (
 
 
 def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
-    """Relays (HTTP callbacks and channel events) go to their own queue; everything else to the
-    default work queue."""
-    return {"liaison.relay": {"queue": settings.relay_queue}, "liaison.channel": {"queue": settings.relay_queue}}
+    """Relays (HTTP callbacks and channel events) and vendor calls (submit, cancel, probe) go to
+    their own queues; everything else (beat's jobs, notifications) to the default work queue."""
+    relay, calls = {"queue": settings.relay_queue}, {"queue": settings.calls_queue}
+    routes = {"liaison.relay": relay, "liaison.channel": relay}
+    return routes | dict.fromkeys(("liaison.submit", "liaison.cancel", "liaison.probe"), calls)
 
 
 def time_limits(settings: Settings) -> dict[str, dict[str, int]]:

@@ -14,8 +14,11 @@ what it holds at start (``gc.freeze``, meant for processes that fork: those obje
 scanned again), after which a collection scans only what tasks have allocated since, a fraction of
 a millisecond. It runs after a task that retried or failed, at most once per ``MIN_INTERVAL_S``:
 a vendor outage that fails every task pays for one small collection a second, the happy path for
-none. Only prefork children (the Procfile's workers) do this: a solo or threads pool (the tests')
-has frozen nothing, would pay for a whole collection, and keeps Python's own schedule.
+none. Prefork children freeze when they are forked (``worker_process_init``); a ``celery worker``
+on threads (the Procfile's ``calls`` and ``relay``, whose tasks run in the main process) freezes
+when it is ready (``worker_ready``, sent by the command's worker only). The tests' in-process
+workers send neither: they have frozen nothing, would pay for a whole collection, and keep Python's
+own schedule.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 from typing import Any
 
 from celery import states
-from celery.signals import task_postrun, worker_process_init
+from celery.signals import task_postrun, worker_process_init, worker_ready
 
 #: The least time between two collections in one process.
 MIN_INTERVAL_S = 1.0
@@ -64,6 +67,7 @@ _collector = Collector()
 def connect() -> None:
     """Connect the receivers (once per process)."""
     worker_process_init.connect(_freeze, weak=False, dispatch_uid="liaison.worker_memory.freeze")
+    worker_ready.connect(_freeze, weak=False, dispatch_uid="liaison.worker_memory.freeze_ready")
     task_postrun.connect(_after_task, weak=False, dispatch_uid="liaison.worker_memory.collect")
 
 

@@ -274,7 +274,7 @@ def run_liaison(args: argparse.Namespace, database_url: str, broker_url: str, st
 
     jobs(args, meter, one_job)
     with celery.connection_for_write() as conn:  # what the broker received; no worker reads it
-        for queue in (ctx.settings.queue, ctx.settings.relay_queue):
+        for queue in (ctx.settings.queue, ctx.settings.calls_queue, ctx.settings.relay_queue):
             conn.default_channel.queue_purge(queue)
     ctx.db.dispose()
     return meter

@@ -1,15 +1,15 @@
-"""Benchmark: a worker child's memory while every submission fails and is retried. Prints figures;
-asserts nothing.
+"""Benchmark: the calls process's memory while every submission fails and is retried. Prints
+figures; asserts nothing.
 
     .venv/bin/python bench/retry_memory.py                  # 800 tasks, each failing 6 times: 4,800 attempts
     .venv/bin/python bench/retry_memory.py --tasks 2000
 
-It starts the Procfile's web, worker and relay (``bench/stacks.py``) on a PostgreSQL cluster and a
-redis-server of its own, with a vendor that answers every ``POST /jobs`` with 503, submits the tasks
-and prints the resident memory (VmRSS, MiB) of the worker's main process and of each prefork child
-after every 200 submits and at the end. A retried task leaves reference cycles behind (Celery's
-exception info and the traceback's frames); ``app/worker_memory.py`` says how the children free
-them, and what they grew to before it did.
+It starts the Procfile's web, worker, calls and relay (``bench/stacks.py``) on a PostgreSQL cluster
+and a redis-server of its own, with a vendor that answers every ``POST /jobs`` with 503, submits the
+tasks and prints the resident memory (VmRSS, MiB) of the calls process (submissions run on its
+threads, in its main process) after every 200 submits and at the end. A retried task leaves
+reference cycles behind (Celery's exception info and the traceback's frames); ``app/worker_memory.py``
+says how a worker frees them, and what prefork children grew to before it did.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def children(pid: int) -> list[int]:
 
 def worker_memory(worker: Proc) -> str:
     kids = ", ".join(str(rss_mib(child)) for child in children(worker.pid))
-    return f"worker main {rss_mib(worker.pid)} MiB, children {kids} MiB"
+    return f"calls process {rss_mib(worker.pid)} MiB" + (f", children {kids} MiB" if kids else "")
 
 
 def main() -> None:
@@ -99,7 +99,7 @@ def main() -> None:
     with PostgresCluster(PG_SETTINGS) as pg, broker("redis") as (broker_url, _):
         stack = start_liaison(pg, broker_url, logs, vendor_url=vendor_url, extra_env=POLICY)
         try:
-            worker = stack.procs["worker"][0]
+            worker = next(proc for proc in stack.procs["worker"] if proc.name.endswith("-calls"))
             session = requests.Session()
             headers = {"Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"}
             time.sleep(2)

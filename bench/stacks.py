@@ -113,12 +113,18 @@ def _answers(url: str) -> bool:
         return False
 
 
-def worker_commands(hosts: int) -> list[tuple[str, str, int]]:
-    """(name, command, host) of the Procfile's worker and relay for each pretend host; hosts after
-    the first get node names of their own (two ``worker@%h`` on one machine would clash)."""
+#: The Procfile's Celery workers Liaison runs (the naive pipeline has no calls queue: its submits
+#: run on its work queue, as a naive pipeline's do).
+LIAISON_WORKERS = ("worker", "calls", "relay")
+NAIVE_WORKERS = ("worker", "relay")
+
+
+def worker_commands(hosts: int, names: tuple[str, ...] = LIAISON_WORKERS) -> list[tuple[str, str, int]]:
+    """(name, command, host) of the Procfile's worker lines ``names`` for each pretend host; hosts
+    after the first get node names of their own (two ``worker@%h`` on one machine would clash)."""
     commands = []
     for host in range(hosts):
-        for name in ("worker", "relay"):
+        for name in names:
             command = PROCFILE[name] if host == 0 else PROCFILE[name].replace("@%h", f"@host{host}")
             commands.append((f"{name}{host}" if hosts > 1 else name, command, host))
     return commands
@@ -182,7 +188,7 @@ def start_liaison(
         vendor_url,
     )
     stack.procs = helpers
-    _start_pipeline(stack, env, log_dir, tag, PROCFILE["web"], lambda c: c, workers)
+    _start_pipeline(stack, env, log_dir, tag, PROCFILE["web"], lambda c: c, worker_commands(workers))
     return stack
 
 
@@ -220,7 +226,8 @@ def start_naive(pg: PostgresCluster, broker_url: str, log_dir: Path, tag: str = 
     )
     stack.procs = helpers
     web = naive_web_command(PROCFILE["web"], "bench.naive.web:create_app()")
-    _start_pipeline(stack, env, log_dir, tag, web, lambda c: c.replace("app.make_celery", "bench.naive.tasks"), workers)
+    naive = worker_commands(workers, NAIVE_WORKERS)
+    _start_pipeline(stack, env, log_dir, tag, web, lambda c: c.replace("app.make_celery", "bench.naive.tasks"), naive)
     return stack
 
 
@@ -230,12 +237,18 @@ def naive_web_command(web: str, app_spec: str) -> str:
 
 
 def _start_pipeline(
-    stack: Stack, env: dict[str, str], log_dir: Path, tag: str, web: str, worker: Callable[[str], str], hosts: int
+    stack: Stack,
+    env: dict[str, str],
+    log_dir: Path,
+    tag: str,
+    web: str,
+    worker: Callable[[str], str],
+    workers: list[tuple[str, str, int]],
 ) -> None:
-    """Start web and the workers of ``hosts`` pretend hosts; wait until web answers."""
+    """Start web and ``workers`` (:func:`worker_commands`); wait until web answers."""
     try:
         stack.procs["web"] = [Proc(f"{tag}-web", web, _host_env(env, log_dir, tag, 0), log_dir)]
-        for name, command, host in worker_commands(hosts):
+        for name, command, host in workers:
             proc = Proc(f"{tag}-{name}", worker(command), _host_env(env, log_dir, tag, host), log_dir)
             stack.procs.setdefault("worker", []).append(proc)
         wait_until(lambda: _answers(stack.web_url + "/healthz"), 60, f"{tag} web", stack.all_procs())

@@ -135,6 +135,12 @@ RATE_LIMITED = Counter(
     "Calls refused a slot by a shared rate limit: a client's submits (429) or a provider call sent back to wait.",
     ["scope", "provider"],
 )
+VENDOR_CALL_WAITS = Counter(
+    "liaison_vendor_call_waits_total",
+    "Vendor calls (submit, cancel, probe) sent back to the queue: their vendor's share of this calls "
+    "process's threads was taken (LIAISON_PROVIDER_<NAME>_MAX_CONCURRENT_CALLS).",
+    ["provider"],
+)
 
 CHANNEL_COMMANDS = Counter(
     "liaison_channel_commands_total",
@@ -176,6 +182,10 @@ def submission(provider: str, outcome: SubmissionOutcome) -> None:
 
 def rate_limited(scope: RateLimitScope, provider: str | None = None) -> None:
     RATE_LIMITED.labels(_one_of(scope, RateLimitScope), _provider(provider) if provider else "").inc()
+
+
+def vendor_call_wait(provider: str) -> None:
+    VENDOR_CALL_WAITS.labels(_provider(provider)).inc()
 
 
 def channel_command(channel: str, outcome: str) -> None:

@@ -130,6 +130,13 @@ SECTIONS: tuple[Section, ...] = (
         Option("LIAISON_BEAT_TIME_LIMIT_S", "beat_time_limit_s", integer(1), "300", "beat jobs' hard limit"),
         Option("LIAISON_RELAY_QUEUE", "relay_queue", TEXT, "<LIAISON_QUEUE>.relay",
                "relays' own queue (Procfile: relay)", derive=lambda v: v["queue"] + ".relay"),
+        # A vendor call waits on the vendor's network too: submissions and cancellations run on
+        # threads (Procfile calls), each provider held to a share of them (MAX_CONCURRENT_CALLS).
+        Option("LIAISON_CALLS_QUEUE", "calls_queue", TEXT, "<LIAISON_QUEUE>.calls",
+               "vendor calls' own queue: submit, cancel, probe (Procfile: calls)",
+               derive=lambda v: v["queue"] + ".calls"),
+        Option("LIAISON_CALL_THREADS", "call_threads", integer(2), "16",
+               "vendor calls one calls process holds at once (Procfile calls: --pool threads --concurrency)"),
         # A delivery waits on someone else's network: the relay process holds many at once on
         # threads (Procfile relay), and the caps below keep each client and endpoint to a share of them.
         Option("LIAISON_RELAY_THREADS", "relay_threads", integer(1), "64",
@@ -312,6 +319,10 @@ PROVIDER_SECTION = section(
     Option(_S + "MAX_IN_FLIGHT", "max_in_flight", integer(0), "0",
            "jobs kept open at the vendor at once (submitted, not final), all clients sharing them by weight; "
            "0 = no limit"),
+    Option(_S + "MAX_CONCURRENT_CALLS", "max_concurrent_calls", optional_int(), "",
+           "calls to this vendor one calls process makes at once (its threads: LIAISON_CALL_THREADS); "
+           "empty or 0 = all of them when it is the only provider, else half, so a slow vendor never holds "
+           "every thread another vendor needs"),
     Option(_S + "CALL_DEADLINE_S", "call_deadline_s", decimal(0.01), "30",
            "one call, connect to last body byte, ends by this (amqp: a publish's confirm, a status reply)"),
 )

@@ -91,6 +91,7 @@ class ProviderSettings:
     rate_limit_per_s: float = _provider_default("rate_limit_per_s")
     rate_limit_burst: int = _provider_default("rate_limit_burst")
     max_in_flight: int = _provider_default("max_in_flight")
+    max_concurrent_calls: int | None = _provider_default("max_concurrent_calls")
     call_deadline_s: float = _provider_default("call_deadline_s")
     amqp_url: str = _provider_default("amqp_url")
     command_queue: str = _provider_default("command_queue")
@@ -172,6 +173,8 @@ class Settings:
     beat_soft_time_limit_s: int
     beat_time_limit_s: int
     relay_queue: str
+    calls_queue: str
+    call_threads: int
     dispatch_window: int
     priority_aging_s: float
     relay_threads: int
@@ -223,6 +226,15 @@ class Settings:
         that soon after, not after the task's hard time limit. A relay held up longer than that (a
         database stall) at worst lets one more of its client's relays run meanwhile."""
         return self.relay_timeout_s + 30.0
+
+    def call_slots(self, provider: str) -> int:
+        """How many calls to ``provider`` one calls process makes at once: its own setting, or all
+        the threads when it is the only provider, else half of them (a slow vendor holds at most
+        those; the others' calls take the rest)."""
+        ps = self.providers.get(provider)
+        if ps is not None and ps.max_concurrent_calls is not None:
+            return ps.max_concurrent_calls
+        return self.call_threads if len(self.providers) <= 1 else max(1, self.call_threads // 2)
 
     @property
     def dispatch(self) -> DispatchPolicy:
@@ -289,6 +301,13 @@ class Settings:
             raise ConfigError("LIAISON_ENDPOINT_PAUSE_CAP_S must be at least LIAISON_ENDPOINT_PAUSE_S")
         if self.relay_queue == self.queue:
             raise ConfigError("LIAISON_RELAY_QUEUE must differ from LIAISON_QUEUE (relays run apart from submissions)")
+        if self.calls_queue in (self.queue, self.relay_queue):
+            raise ConfigError("LIAISON_CALLS_QUEUE must differ from LIAISON_QUEUE and LIAISON_RELAY_QUEUE")
+        for name, ps in self.providers.items():
+            if ps.max_concurrent_calls is not None and not 1 <= ps.max_concurrent_calls <= self.call_threads:
+                raise ConfigError(
+                    f"LIAISON_PROVIDER_{name.upper()}_MAX_CONCURRENT_CALLS must be between 1 and LIAISON_CALL_THREADS"
+                )
         if self.worker_metrics_port is not None and not self.metrics_token:
             # An open port would hand out what /metrics guards: the same token, or no listener.
             raise ConfigError("LIAISON_WORKER_METRICS_PORT needs LIAISON_METRICS_TOKEN (its scrapes send it)")

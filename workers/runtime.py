@@ -12,6 +12,7 @@ from flask import current_app
 
 from foundation.settings import Settings
 from models.db import Database
+from workers.call_slots import CallSlots
 from workers.channels import ChannelPublisher
 from workers.limiter import Limiter
 from workers.outbox import Publisher
@@ -27,6 +28,8 @@ class Liaison:
     limiter: Limiter  # shared rate limits (workers.limiter)
     #: events to domain apps' broker channels; its connections are made on first use
     channels: ChannelPublisher = field(init=False)
+    #: calls to each vendor running in this process (a calls process's share per vendor)
+    call_slots: CallSlots = field(init=False, default_factory=CallSlots)
 
     def __post_init__(self) -> None:
         self.channels = ChannelPublisher(self.settings)

@@ -1,5 +1,5 @@
 """``bin/chaos``: the endurance run. Starts its own PostgreSQL cluster and redis-server, the Procfile's
-web, worker, relay, beat and vendor on them, and a domain app; drives the jobs while the chaos plan
+web, worker, calls, relay, beat and vendor on them, and a domain app; drives the jobs while the chaos plan
 breaks things; then prints what happened to every job. Exit 0 only with 0 lost, 0 doubled at the
 vendor and 0 completed twice."""
 
@@ -157,7 +157,8 @@ def _follow(
             rss = {name: sum(kib) / 1024 for name, kib in platform.rss().items()}
             timeline.note(
                 f"progress: {len(driver.accepted)}/{total} submitted, {completed} completed at the domain app, "
-                f"{domain.callbacks} callbacks; RSS MiB worker {rss['worker']:.0f}, relay {rss['relay']:.0f}"
+                f"{domain.callbacks} callbacks; RSS MiB worker {rss['worker']:.0f}, calls {rss['calls']:.0f},"
+                f" relay {rss['relay']:.0f}"
             )
         if submitted_at is not None and not chaos.thread.is_alive():
             if completed >= total:

@@ -1,4 +1,4 @@
-"""The platform under test: the Procfile's web, worker, relay, beat and vendor on the suite's own
+"""The platform under test: the Procfile's web, worker, calls, relay, beat and vendor on the suite's own
 PostgreSQL cluster and redis-server, configured for a run that must heal itself within minutes."""
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from bench.chaos.procs import ROOT, Proc, on_loopback, procfile, rss_kib
 from bench.services import PostgresCluster, RedisServer, free_port
 from webhooks.signing import generate_secret
 
-PROCESSES = ("vendor", "web", "worker", "relay", "beat")
+PROCESSES = ("vendor", "web", "worker", "calls", "relay", "beat")
+#: the Celery nodes, each answering a ping once it is up
+WORKERS = ("worker", "calls", "relay")
 
 #: What the suite sets beyond the addresses and secrets, and why (docs/runbook.md, "bin/chaos").
 # fmt: off
@@ -106,7 +108,7 @@ class Platform:
             self.procs[name].start()
         self.wait_http(f"{self.vendor_url}/healthz")
         self.wait_http(f"{self.web_url}/readyz")
-        for name in ("worker", "relay"):
+        for name in WORKERS:
             self.wait_worker(name)
         if gone := [name for name, proc in self.procs.items() if not proc.running()]:
             raise RuntimeError(f"{', '.join(gone)} exited at start-up (logs: {self.logs})")
@@ -203,8 +205,8 @@ class Platform:
                 return kinds
 
     def rss(self) -> dict[str, list[int]]:
-        """name -> VmRSS (KiB) of each process of its tree, the main process first: worker, relay, web."""
-        return {name: [rss_kib([pid]) for pid in self.procs[name].tree()] for name in ("worker", "relay", "web")}
+        """name -> VmRSS (KiB) of each process of its tree, the main process first: the workers, web."""
+        return {name: [rss_kib([pid]) for pid in self.procs[name].tree()] for name in (*WORKERS, "web")}
 
     def stop(self) -> None:
         for name in reversed(PROCESSES):

@@ -79,7 +79,7 @@ def render(
     )
     for name, start in measures.rss_start.items():
         end = measures.rss_end.get(name, [])
-        note = " (its third incarnation: killed twice)" if name == "worker" else ""
+        note = " (its third incarnation: killed twice)" if name in ("worker", "calls") else ""
         lines.append(f"{name + ' RSS:':<28}start {_tree(start)}, end {_tree(end)}{note}")
     lines += [
         f"duration:                   {ended - measures.started:.1f}s (submitting {submitted - measures.started:.1f}s)",

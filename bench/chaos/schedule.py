@@ -38,11 +38,11 @@ class Chaos:
         self.failures: list[str] = []  # chaos actions that did not do what they meant to
         self.plan = [
             Event(0.10, "flap the simulator", self.flap_vendor),
-            Event(0.20, "SIGKILL the worker's process group (1 of 2)", self.kill_worker),
+            Event(0.20, "SIGKILL the worker's and the calls process's groups (1 of 2)", self.kill_worker),
             Event(0.35, "SIGKILL one prefork child of the worker", self.kill_child),
             Event(0.50, "kill redis-server, start it again empty", self.kill_redis),
             Event(0.65, "restart the PostgreSQL cluster", self.restart_postgres),
-            Event(0.80, "SIGKILL the worker's process group (2 of 2)", self.kill_worker),
+            Event(0.80, "SIGKILL the worker's and the calls process's groups (2 of 2)", self.kill_worker),
             Event(0.90, "flap the simulator", self.flap_vendor),
         ]
         self.thread = threading.Thread(target=self._run, name="chaos", daemon=True)
@@ -66,17 +66,22 @@ class Chaos:
 
     # --- the events ------------------------------------------------------------------------------
     def kill_worker(self) -> None:
-        worker = self.platform.procs["worker"]
-        rss = rss_kib(worker.tree()) / 1024
-        killed = worker.kill_group()
-        self.timeline.log(
-            f"  SIGKILL process group {worker.pid}: {len(killed)} processes {sorted(killed)}, {rss:.1f} MiB RSS"
-        )
+        """What a host's crash does to the work it holds: the worker (beat's jobs) and the calls
+        process (submissions in the middle of their vendor call) die together."""
+        procs = [self.platform.procs[name] for name in ("worker", "calls")]
+        for proc in procs:
+            rss = rss_kib(proc.tree()) / 1024
+            killed = proc.kill_group()
+            self.timeline.log(
+                f"  SIGKILL {proc.name}'s process group {proc.pid}: {len(killed)} processes {sorted(killed)},"
+                f" {rss:.1f} MiB RSS"
+            )
         time.sleep(RESTART_AFTER_S)
-        worker.start()
-        self.timeline.log(f"  worker started again (pid {worker.pid}, start #{worker.starts})")
-        took = self.platform.wait_worker("worker")
-        self.timeline.log(f"  worker answers a ping ({took:.1f}s after its start)")
+        for proc in procs:
+            proc.start()
+            self.timeline.log(f"  {proc.name} started again (pid {proc.pid}, start #{proc.starts})")
+            took = self.platform.wait_worker(proc.name)
+            self.timeline.log(f"  {proc.name} answers a ping ({took:.1f}s after its start)")
 
     def kill_child(self) -> None:
         worker = self.platform.procs["worker"]

@@ -55,6 +55,7 @@ def _stack(
     tmp_path_factory,
     extra_env: dict[str, str] | None = None,
     relay_in_process: bool = True,
+    calls_in_process: bool = True,
 ) -> Iterator[Stack]:
     """One stack of the parametrized pair. A module uses one such module-scoped fixture: with two,
     pytest keeps one's last stack alive while the other's first runs, and two in-process workers in
@@ -73,6 +74,7 @@ def _stack(
         tmp=tmp,
         extra_env=extra_env,
         relay_in_process=relay_in_process,
+        calls_in_process=calls_in_process,
     )
     yield built
     built.close()

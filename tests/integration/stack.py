@@ -213,9 +213,11 @@ def build_stack(
     tmp: Path,
     extra_env: dict[str, str] | None = None,
     relay_in_process: bool = True,
+    calls_in_process: bool = True,
 ) -> Stack:
-    """``relay_in_process=False``: the in-process worker consumes the work queue only, and the test
-    runs the relay queue's worker itself (the Procfile's relay line: ``tests/integration/procfile_relay.py``)."""
+    """``relay_in_process=False`` (``calls_in_process=False``): the in-process worker does not
+    consume the relay (calls) queue, and the test runs that queue's worker itself, the Procfile's
+    line (``tests/integration/procfile_worker.py``)."""
     exit_stack = ExitStack()
     callbacks = CallbackRecorder()
     callback_server = exit_stack.enter_context(ServerThread(callbacks))
@@ -250,8 +252,10 @@ def build_stack(
     web = exit_stack.enter_context(ServerThread(app, port=port))
     celery = app.extensions["celery"]
     exit_stack.callback(delete_queues, celery, app.extensions["liaison"].settings)
-    # One worker consumes both the work queue and the relay queue (production runs one of each).
-    relay_queue = [app.extensions["liaison"].settings.relay_queue] if relay_in_process else []
+    # One worker consumes the work, calls and relay queues (production runs one process for each).
+    settings = app.extensions["liaison"].settings
+    relay_queue = [settings.relay_queue] if relay_in_process else []
+    relay_queue += [settings.calls_queue] if calls_in_process else []
     exit_stack.enter_context(
         running_worker(
             celery,
@@ -282,7 +286,7 @@ def running_worker(celery: Celery, **options: Any) -> Iterator[Any]:
 
 
 def delete_queues(celery: Any, settings: Settings) -> None:
-    """Delete the work queue, the relay queue and the dead-letter queue. Each is declared first, as
+    """Delete the work, calls and relay queues and the dead-letter queue. Each is declared first, as
     the worker declares it: kombu's Redis transport deletes only the bindings its channel knows of."""
     from app.celery_app import dead_letter_queue, work_queues
 

@@ -33,7 +33,7 @@ from models.messages import OutboxKind
 from models.service import add_outbox
 from models.task import ExternalTask
 from tests.integration.conftest import PAIRS, _stack
-from tests.integration.procfile_relay import procfile_relay
+from tests.integration.procfile_worker import procfile_worker
 from tests.integration.stack import Stack, delete_queues, liaison_env
 from tests.support.listeners import Tarpit
 from tests.support.servers import ServerThread
@@ -94,7 +94,7 @@ def test_a_trickling_endpoint_delays_neither_another_tenant_nor_its_own_tenants_
     key_b, _, path_b = stack.new_client()
     tag = uuid.uuid4().hex[:8]
     slow = [f"trickle-a-{tag}-{i}" for i in range(6)]
-    with procfile_relay(stack, tmp_path) as relay:
+    with procfile_worker(stack, "relay", tmp_path) as relay:
         for cid in slow:
             body = {"correlation_id": cid, "input": "slow endpoint", "callback_url": f"{tarpit.url}/a"}
             assert stack.submit(key_a, body).status_code == 202
@@ -224,8 +224,9 @@ def _row(stack: Stack, outbox_id: int) -> OutboxMessage:
 
 @pytest.mark.timeout(240)
 def test_relays_run_on_their_own_queue(tarpit_stack: Stack, vendor_secret: str, tmp_path: Path) -> None:
-    """A relay row is published to the relay queue: a worker on the work queue alone runs the
-    submission published after it but never the relay; a relay-queue worker then delivers it."""
+    """A relay row is published to the relay queue and a submission to the calls queue, neither to
+    the work queue: a worker on the calls queue alone runs the submission published after the relay
+    but never the relay; a relay-queue worker then delivers it."""
     stack = tarpit_stack
     with _side_app(stack, vendor_secret, tmp_path) as (app, env):
         settings, celery = app.extensions["liaison"].settings, app.extensions["celery"]
@@ -237,12 +238,13 @@ def test_relays_run_on_their_own_queue(tarpit_stack: Stack, vendor_secret: str, 
 
         def depth(queue) -> int:  # type: ignore[no-untyped-def]
             with celery.connection_for_write() as conn:
-                return queue(conn.default_channel).queue_declare(passive=True).message_count
+                # declared, not passive: nothing was published to the work queue, so it may not exist yet
+                return queue(conn.default_channel).queue_declare().message_count
 
-        work, relay_queue = work_queues(settings)
-        assert (depth(work), depth(relay_queue)) == (1, 1)
+        work, relay_queue, calls = work_queues(settings)
+        assert (depth(work), depth(relay_queue), depth(calls)) == (0, 1, 1)
 
-        with _worker(env, work.name):
+        with _worker(env, calls.name):
             _wait(lambda: _row(stack, submit_id).done_at is not None, "the submission ran", timeout=90)
         assert _row(stack, relay.id).done_at is None and depth(relay_queue) >= 1  # published first, still waiting
 

@@ -1,6 +1,6 @@
 """A vendor's capacity (LIAISON_PROVIDER_<NAME>_MAX_IN_FLIGHT) end to end, both databases and both
 brokers: the vendor never has more jobs open than the capacity, as the vendor itself counts them (the
-simulator's job times), shared across clients and also with a second worker that is SIGKILLed; a
+simulator's job times), shared across clients and also with a second calls process that is SIGKILLed; a
 waiting task says why.
 
 One stack per module: two in-process workers alive at once in one process share Celery's worker
@@ -33,7 +33,7 @@ from tests.integration.stack import Stack, build_stack
 from tests.support.servers import ServerThread
 
 CAP = 3
-assert procfile  # the second worker's line is the Procfile's (bench.stacks.PROCFILE)
+assert procfile  # the second calls process's line is the Procfile's (bench.stacks.PROCFILE)
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")
@@ -92,14 +92,14 @@ def test_the_vendor_never_sees_more_than_its_capacity_and_a_waiting_task_says_wh
 
 @pytest.mark.timeout(300)
 def test_capacity_holds_with_a_second_worker_that_is_killed(capped_stack: Stack, tmp_path: Path) -> None:
-    """A second worker process (the Procfile's worker line) shares the work queue and is SIGKILLed
+    """A second calls process (the Procfile's calls line) shares the calls queue and is SIGKILLed
     while it holds submissions: the vendor still never has more than the capacity open, and every
     task ends with one job (the sweep re-drives what the dead worker held)."""
     stack = capped_stack
     api_key = new_client(stack)
     tag = uuid.uuid4().hex[:6]
     ids = [f"kill-{tag}-{i}" for i in range(12)]
-    worker = Proc("second-worker", PROCFILE["worker"], {**base_env(), **stack.env}, tmp_path)
+    worker = Proc("second-calls", PROCFILE["calls"], {**base_env(), **stack.env}, tmp_path)
     try:
         submit(stack, api_key, ids, simulate={"slow_s": 0.5, "complete_delay_s": 0.5})
         wait(lambda: sum(s != "requested" for s in states(stack, ids).values()) >= 3, "three reached the vendor")
@@ -117,5 +117,5 @@ def test_capacity_holds_with_a_second_worker_that_is_killed(capped_stack: Stack,
     jobs = vendor_jobs(stack, ids)
     assert sorted(j["task"] for j in jobs) == sorted(ids)  # one job per task: none lost, none twice
     most = most_open_at_once(jobs)
-    print(f"\n{stack.name}: a worker SIGKILLed mid-run; at most {most} jobs open at the vendor (MAX_IN_FLIGHT={CAP})")
+    print(f"\n{stack.name}: a calls process SIGKILLed; at most {most} jobs open at the vendor (MAX_IN_FLIGHT={CAP})")
     assert most <= CAP

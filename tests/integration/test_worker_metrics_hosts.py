@@ -2,7 +2,7 @@
 
 Two real ``celery -A app.make_celery worker --pool prefork --concurrency 1`` processes, each with its
 own, initially empty ``PROMETHEUS_MULTIPROC_DIR`` and its own ``LIAISON_WORKER_METRICS_PORT`` (two
-hosts, as far as metrics can tell), consume the same work and relay queues on one broker and one
+hosts, as far as metrics can tell), consume the same work, calls and relay queues on one broker and one
 PostgreSQL database. The web runs in this process (its ``/metrics`` is not what is under test). Twenty
 tasks go through the API to the simulator; then each host's port is scraped over HTTP: both hosts
 did some of the work, together exactly all of it (nothing counted twice, nothing lost), and a scrape
@@ -169,7 +169,7 @@ def platform(
         cleanup.callback(delete_queues, app.extensions["celery"], settings)
         web = cleanup.enter_context(ServerThread(app, port=web_port))
 
-        queues = f"{settings.queue},{settings.relay_queue}"
+        queues = f"{settings.queue},{settings.calls_queue},{settings.relay_queue}"
         hosts = [_start_host(name, env, queues, tmp) for name in ("host-a", "host-b")]
         for host in hosts:
             cleanup.callback(stop, host.proc)

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from bench.procs import CLOCK_TICKS, parse_stat, parse_status_kb, percentile, procfile
-from bench.stacks import PROCFILE, naive_web_command, worker_commands
+from bench.stacks import NAIVE_WORKERS, PROCFILE, naive_web_command, worker_commands
 
 
 def test_percentile_nearest_rank() -> None:
@@ -42,7 +42,7 @@ def test_procfile_parsing_and_the_lines_the_benchmark_runs() -> None:
         "web": "gunicorn x:y",
         "worker": "celery -A a worker",
     }
-    for name in ("release", "web", "worker", "relay"):
+    for name in ("release", "web", "worker", "calls", "relay"):
         assert name in PROCFILE
     naive = naive_web_command(PROCFILE["web"], "bench.naive.web:create_app()")
     assert "'bench.naive.web:create_app()'" in naive and "gunicorn.conf.py" not in naive
@@ -51,8 +51,9 @@ def test_procfile_parsing_and_the_lines_the_benchmark_runs() -> None:
 
 def test_second_worker_host_gets_node_names_of_its_own() -> None:
     one = worker_commands(1)
-    assert [name for name, _, _ in one] == ["worker", "relay"]
-    two = worker_commands(2)
+    assert [name for name, _, _ in one] == ["worker", "calls", "relay"]
+    two = worker_commands(2, NAIVE_WORKERS)
     assert [(name, host) for name, _, host in two] == [("worker0", 0), ("relay0", 0), ("worker1", 1), ("relay1", 1)]
     assert "worker@%h" in two[0][1] and "worker@host1" in two[2][1] and "relay@host1" in two[3][1]
+    assert "calls@host1" in worker_commands(2)[4][1]
     assert worker_commands(0) == []

@@ -441,6 +441,51 @@ def test_time_limit_and_relay_settings_are_checked(env, named):
     assert named in config_error(env)
 
 
+def test_vendor_calls_have_their_own_queue_and_a_share_of_its_threads_per_vendor():
+    one = Settings.from_env(sim_env())
+    assert (one.calls_queue, one.call_threads) == ("liaison.calls", 16)
+    assert Settings.from_env({"LIAISON_QUEUE": "work"}).calls_queue == "work.calls"
+    assert one.call_slots("sim") == 16  # the only vendor: nobody else's calls to leave room for
+    slow = {
+        "LIAISON_PROVIDERS": "sim,slow",
+        "LIAISON_PROVIDER_SLOW_BASE_URL": "http://slow.local:9000/",
+        "LIAISON_PROVIDER_SLOW_WEBHOOK_SECRETS": SECRET_1,
+    }
+    two = Settings.from_env(sim_env(**slow))
+    assert (two.call_slots("sim"), two.call_slots("slow")) == (8, 8)  # each leaves half to the other
+    own = Settings.from_env(sim_env(**slow, LIAISON_PROVIDER_SLOW_MAX_CONCURRENT_CALLS="2"))
+    assert (own.call_slots("sim"), own.call_slots("slow")) == (8, 2)
+
+
+@pytest.mark.parametrize(
+    "env, named",
+    [
+        ({"LIAISON_CALLS_QUEUE": "liaison"}, "LIAISON_CALLS_QUEUE"),
+        ({"LIAISON_CALLS_QUEUE": "liaison.relay"}, "LIAISON_CALLS_QUEUE"),
+        ({"LIAISON_CALL_THREADS": "1"}, "LIAISON_CALL_THREADS"),
+        ({"LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS": "17"}, "LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS"),
+        ({"LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS": "-1"}, "LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS"),
+    ],
+)
+def test_call_settings_are_checked(env, named):
+    assert named in config_error({**sim_env(), **env})
+
+
+def test_the_procfile_calls_line_runs_the_threads_the_settings_count_on():
+    """Submissions, cancellations and probes run on the calls line's LIAISON_CALL_THREADS threads,
+    the capacity the per-vendor shares (call_slots) are taken from, on the calls queue."""
+    from pathlib import Path
+
+    lines = dict(
+        line.split(":", 1) for line in (Path(__file__).resolve().parents[2] / "Procfile").read_text().splitlines()
+    )
+    calls = lines["calls"]
+    assert " --pool threads " in calls and " -n calls@%h " in calls
+    assert f" --concurrency ${{LIAISON_CALL_THREADS:-{Settings.from_env({}).call_threads}}} " in calls
+    assert calls.endswith(" -Q ${LIAISON_CALLS_QUEUE:-${LIAISON_QUEUE:-liaison}.calls}")
+    assert "--pool" not in lines["worker"]  # beat's jobs keep prefork: time limits are enforced there
+
+
 def test_the_procfile_relay_runs_the_threads_the_settings_count_on():
     """The relay line holds LIAISON_RELAY_THREADS deliveries at once on threads, with the table's
     default: the caps the settings check against it are the Procfile's real capacity."""

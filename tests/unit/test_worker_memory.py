@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from celery import states
-from celery.signals import task_postrun, worker_process_init
+from celery.signals import task_postrun, worker_process_init, worker_ready
 
 from app import worker_memory
 from app.worker_memory import Collector
@@ -93,9 +93,11 @@ def test_freezing_moves_the_start_up_objects_out_of_every_collection(no_automati
     assert gc.get_freeze_count() > 0
 
 
-def test_the_receivers_are_connected_once_for_prefork_children() -> None:
+def test_the_receivers_are_connected_once_for_prefork_children_and_threads_workers() -> None:
     worker_memory.connect()
     worker_memory.connect()
     uids = [key[0] for key, _ in task_postrun.receivers] + [key[0] for key, _ in worker_process_init.receivers]
     assert uids.count("liaison.worker_memory.collect") == 1
     assert uids.count("liaison.worker_memory.freeze") == 1
+    # a threads pool (the calls and relay lines) runs its tasks in the command's main process
+    assert [key[0] for key, _ in worker_ready.receivers].count("liaison.worker_memory.freeze_ready") == 1

@@ -2,7 +2,8 @@
 
 1. **start**, one transaction: lock the outbox row (nothing to do once it is done), let the task
    admit it (the relay waits here for an earlier relay of its task, or takes one of its client's
-   slots, before anything is counted), count the
+   slots; a vendor call takes one of its vendor's call slots: ``workers.tasks.vendor_call``; before
+   anything is counted), count the
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
    dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
    an endpoint disabled). Committed before the call, so a call that kills its worker is counted.

@@ -15,8 +15,9 @@ from models.messages import OutboxMessage
 from workers.policies import provider_policy
 from workers.providers import Provider
 from workers.runtime import Liaison, liaison
-from workers.tasks.attempt import Attempt, OutboxTask, run
+from workers.tasks.attempt import Attempt, run
 from workers.tasks.outcomes import provider_of
+from workers.tasks.vendor_call import VendorCall
 
 CONFLICT = 409  # the job finished before our cancel reached it; its completion will arrive
 
@@ -26,10 +27,17 @@ def cancel(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Cancel())
 
 
-class Cancel(OutboxTask[tuple[Provider, str], None]):
+class Cancel(VendorCall[tuple[Provider, str], None]):
+    def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
+        row = service.claim_outbox(session, outbox_id)
+        if row is not None and stage == "start":
+            assert row.task_id is not None  # a cancellation's row always names its task
+            self.task = service.lock_task(session, row.task_id)  # its vendor's call slot is taken next
+        return row
+
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
-        assert row.task_id is not None  # a cancellation's row always names its task
-        task = service.lock_task(session, row.task_id)
+        task = self.task
+        assert task is not None  # claimed with its row
         if task.vendor_job_id is None:
             service.mark_done(session, row, utcnow(), "cancel.skipped", reason="the vendor has no job")
             return "skipped"

@@ -23,7 +23,8 @@ from models.task import ExternalTask
 from workers.providers import Provider
 from workers.providers.base import JobSnapshot
 from workers.runtime import Liaison, liaison
-from workers.tasks.attempt import Attempt, OutboxTask, run
+from workers.tasks.attempt import Attempt, run
+from workers.tasks.vendor_call import VendorCall
 
 NOT_FOUND = 404
 #: a probe that ran into its time limit is tried again once, then dead-lettered for a person
@@ -35,7 +36,7 @@ def probe(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Probe())
 
 
-class Probe(OutboxTask[tuple[Provider, str], JobSnapshot]):
+class Probe(VendorCall[tuple[Provider, str], JobSnapshot]):
     def __init__(self) -> None:
         self.task: ExternalTask | None = None  # locked with the row, at each stage
 

@@ -18,8 +18,9 @@ from webhooks.bounded_json import InvalidJson
 from workers.policies import provider_policy
 from workers.providers import Provider, SubmitJob
 from workers.runtime import Liaison, liaison
-from workers.tasks.attempt import Attempt, OutboxTask, run
+from workers.tasks.attempt import Attempt, run
 from workers.tasks.outcomes import provider_of
+from workers.tasks.vendor_call import VendorCall
 
 
 @shared_task(bind=True, name="liaison.submit", max_retries=None)
@@ -27,7 +28,7 @@ def submit(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Submit())
 
 
-class Submit(OutboxTask[tuple[Provider, SubmitJob], str]):
+class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
     def __init__(self) -> None:
         self.task: ExternalTask | None = None  # locked with the row, at each stage
         self.raw_input = "null"

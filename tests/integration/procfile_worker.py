@@ -1,0 +1,30 @@
+"""One of the Procfile's Celery lines (``relay``, ``calls``) as a process of the test's own, on a
+stack built with ``relay_in_process=False`` or ``calls_in_process=False``: what a deploy runs (its
+pool, its concurrency, the shipped settings), not the test stack's in-process threads with their
+short test timeouts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.procs import ROOT, Proc, procfile
+from bench.stacks import base_env
+from tests.integration.stack import Stack
+
+#: What ``liaison_env`` shortens so that failures play out in seconds; the process gets the
+#: shipped defaults of these instead.
+TEST_ONLY = ("LIAISON_RELAY_TIMEOUT_S", "LIAISON_RELAY_SCHEDULE_S", "LIAISON_RELAY_MAX_ATTEMPTS")
+PROCFILE = procfile((ROOT / "Procfile").read_text())
+
+
+@contextmanager
+def procfile_worker(stack: Stack, name: str, log_dir: Path, **extra: str) -> Iterator[Proc]:
+    """Run the Procfile's ``name`` line against the stack's database and broker until the block ends."""
+    env = {**base_env(), **{k: v for k, v in stack.env.items() if k not in TEST_ONLY}, **extra}
+    proc = Proc(name, PROCFILE[name], env, log_dir)
+    try:
+        yield proc
+    finally:
+        proc.stop(timeout=40)

@@ -1,0 +1,46 @@
+"""The outbox tasks that call a vendor (submit, cancel, probe): each takes one of its vendor's call
+slots in this process before it is counted, and gives it back when the delivery ends, so a slow
+vendor holds its share of the calls process's threads and no more (``workers.call_slots``)."""
+
+from __future__ import annotations
+
+import random
+from typing import TypeVar
+
+from sqlalchemy.orm import Session
+
+from foundation import metrics
+from models.messages import OutboxMessage
+from models.task import ExternalTask
+from workers.runtime import Liaison
+from workers.tasks.attempt import ComeBackLater, OutboxTask
+
+#: A call finding its vendor's slots taken comes back after this, plus up to as much again at random
+#: (so the waiting calls do not come back together): a slot frees when one of the vendor's calls ends.
+CALL_SLOT_WAIT_S = 1.0
+_rng = random.SystemRandom()
+W = TypeVar("W")
+R = TypeVar("R")
+
+
+class VendorCall(OutboxTask[W, R]):
+    """An outbox task whose ``claim`` locks the task (``self.task``), so the vendor is known before
+    the delivery is counted: a call that must wait for a slot leaves nothing behind but a retry."""
+
+    task: ExternalTask | None = None  # locked with the row, at each stage
+    _slot: str | None = None  # the provider whose slot this delivery holds
+
+    def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
+        provider = self.task.provider if self.task is not None else None
+        if provider is None or provider not in ctx.settings.providers:
+            return None  # prepare refuses it, no call made
+        if not ctx.call_slots.take(provider, ctx.settings.call_slots(provider)):
+            metrics.vendor_call_wait(provider)
+            raise ComeBackLater(CALL_SLOT_WAIT_S + _rng.uniform(0.0, CALL_SLOT_WAIT_S), "call_slot_wait")
+        self._slot = provider
+        return None
+
+    def release(self, ctx: Liaison) -> None:
+        if self._slot is not None:
+            ctx.call_slots.give_back(self._slot)
+            self._slot = None
