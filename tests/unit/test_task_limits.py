@@ -61,15 +61,18 @@ def test_every_task_has_soft_and_hard_limits_from_settings(celery) -> None:
     assert (celery.conf.task_soft_time_limit, celery.conf.task_time_limit) == (250, 270)
 
 
-def test_relays_are_routed_to_their_own_queue(celery) -> None:
+def test_relays_and_vendor_calls_are_routed_to_their_own_queues(celery) -> None:
     route = celery.amqp.router.route
-    assert route({}, "liaison.relay")["queue"].name == "work.relay"
-    for name in ("liaison.submit", "liaison.cancel", "liaison.sweep_outbox", "liaison.reconcile"):
+    for name in ("liaison.relay", "liaison.channel"):
+        assert route({}, name)["queue"].name == "work.relay", name
+    for name in ("liaison.submit", "liaison.cancel", "liaison.probe"):
+        assert route({}, name)["queue"].name == "work.calls", name
+    for name in ("liaison.sweep_outbox", "liaison.reconcile", "liaison.dispatch", "liaison.notify"):
         assert route({}, name)["queue"].name == "work", name
-    assert [q.name for q in celery.conf.task_queues] == ["work", "work.relay"]
+    assert [q.name for q in celery.conf.task_queues] == ["work", "work.relay", "work.calls"]
 
 
-def test_both_queues_dead_letter_like_the_work_queue_on_rabbitmq() -> None:
+def test_every_queue_dead_letters_like_the_work_queue_on_rabbitmq() -> None:
     env = {**ENV, "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:1//"}
     queues = create_app(Settings.from_env(env)).extensions["celery"].conf.task_queues
     for queue in queues:
