@@ -122,7 +122,8 @@ SECTIONS: tuple[Section, ...] = (
         # Above the longest outbound call (a submit may make two: submit, then find). The soft limit
         # ends the attempt as a failed one; the hard one kills the pool process.
         Option("LIAISON_TASK_SOFT_TIME_LIMIT_S", "task_soft_time_limit_s", integer(1), "120",
-               "submit/relay/cancel: past it the attempt is a failed one (retried)"),
+               "submit/relay/cancel on a prefork pool: past it the attempt is a failed one (retried); "
+               "the Procfile's calls and relay run on threads, where each call's own deadline bounds them"),
         Option("LIAISON_TASK_TIME_LIMIT_S", "task_time_limit_s", integer(1), "150",
                "...and past this the pool process is killed (must exceed the soft limit)"),
         Option("LIAISON_BEAT_SOFT_TIME_LIMIT_S", "beat_soft_time_limit_s", integer(1), "280",

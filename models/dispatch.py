@@ -208,17 +208,23 @@ def _mark_released(session: Session, ids: list[int], provider: str, clients: dic
 
 
 def _release_rows(session: Session, task_ids: list[int]) -> None:
-    """Un-park the tasks' queued submit rows and publish them after commit, in ``task_ids``' order."""
+    """Un-park the tasks' queued submit rows and publish them after commit, in ``task_ids``' order:
+    one UPDATE … RETURNING the rows it changed (what the publisher needs), no SELECT before it."""
+    if not task_ids:
+        return
     rows = session.scalars(
-        select(OutboxMessage).where(
+        update(OutboxMessage)
+        .where(
             OutboxMessage.task_id.in_(task_ids),
             OutboxMessage.kind == OutboxKind.SUBMIT,
             OutboxMessage.parked_reason == QUEUED_ROW,
         )
+        .values(parked_reason=None)
+        .returning(OutboxMessage),
+        # a row this session holds (added in this very submit) is refreshed from what RETURNING says
+        execution_options={"synchronize_session": False, "populate_existing": True},
     ).all()
     place = {task_id: n for n, task_id in enumerate(task_ids)}
-    for row in rows:
-        row.parked_reason = None
     publish_after_commit(session, sorted(rows, key=lambda row: place.get(row.task_id or 0, 0)))
 
 
