@@ -39,10 +39,10 @@ def is_amqp(settings: Settings) -> bool:
 
 
 def work_queues(settings: Settings) -> list[Queue]:
-    """The work queue (beat jobs and the rest), the relay queue and the calls queue (submit, cancel),
-    each apart: callbacks and vendor calls wait on other people's networks, on threads of their own
-    (Procfile relay and calls), and a slow endpoint or vendor cannot hold the prefork worker that
-    beat's jobs need. On RabbitMQ each dead-letters rejected messages to ``<queue>.dlx`` (one
+    """The work queue (beat jobs and the rest), the relay queue and the calls queue (submit, cancel,
+    probe), each apart: callbacks and vendor calls wait on other people's networks, on threads of
+    their own (Procfile relay and calls), and a slow endpoint or vendor cannot hold the prefork
+    worker that beat's jobs need. On RabbitMQ each dead-letters rejected messages to ``<queue>.dlx`` (one
     ``<queue>.dead`` for operators to inspect).
 
     Changing queue arguments later fails with PRECONDITION_FAILED: use a new queue name then.

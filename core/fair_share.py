@@ -44,7 +44,7 @@ ENDPOINT_PAUSED = "endpoint_paused"
 
 @dataclass(frozen=True)
 class DispatchPolicy:
-    window: int = 8  # one client's submissions of one provider on their way at once, × its weight
+    window: int = 16  # one client's submissions of one provider on their way at once, × its weight
     aging_s: float = 60.0  # one priority level is worth this much waiting
     caps: Mapping[str, int] = field(default_factory=dict)  # provider → jobs open at the vendor at most
 

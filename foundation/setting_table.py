@@ -189,9 +189,10 @@ SECTIONS: tuple[Section, ...] = (
         Option("LIAISON_CLIENT_MAX_OPEN_TASKS", "client_max_open_tasks", integer(1), "10000",
                "non-final tasks per client; over it 429 (clients limits NAME overrides)"),
         # Fair dispatch (issue 20, core/fair_share.py): a backlog waits in the database, not in the broker.
-        Option("LIAISON_DISPATCH_WINDOW", "dispatch_window", integer(1), "8",
+        Option("LIAISON_DISPATCH_WINDOW", "dispatch_window", integer(1), "16",
                "submissions of one client to one provider on their way at once (x its weight); the rest wait "
-               "in the database, released in priority order"),
+               "in the database, released in priority order. As many as the calls process runs at once "
+               "(LIAISON_CALL_THREADS): another client's task waits behind one round of calls at most"),
         Option("LIAISON_PRIORITY_AGING_S", "priority_aging_s", decimal(0.001), "60",
                "waiting this long is worth one priority level: a priority-5 task is overtaken only by "
                "tasks created less than 4 x this after it"),
