@@ -8,7 +8,6 @@ on PostgreSQL and SQLite. A holder that dies leaves the row to expire; nothing w
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,30 +55,24 @@ _TAKE = upsert(
 )
 
 
-def slot_names(group: str, slots: int, first: int = 0) -> list[str]:
-    """The lease names of a counting semaphore: ``slots`` leases named after ``group``, from the
-    ``first`` one round."""
-    return [f"{group}:{(first + i) % slots}" for i in range(slots)]
+def slot_names(group: str, slots: int) -> list[str]:
+    """The lease names of a counting semaphore: ``slots`` leases named after ``group``."""
+    return [f"{group}:{i}" for i in range(slots)]
 
 
-def take_slot(
-    session: Session, group: str, slots: int, holder: str, now: datetime, ttl_s: float, first: int | None = None
-) -> str | None:
+def take_slot(session: Session, group: str, slots: int, holder: str, now: datetime, ttl_s: float) -> str | None:
     """Take one of ``slots`` leases of ``group`` (a semaphore shared by every process that reaches
     the database), in the caller's transaction: the name taken, or None when all are held. Give it
     back with :func:`release` (the relay takes it in its start transaction: ``workers.tasks.relay``).
 
-    Each try is one upsert, and one that finds its slot held also waits for that row's lock: tried
-    from a random slot round (``first``, for tests), a taker finds a free one at the first try while
-    most are free, where trying from slot 0 costs as many tries as there are holders before it
-    (``bench/e2e.py``: 1.9 upserts per slot taken, under load, from slot 0)."""
-    for name in slot_names(group, slots, _rng.randrange(slots) if first is None else first):
+    Every taker tries the slots in the same order, from slot 0: an upsert that finds a slot held
+    keeps that row's lock until its transaction ends, so takers that started at random slots lock
+    rows in different orders and deadlock each other (``bin/chaos`` found exactly that, and relays
+    starved of pool connections behind the lock waits, when they were tried from a random slot)."""
+    for name in slot_names(group, slots):
         if take(session, name, holder, now, ttl_s):
             return name
     return None
-
-
-_rng = random.SystemRandom()
 
 
 def release(db: Database, name: str | list[str], holder: str) -> None:

@@ -78,13 +78,13 @@ def test_a_priority_1_task_overtakes_its_clients_queued_priority_3_work(dispatch
     stack = dispatch_stack
     api_key = new_client(stack)
     tag = uuid.uuid4().hex[:6]
-    batch = [f"batch-{tag}-{i}" for i in range(30)]
+    batch = [f"batch-{tag}-{i}" for i in range(40)]
     urgent = f"urgent-{tag}"
     submit(stack, api_key, batch, simulate=SLOW_VENDOR, priority=3)
     submit(stack, api_key, [urgent], priority=1)
     wait(all_final(stack, [*batch, urgent]), "every task finished")
     order = [job["task"] for job in vendor_jobs(stack, [*batch, urgent])]
-    print(f"\n{stack.name}: the priority-1 task reached the vendor after {order.index(urgent)} of 30 priority-3 tasks")
+    print(f"\n{stack.name}: the priority-1 task reached the vendor after {order.index(urgent)} of 40 priority-3 tasks")
     assert order.index(urgent) <= WINDOW + 4
     assert stack.get(api_key, urgent)["priority"] == 1
 

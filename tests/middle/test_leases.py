@@ -27,18 +27,11 @@ def test_leases_of_different_names_are_independent(db: Database) -> None:
 def test_slots_count_holders(db: Database) -> None:
     def take(holder: str, now=NOW) -> str | None:
         with db.transaction() as session:
-            return take_slot(session, "relay:shop", 2, holder, now, 60)  # from a random slot round
+            return take_slot(session, "relay:shop", 2, holder, now, 60)
 
-    taken = [take(holder) for holder in ("a", "b", "c")]
-    assert sorted(taken[:2]) == ["relay:shop:0", "relay:shop:1"] and taken[2] is None  # type: ignore[type-var]
-    release(db, taken[0] or "", "a")
-    assert take("c", later(1)) == taken[0]
-
-
-def test_a_taker_starts_at_its_first_slot_and_goes_round(db: Database) -> None:
-    with db.transaction() as session:
-        assert take_slot(session, "relay:shop", 3, "a", NOW, 60, first=2) == "relay:shop:2"
-        assert take_slot(session, "relay:shop", 3, "b", NOW, 60, first=2) == "relay:shop:0"  # 2 held: round to 0
+    assert [take(holder) for holder in ("a", "b", "c")] == ["relay:shop:0", "relay:shop:1", None]
+    release(db, "relay:shop:0", "a")
+    assert take("c", later(1)) == "relay:shop:0"
 
 
 def test_the_context_manager_releases_what_it_took(db: Database) -> None:
@@ -53,7 +46,7 @@ def test_the_context_manager_releases_what_it_took(db: Database) -> None:
 def test_one_holders_slots_of_several_groups_go_back_in_one_call(db: Database) -> None:
     """A relay holds a slot of its client and one of its endpoint; both go back together."""
     with db.transaction() as session:
-        taken = [take_slot(session, g, 1, "a", NOW, 60) for g in ("relay:client:1", "relay:endpoint:1:ab")]
+        taken = [take_slot(session, group, 1, "a", NOW, 60) for group in ("relay:client:1", "relay:endpoint:1:ab")]
     assert taken == ["relay:client:1:0", "relay:endpoint:1:ab:0"]
     release(db, [name for name in taken if name], "a")
     with db.transaction() as session:
