@@ -27,11 +27,22 @@ def test_leases_of_different_names_are_independent(db: Database) -> None:
 def test_slots_count_holders(db: Database) -> None:
     def take(holder: str, now=NOW) -> str | None:
         with db.transaction() as session:
-            return take_slot(session, "relay:shop", 2, holder, now, 60)
+            return take_slot(session, "relay:shop", 2, holder, now, 60)  # from a random slot round
 
-    assert [take(holder) for holder in ("a", "b", "c")] == ["relay:shop:0", "relay:shop:1", None]
-    release(db, "relay:shop:0", "a")
-    assert take("c", later(1)) == "relay:shop:0"
+    taken = [take(holder) for holder in ("a", "b", "c")]
+    assert sorted(name or "" for name in taken[:2]) == ["relay:shop:0", "relay:shop:1"] and taken[2] is None
+    release(db, taken[0] or "", "a")
+    assert take("c", later(1)) == taken[0]
+
+
+def test_a_taker_goes_round_from_its_first_slot_and_takes_over_an_expired_one(db: Database) -> None:
+    with db.transaction() as session:
+        assert take_slot(session, "relay:shop", 3, "a", NOW, 60, first=2) == "relay:shop:2"
+        assert take_slot(session, "relay:shop", 3, "b", NOW, 60, first=2) == "relay:shop:0"  # 2 is held
+        assert take_slot(session, "relay:shop", 3, "c", NOW, 10, first=0) == "relay:shop:1"
+        assert take_slot(session, "relay:shop", 3, "d", NOW, 60, first=1) is None  # all held
+    with db.transaction() as session:  # c's lease ran out (its holder died): the only one to take
+        assert take_slot(session, "relay:shop", 3, "d", later(11), 60, first=0) == "relay:shop:1"
 
 
 def test_the_context_manager_releases_what_it_took(db: Database) -> None:
