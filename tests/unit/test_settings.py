@@ -435,10 +435,16 @@ def test_time_limit_and_relay_defaults():
         ({"LIAISON_RELAY_ENDPOINT_CONCURRENCY": "17"}, "LIAISON_RELAY_ENDPOINT_CONCURRENCY"),
         ({"LIAISON_ENDPOINT_PAUSE_S": "60", "LIAISON_ENDPOINT_PAUSE_CAP_S": "30"}, "LIAISON_ENDPOINT_PAUSE_CAP_S"),
         ({"LIAISON_TASK_TIME_LIMIT_S": "soon"}, "LIAISON_TASK_TIME_LIMIT_S"),
+        ({"LIAISON_CALLS_QUEUE": "liaison"}, "LIAISON_CALLS_QUEUE"),
+        ({"LIAISON_CALLS_QUEUE": "liaison.relay"}, "LIAISON_CALLS_QUEUE"),
+        ({"LIAISON_CALL_THREADS": "1"}, "LIAISON_CALL_THREADS"),
+        # a vendor's share is some of the calls process's threads, never more than all of them
+        ({"LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS": "17"}, "LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS"),
+        ({"LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS": "-1"}, "LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS"),
     ],
 )
-def test_time_limit_and_relay_settings_are_checked(env, named):
-    assert named in config_error(env)
+def test_time_limit_relay_and_call_settings_are_checked(env, named):
+    assert named in config_error(sim_env(**env))
 
 
 def test_vendor_calls_have_their_own_queue_and_a_share_of_its_threads_per_vendor():
@@ -455,20 +461,6 @@ def test_vendor_calls_have_their_own_queue_and_a_share_of_its_threads_per_vendor
     assert (two.call_slots("sim"), two.call_slots("slow")) == (8, 8)  # each leaves half to the other
     own = Settings.from_env(sim_env(**slow, LIAISON_PROVIDER_SLOW_MAX_CONCURRENT_CALLS="2"))
     assert (own.call_slots("sim"), own.call_slots("slow")) == (8, 2)
-
-
-@pytest.mark.parametrize(
-    "env, named",
-    [
-        ({"LIAISON_CALLS_QUEUE": "liaison"}, "LIAISON_CALLS_QUEUE"),
-        ({"LIAISON_CALLS_QUEUE": "liaison.relay"}, "LIAISON_CALLS_QUEUE"),
-        ({"LIAISON_CALL_THREADS": "1"}, "LIAISON_CALL_THREADS"),
-        ({"LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS": "17"}, "LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS"),
-        ({"LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS": "-1"}, "LIAISON_PROVIDER_SIM_MAX_CONCURRENT_CALLS"),
-    ],
-)
-def test_call_settings_are_checked(env, named):
-    assert named in config_error({**sim_env(), **env})
 
 
 def test_the_procfile_calls_line_runs_the_threads_the_settings_count_on():
