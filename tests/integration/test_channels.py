@@ -234,7 +234,9 @@ def test_a_domain_app_that_never_speaks_http_completes_tasks(rig: Rig) -> None:
     app = rig.domain_app()
     cids = [f"ch-{uuid.uuid4().hex[:8]}" for _ in range(3)]
     for n, cid in enumerate(cids):
-        app.submit(cid, {"n": n})
+        # completed 1.5 s after accepted, not 0.3: a busy CI run once delivered a job.accepted webhook
+        # after its job.completed, and a late accepted is (rightly) only recorded on the timeline
+        app.submit(cid, {"n": n, "simulate": {"complete_delay_s": 1.5}})
     app.wait_for(completed(app, *cids), what="three completions")
     time.sleep(0.5)
     app.poll()
