@@ -7,8 +7,9 @@
     ├── NotFound (404)          ├── ValidationFailed (422, with ``errors`` per field)
     │                           └── TooManyRequests (429, ``Retry-After`` when known)
 
-Werkzeug's own HTTP errors (405, 413 from MAX_CONTENT_LENGTH, …) render the same way; anything
-unexpected is a 500 problem that names no internals.
+Werkzeug's own HTTP errors (405, 413 from MAX_CONTENT_LENGTH, …) render the same way; a database
+or a broker that does not answer is a 503 with ``Retry-After``; anything unexpected is a 500 problem
+that names no internals.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, json
+from kombu.exceptions import OperationalError as BrokerUnavailable
 from sqlalchemy.exc import DBAPIError, OperationalError
 from werkzeug.exceptions import HTTPException
 
@@ -111,6 +113,15 @@ def init_app(app: Flask) -> None:
         log.warning("database unavailable during a request: %s", type(exc.orig).__name__)
         response = problem(503, "Service Unavailable", "the database is not answering; try again in a moment")
         response.headers["Retry-After"] = "1"
+        return response
+
+    @app.errorhandler(BrokerUnavailable)
+    def _broker_error(exc: BrokerUnavailable) -> Response:
+        # A request that publishes directly (POST /admin/v1/reconcile) while the broker restarts;
+        # kombu has retried already. The message names no host: the broker URL may carry a password.
+        log.warning("broker unavailable during a request: %s", type(exc.__cause__ or exc).__name__)
+        response = problem(503, "Service Unavailable", "the broker is not answering; try again in a moment")
+        response.headers["Retry-After"] = "5"
         return response
 
     @app.errorhandler(Exception)

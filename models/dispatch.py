@@ -34,7 +34,7 @@ from functools import cache
 from itertools import zip_longest
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, Table, bindparam, func, select, text, update
+from sqlalchemy import BigInteger, Select, Table, and_, bindparam, case, func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.fair_share import (
@@ -52,7 +52,7 @@ from foundation import metrics
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
-from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
+from models.task import OPEN, QUEUED, RELEASED_OPEN, ExternalTask, record_event
 
 POLICY = "liaison.dispatch_policy"
 #: the ``parked_reason`` of a queued task's submit row
@@ -71,6 +71,33 @@ def policy_of(session: Session) -> DispatchPolicy | None:
 
 
 @dataclass(frozen=True)
+class Load:
+    """What one client has for one provider, read under the dispatch lock: its tasks on their way
+    to the vendor (its window) and waiting in its queue, and, when asked, every open task of its
+    (its ``max_open_tasks`` cap, counted by the submit under the client's row lock)."""
+
+    on_the_way: int = 0
+    waiting: int = 0
+    open_tasks: int = 0
+
+
+def load(session: Session, provider: str, client_id: int, *, count_open: bool) -> Load:
+    """The client's :class:`Load`, before a new task of ``provider`` is inserted: one statement
+    (the cap's count and the window's in one scan of the client's open tasks), after the dispatch
+    lock on PostgreSQL, which :func:`admit` then decides under."""
+    policy = policy_of(session)
+    params = {"provider": provider, "client_id": client_id}
+    if policy is None:
+        return Load(open_tasks=session.scalar(_client_open(), params) or 0) if count_open else Load()
+    _lock(session, provider, client_id, policy)
+    if not count_open:
+        on_the_way, waiting = session.execute(_client_counts(), params).one()
+        return Load(on_the_way, waiting)
+    on_the_way, waiting, open_tasks = session.execute(_client_load(), params).one()
+    return Load(on_the_way, waiting, open_tasks)
+
+
+@dataclass(frozen=True)
 class Admission:
     """What :func:`admit` decided: ``reason`` None (released) or why the task waits; ``room``: the
     client's window had room all the same (older tasks wait, a release was missed): the caller
@@ -80,17 +107,16 @@ class Admission:
     room: bool = False
 
 
-def admit(session: Session, task: ExternalTask, client: Client, now: datetime) -> Admission:
-    """Before the new task is inserted: release it or queue it. The caller parks the submit row of a
-    queued task (``service.add_outbox(parked_reason=QUEUED_ROW)``)."""
+def admit(session: Session, task: ExternalTask, client: Client, now: datetime, found: Load) -> Admission:
+    """Before the new task is inserted, with the client's :func:`load`: release it or queue it. The
+    caller parks the submit row of a queued task (``service.add_outbox(parked_reason=QUEUED_ROW)``)."""
     policy = policy_of(session)
     task.dispatch_rank = rank(now, task.priority, policy.aging_s if policy else 60.0)
     if policy is None:
         task.dispatched_at = now
         return Admission(None)
-    _lock(session, task.provider, client.id, policy)
     params = {"provider": task.provider, "client_id": client.id}
-    on_the_way, waiting = session.execute(_client_counts(), params).one()
+    on_the_way, waiting = found.on_the_way, found.waiting
     # The reason named is the one furthest from the client's own hands: a vendor at capacity, then
     # the task's key, then the client's own earlier work.
     reason = None
@@ -253,6 +279,23 @@ def _client_counts() -> Select[Any]:
         ExternalTask.client_id == bindparam("client_id"),
         text("state = 'requested'"),
     )
+
+
+@cache
+def _client_load() -> Select[Any]:
+    """:func:`_client_counts` and the client's open tasks, in one scan of those (the partial index
+    of its open tasks: its requested ones are among them)."""
+    requested = and_(ExternalTask.provider == bindparam("provider"), text("state = 'requested'"))
+    on_the_way = case((and_(requested, ExternalTask.dispatched_at.is_not(None)), 1), else_=0)
+    waiting = case((and_(requested, ExternalTask.dispatched_at.is_(None)), 1), else_=0)
+    return select(func.coalesce(func.sum(on_the_way), 0), func.coalesce(func.sum(waiting), 0), func.count()).where(
+        ExternalTask.client_id == bindparam("client_id"), text(OPEN)
+    )
+
+
+@cache
+def _client_open() -> Select[Any]:
+    return select(func.count()).where(ExternalTask.client_id == bindparam("client_id"), text(OPEN))
 
 
 @cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -66,7 +66,7 @@ def take_slot(
 ) -> str | None:
     """Take one of ``slots`` leases of ``group`` (a semaphore shared by every process that reaches
     the database), in the caller's transaction: the name taken, or None when all are held. Give it
-    back with :func:`release` (the relay takes it in its start transaction: ``workers.tasks.relay``).
+    back with :func:`release` or :func:`give_back`.
 
     A slot given back is a deleted row, so a free slot is usually a missing one: each is tried with
     ``INSERT … ON CONFLICT DO NOTHING``, which leaves a held row unlocked, from a random slot round
@@ -75,22 +75,88 @@ def take_slot(
     upsert, in slot order. (Tried with the locking upsert from a random slot, takers kept the locks of
     the held rows they had tried, in different orders, and deadlocked: ``bin/chaos``; tried with it
     from slot 0, a taker paid one statement for every holder before the first free slot.)"""
+    names = _round(group, slots, first)
+    return _take_from(session, names, names, holder, now, ttl_s)
+
+
+def take_slots(
+    session: Session,
+    groups: Sequence[tuple[str, int]],
+    holder: str,
+    now: datetime,
+    ttl_s: float,
+    first: Sequence[int] | None = None,
+) -> list[str] | None:
+    """One slot of each ``(group, slots)``, taken in the order given (a relay: its client's, then its
+    endpoint's), or None when a group has none free: the caller rolls back, and with it the slots
+    taken before. Every taker tries the groups in one order, so none waits for a slot of an earlier
+    group while holding one of a later group (no lock-order deadlock).
+
+    On PostgreSQL two groups are first tried in one statement: a data-modifying ``WITH`` inserts the
+    first group's slot and, only if that was free, the second's (one round trip instead of two on a
+    relay's start); a group whose first try was held goes round :func:`take_slot`'s way."""
+    rounds = [_round(group, slots, None if first is None else first[n]) for n, (group, slots) in enumerate(groups)]
+    taken: list[str] = []
+    tried: set[str] = set()
+    if len(rounds) == 2 and session.get_bind().dialect.name == "postgresql":
+        (one, *_), (two, *_) = rounds
+        params = {"one": one, "two": two, "holder": holder, "expires_at": now + timedelta(seconds=ttl_s)}
+        got = set(session.scalars(_CLAIM_TWO_FREE, params))
+        if one in got:
+            taken.append(one)
+            tried.add(two)
+            if two in got:
+                return [one, two]
+        else:
+            tried.add(one)
+    for names in rounds[len(taken) :]:
+        slot = _take_from(session, [name for name in names if name not in tried], names, holder, now, ttl_s)
+        if slot is None:
+            return None
+        taken.append(slot)
+    return taken
+
+
+def _round(group: str, slots: int, first: int | None) -> list[str]:
+    """The group's slot names from a random one (or ``first``) round."""
     names = slot_names(group, slots)
     start = _rng.randrange(slots) if first is None else first
+    return names[start:] + names[:start]
+
+
+def _take_from(
+    session: Session, untried: list[str], names: list[str], holder: str, now: datetime, ttl_s: float
+) -> str | None:
+    """A free slot among ``untried``, in that order; else an expired one among all ``names``."""
     expires_at = now + timedelta(seconds=ttl_s)
-    for name in names[start:] + names[:start]:
+    for name in untried:
         if session.execute(_CLAIM_FREE, {"name": name, "holder": holder, "expires_at": expires_at}).first():
             return name
-    for name in sorted(session.scalars(_EXPIRED, {"names": names, "now": now}), key=names.index):
+    expired = session.scalars(_EXPIRED, {"names": names, "now": now})
+    for name in sorted(expired, key=_slot_number):  # in slot order, as every taker goes
         if take(session, name, holder, now, ttl_s):
             return name
     return None
+
+
+def _slot_number(name: str) -> int:
+    return int(name.rsplit(":", 1)[1])
 
 
 _rng = random.SystemRandom()
 _CLAIM_FREE = upsert(
     "INSERT INTO leases (name, holder, expires_at) VALUES (:name, :holder, :expires_at)"
     " ON CONFLICT (name) DO NOTHING RETURNING name",
+    expires_at=UtcDateTime(),
+)
+#: PostgreSQL only (SQLite has no INSERT inside WITH): the second slot is inserted from the first's
+#: RETURNING, so it is tried only once the first is held, as the one-by-one order has it.
+_CLAIM_TWO_FREE = upsert(
+    "WITH one AS (INSERT INTO leases (name, holder, expires_at) VALUES (:one, :holder, :expires_at)"
+    " ON CONFLICT (name) DO NOTHING RETURNING name),"
+    " two AS (INSERT INTO leases (name, holder, expires_at) SELECT :two, :holder, :expires_at FROM one"
+    " ON CONFLICT (name) DO NOTHING RETURNING name)"
+    " SELECT name FROM one UNION ALL SELECT name FROM two",
     expires_at=UtcDateTime(),
 )
 
@@ -105,12 +171,15 @@ def give_back(session: Session, name: str | list[str], holder: str) -> None:
     """Give the lease (or several of one holder: a relay's client and endpoint slots) back in the
     caller's transaction, deleting the rows (their expiry may be in a ``now`` a test moved forward).
 
-    One statement per lease, in the order they were taken: a taker holds the row locks of the slots
-    it tried (``ON CONFLICT`` locks a held row) while it tries the next group, so a give-back that
-    locked an endpoint's row before its client's could wait for such a taker that waits for it (a
-    deadlock PostgreSQL reported under a drained backlog, when both went in one DELETE)."""
-    for one in [name] if isinstance(name, str) else name:
-        session.execute(_GIVE_BACK, {"name": one, "holder": holder})
+    One statement, which locks the rows in name order before it deletes them: the order takers go
+    through a relay's groups (``relay:client:…`` before ``relay:endpoint:…``). A taker waits for a
+    row being given back, and one taking over an expired slot locks it; given back in another order,
+    a holder's give-back and such a taker could each wait for the other (PostgreSQL reported that
+    deadlock once, under a drained backlog, when a plain ``DELETE … IN`` visited the rows as they
+    lay)."""
+    names = [name] if isinstance(name, str) else name
+    if names:
+        session.execute(_GIVE_BACK, {"names": names, "holder": holder})
 
 
 #: A Core statement on the table: an ORM-enabled delete would match the session's loaded objects
@@ -121,7 +190,14 @@ _EXPIRED = select(_LEASES.c.name).where(
     _LEASES.c.name.in_(bindparam("names", expanding=True)),
     _LEASES.c.expires_at <= bindparam("now", type_=UtcDateTime()),
 )
-_GIVE_BACK = delete(_LEASES).where(_LEASES.c.name == bindparam("name"), _LEASES.c.holder == bindparam("holder"))
+_GIVE_BACK = delete(_LEASES).where(
+    _LEASES.c.name.in_(
+        select(_LEASES.c.name)
+        .where(_LEASES.c.name.in_(bindparam("names", expanding=True)), _LEASES.c.holder == bindparam("holder"))
+        .order_by(_LEASES.c.name)
+        .with_for_update()  # PostgreSQL locks them in that order; SQLite serialises writers anyway
+    )
+)
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, Table, Text, bindparam, cast, func, inspect, or_, select, text, update
+from sqlalchemy import Select, Table, Text, bindparam, cast, func, inspect, or_, select, update
 from sqlalchemy.orm import Session, defer
 
 from core.fair_share import RATE_LIMIT
@@ -22,7 +22,7 @@ from core.states import COMPLETED_CALLBACK, RELAYED, TERMINAL, State, transition
 from models import dispatch, ordering
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
-from models.task import OPEN, ExternalTask, new_reference, record_event
+from models.task import ExternalTask, new_reference, record_event
 from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
 from webhooks.channel_messages import row_message_id
 
@@ -195,8 +195,12 @@ def submit_task(
         return SubmitResult(by_key, created=False)
     if earlier:
         return SubmitResult(earlier[0], created=False)
-    if max_open_tasks is not None:
-        check_open_tasks(session, client, max_open_tasks)
+    capped = max_open_tasks is not None
+    if capped:
+        lock_client(session, client)
+    found = dispatch.load(session, req.provider, client.id, count_open=capped)
+    if max_open_tasks is not None and found.open_tasks >= max_open_tasks:
+        raise OpenTasksCapReached(max_open_tasks)
 
     task = ExternalTask(
         correlation_id=correlation_id,
@@ -219,7 +223,7 @@ def submit_task(
         updated_at=now,
         checked_at=now,
     )
-    admission = dispatch.admit(session, task, client, now)  # released now, or queued in the database
+    admission = dispatch.admit(session, task, client, now, found)  # released now, or queued in the database
     session.add(task)
     session.flush()
     add_event(session, task, "requested", now, provider=req.provider)
@@ -243,33 +247,21 @@ def _earlier_statement(with_key: bool) -> Select[tuple[ExternalTask]]:
     return select(ExternalTask).where(ExternalTask.client_id == bindparam("client_id"), same)
 
 
-def check_open_tasks(session: Session, client: Client, cap: int) -> None:
-    """Count the client's non-final tasks (``ix_external_tasks_client_open``) under its row lock.
+def lock_client(session: Session, client: Client) -> None:
+    """Take the client's row lock before its open tasks are counted against its cap
+    (``dispatch.load``, in a statement of its own after this one).
 
     The lock (``FOR NO KEY UPDATE`` on PostgreSQL; SQLite's writers are serialised already) makes a
     client's concurrent submits count one after another, so the cap is exact: two racing requests
     cannot both see ``cap - 1``. It costs nothing across clients, and task inserts (which only take
-    ``KEY SHARE`` on the client) from other transactions do not wait on it.
+    ``KEY SHARE`` on the client) from other transactions do not wait on it. The count cannot go in
+    the locking SELECT: it would read the snapshot taken before the lock was granted (PostgreSQL
+    re-checks only the locked row), and miss the task the lock's previous holder just committed.
     """
-    # Two statements, not one: a count inside the locking SELECT would read the snapshot taken
-    # before the lock was granted (PostgreSQL re-checks only the locked row), and miss the task the
-    # lock's previous holder just committed.
-    lock, count = _open_tasks_statements()
-    session.execute(lock, {"client_id": client.id})
-    open_now = session.scalar(count, {"client_id": client.id})
-    if (open_now or 0) >= cap:
-        raise OpenTasksCapReached(cap)
+    session.execute(_LOCK_CLIENT, {"client_id": client.id})
 
 
-@cache
-def _open_tasks_statements() -> tuple[Select[tuple[int]], Select[tuple[int]]]:
-    lock = select(Client.id).where(Client.id == bindparam("client_id")).with_for_update(key_share=True)
-    count = (
-        select(func.count())
-        .select_from(ExternalTask)
-        .where(ExternalTask.client_id == bindparam("client_id"), text(OPEN))  # the partial index's own predicate
-    )
-    return lock, count
+_LOCK_CLIENT = select(Client.id).where(Client.id == bindparam("client_id")).with_for_update(key_share=True)
 
 
 def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
@@ -434,9 +426,21 @@ def settle_retry(session: Session, task: ExternalTask, finished: OutboxMessage) 
 
 
 def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
-    retried = outbox.attempts > 0 or outbox.next_attempt_at is not None
     outbox.done_at = now
     outbox.attempts += 1
+    finished(session, outbox, now, event, **detail)
+
+
+def claim_finished(session: Session, outbox_id: int, now: datetime) -> OutboxMessage | None:
+    """:func:`claim_outbox` for a delivery that is done whatever it finds (a relay's record): the row
+    locked and finished in one ``UPDATE … RETURNING``, None once it is done. :func:`finished` then
+    records what that causes, in the same transaction."""
+    return session.scalars(_FINISH, {"outbox_id": outbox_id, "now": now}).one_or_none()
+
+
+def finished(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
+    """What a row just marked done causes (its ``done_at`` and ``attempts`` already written)."""
+    retried = outbox.attempts > 1 or outbox.next_attempt_at is not None
     if outbox.task_id is None:
         return
     if retried:
@@ -446,3 +450,12 @@ def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str
         settle_retry(session, lock_task(session, outbox.task_id), outbox)
     record_event(session, outbox.task_id, event, now, {"message_id": outbox.message_id, **detail})
     ordering.settled(session, outbox, now)
+
+
+_FINISH = (
+    update(OutboxMessage)
+    .where(OutboxMessage.id == bindparam("outbox_id"), OutboxMessage.done_at.is_(None))
+    .values(done_at=bindparam("now"), attempts=OutboxMessage.attempts + 1)
+    .returning(OutboxMessage)
+    .execution_options(synchronize_session=False, populate_existing=True)
+)

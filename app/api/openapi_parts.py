@@ -33,7 +33,10 @@ ERRORS = {
     415: ("UnsupportedMediaType", "A body that is not application/json."),
     422: ("ValidationFailed", "Field problems, all at once, in `errors`."),
     429: ("TooManyRequests", "A limit: `limit` is `submit_rate` (with Retry-After) or `max_open_tasks`."),
-    503: ("ServiceUnavailable", "The database is not answering (restarting); ask again after Retry-After."),
+    503: (
+        "ServiceUnavailable",
+        "The database or the broker is not answering (restarting); ask again after Retry-After.",
+    ),
 }
 
 

@@ -144,13 +144,14 @@ def test_request_and_task_logs_share_the_correlation_id_and_hold_no_secret(
 # --- readiness --------------------------------------------------------------------------------
 
 
-def _app(tmp_path: Path, *, database_url: str, broker_url: str):  # type: ignore[no-untyped-def]
+def _app(tmp_path: Path, *, database_url: str, broker_url: str, **extra: str):  # type: ignore[no-untyped-def]
     env = {
         "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": broker_url,
         "LIAISON_VAR_DIR": str(tmp_path),
         "LIAISON_LOG_LEVEL": "warning",
         "LIAISON_METRICS_TOKEN": METRICS_TOKEN,
+        **extra,
     }
     return create_app(Settings.from_env(env))
 
@@ -173,6 +174,23 @@ def test_readyz_names_what_is_not_ready(pair_stack: Stack, tmp_path: Path) -> No
         assert response.status_code == 503
         assert response.mimetype == "application/problem+json"
         assert reason in response.get_json()["detail"]
+
+
+@pytest.mark.parametrize("scheme", ["redis", "amqp"])
+def test_a_request_that_publishes_while_the_broker_is_down_answers_503(scheme: str, tmp_path: Path) -> None:
+    """POST /admin/v1/reconcile publishes straight to the broker: down, it is a 503 that names no host."""
+    database_url, token = f"sqlite:///{tmp_path / 'liaison.db'}", "admin-" + uuid.uuid4().hex
+    migrate(database_url)
+    dead_broker = f"{scheme}://127.0.0.1:{services.free_port()}/"
+    app = _app(tmp_path, database_url=database_url, broker_url=dead_broker, LIAISON_ADMIN_TOKEN=token)
+    try:
+        response = app.test_client().post("/admin/v1/reconcile", headers={"Authorization": f"Bearer {token}"})
+    finally:
+        app.extensions["liaison"].db.dispose()
+    assert response.status_code == 503
+    assert response.mimetype == "application/problem+json"
+    assert response.headers["Retry-After"] == "5"
+    assert response.get_json()["detail"] == "the broker is not answering; try again in a moment"
 
 
 # --- worker health command ----------------------------------------------------------------------

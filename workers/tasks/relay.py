@@ -25,7 +25,7 @@ from models.base import utcnow
 from models.client import Client
 from models.dead_letters import disable_endpoint, park, url_hash
 from models.endpoint_health import EndpointHealth, claim_probe, origin_hash, record_failure, record_success
-from models.leases import give_back, release, take_slot
+from models.leases import give_back, release, take_slots
 from models.messages import OutboxMessage
 from models.ordering import AWAITING_EARLIER, held_by, hold
 from models.task import ExternalTask
@@ -111,9 +111,10 @@ class Relay(OutboxTask[Callback, int]):
         """At the start, with the row: the task's callback URL, its client, the client's disabled
         and failing endpoints (usually none) and the earlier relay of the task this one must wait
         for (usually none), in one statement. The task's payload is not read: the outbox row
-        carries the callback's body."""
-        if stage != "start":
-            return service.claim_outbox(session, outbox_id)
+        carries the callback's body. At the record, which only a delivered callback reaches, the
+        row is locked and marked done in one statement too."""
+        if stage == "record":
+            return service.claim_finished(session, outbox_id, utcnow())
         found = session.execute(_start_statement(), {"outbox_id": outbox_id}).all()
         if not found or found[0][0].done_at is not None:
             return None
@@ -147,12 +148,11 @@ class Relay(OutboxTask[Callback, int]):
         groups = [(slot_group(client.id), settings.relay_client_concurrency)]
         if hashed is not None:
             groups.append((endpoint_slot_group(client.id, hashed), settings.relay_endpoint_concurrency))
-        for group, slots in groups:
-            slot = take_slot(session, group, slots, self.holder, now, settings.relay_slot_ttl_s)
-            if slot is None:  # the transaction rolls back: a slot taken before this one is free again
-                metrics.relay_delivery("slot_wait")
-                raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
-            self.slots.append(slot)
+        taken = take_slots(session, groups, self.holder, now, settings.relay_slot_ttl_s)
+        if taken is None:  # the transaction rolls back: a slot taken before the full group is free again
+            metrics.relay_delivery("slot_wait")
+            raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
+        self.slots = taken
         return None
 
     def _paused(self, ctx: Liaison, session: Session, row: OutboxMessage, health: EndpointHealth, now: datetime) -> str:
@@ -220,7 +220,7 @@ class Relay(OutboxTask[Callback, int]):
     ) -> str:
         payload = attempt.work.payload
         now = utcnow()
-        service.mark_done(session, row, now, "relay.delivered", type=payload["type"], status=result)
+        service.finished(session, row, now, "relay.delivered", type=payload["type"], status=result)
         if self.slots:  # given back with the outcome: no transaction of its own
             give_back(session, self.slots, self.holder)
             self.slots = []
