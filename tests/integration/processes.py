@@ -37,6 +37,29 @@ def poll(
     return result
 
 
+def poll_while_moving(
+    what: str,
+    check: Callable[[], Any],
+    progress: Callable[[], Any],
+    stall_s: float,
+    diagnose: Callable[[], str] = lambda: "",
+    *,
+    interval: float = 0.2,
+) -> Any:
+    """:func:`poll` for work that moves at the machine's pace: ``check()`` until truthy, failing
+    only once ``progress()`` (a count of work done, a set of states) has not changed for ``stall_s``
+    seconds. A busy machine gets as long as it keeps moving; a stuck one fails as soon as it stops."""
+    last, moved = progress(), time.monotonic()
+    while not (result := check()):
+        now = time.monotonic()
+        if (seen := progress()) != last:
+            last, moved = seen, now
+        elif now - moved > stall_s:
+            raise AssertionError(f"{what}: nothing moved for {stall_s}s (at {last!r})\n{diagnose()}")
+        time.sleep(interval)
+    return result
+
+
 def children(pid: int) -> set[int]:
     """Live child pids of ``pid`` (from /proc: no psutil here)."""
     found = set()

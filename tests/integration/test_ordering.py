@@ -85,16 +85,25 @@ def test_a_dead_lettered_earlier_callback_lets_the_later_one_through(pair_stack:
     assert [e["detail"]["sequence"] for e in timeline if e["kind"] == "relay.waiting"] == [2]
 
 
-def test_progress_is_coalesced_under_a_slow_endpoint(pair_stack: Stack) -> None:
-    """Nine reports arrive while the domain app takes 0.6 s per callback: the ones that came while
-    a progress callback waited were merged into it (latest wins), none came after the completion,
-    and the sequence still only grows."""
+def test_progress_is_coalesced_while_the_endpoint_holds_a_callback(pair_stack: Stack) -> None:
+    """Nine reports arrive while the domain app holds the acceptance (it answers once the test has
+    seen every report recorded, or after 2.5 s, under the 3 s relay deadline): the progress callback
+    waiting behind it took the later ones in (the newest report received wins), none came after the
+    completion, and the sequence still only grows. Slow by construction, not by the machine's pace."""
     api_key, _, path = pair_stack.new_client()
-    pair_stack.callbacks.set_delay(path, 0.6)
+    gate = pair_stack.callbacks.hold(path, at_most_s=2.5)
     cid = f"progress-{uuid.uuid4().hex[:8]}"
     reports = [10, 20, 30, 40, 50, 60, 70, 80, 90]
     knobs = {"accept_delay_s": 0.1, "progress": reports, "progress_interval_s": 0.05, "complete_delay_s": 1.0}
     assert pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": knobs}}).status_code == 202
+
+    def received() -> list[dict[str, Any]]:
+        return [e["detail"] for e in pair_stack.get(api_key, cid)["timeline"] if e["kind"] == "event.progress"]
+
+    deadline = time.monotonic() + 2.5
+    while len(received()) < len(reports) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate.set()
     pair_stack.callbacks.wait_for(
         lambda _: any(d["type"] == "task.completed" for d in _delivered(pair_stack.callbacks.posts_to(path))),
         timeout=30,
@@ -106,15 +115,16 @@ def test_progress_is_coalesced_under_a_slow_endpoint(pair_stack: Stack) -> None:
     )
     assert [d["sequence"] for d in delivered] == list(range(1, len(delivered) + 1))  # no gap, in order
     assert delivered[0]["type"] == "task.accepted" and delivered[-1]["type"] == "task.completed"
+    assert [status for status, *_ in _seen(pair_stack.callbacks.posts_to(path))] == [204] * len(delivered)
     progress = [d for d in delivered if d["type"] == "task.progress"]
     assert 1 <= len(progress) < len(reports)  # coalesced
-    assert progress[-1]["percent"] == 90 and progress[-1]["message"] == "90% done"  # latest wins
+    recorded = received()
+    assert len(recorded) == len(reports)  # every report was received and recorded
+    last = recorded[-1]["percent"]  # the newest report received wins
+    assert progress[-1]["percent"] == last and progress[-1]["message"] == f"{last:g}% done"
     assert [p["percent"] for p in progress] == sorted(p["percent"] for p in progress)
     assert all(p["state"] == "accepted" for p in progress)
-    timeline = pair_stack.get(api_key, cid)["timeline"]
-    received = [e["detail"] for e in timeline if e["kind"] == "event.progress"]
-    assert len(received) == len(reports)  # every report was received and recorded
-    assert sum(r["coalesced"] for r in received) == len(reports) - len(progress)
+    assert sum(r["coalesced"] for r in recorded) == len(reports) - len(progress)
 
 
 def test_a_replayed_completion_supersedes_the_earlier_one(pair_stack: Stack) -> None:

@@ -97,6 +97,8 @@ class CallbackRecorder:
     - ``requests`` (a copy) / ``posts_to(path)`` / ``clear()`` read and reset the record.
     - ``wait_for(predicate, timeout)`` polls until ``predicate(requests)`` is true.
     - ``set_delay(path, seconds)`` answers every request on ``path`` that much later (a slow app).
+    - ``hold(path, at_most_s)`` holds every request on ``path`` until the returned event is set (or
+      ``at_most_s`` passed): an app that answers when the test says so, whatever the machine's pace.
     Anything but POST gets 405 and is not recorded.
     """
 
@@ -107,6 +109,7 @@ class CallbackRecorder:
         self._fixed: dict[str, int] = {}
         self._scripted: dict[str, deque[int]] = {}
         self._delays: dict[str, float] = {}
+        self._gates: dict[str, tuple[threading.Event, float]] = {}
 
     def set_status(self, path: str, status: int | Iterable[int]) -> None:
         """Answer ``status`` on ``path`` (a sequence is consumed one per request, then default)."""
@@ -121,6 +124,12 @@ class CallbackRecorder:
     def set_delay(self, path: str, seconds: float) -> None:
         with self._lock:
             self._delays[path] = seconds
+
+    def hold(self, path: str, at_most_s: float) -> threading.Event:
+        gate = threading.Event()
+        with self._lock:
+            self._gates[path] = (gate, at_most_s)
+        return gate
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -137,6 +146,9 @@ class CallbackRecorder:
             self._fixed.clear()
             self._scripted.clear()
             self._delays.clear()
+            gates, self._gates = list(self._gates.values()), {}
+        for gate, _ in gates:
+            gate.set()
 
     def wait_for(
         self,
@@ -186,6 +198,9 @@ class CallbackRecorder:
         with self._lock:
             self._requests.append(recorded)
             delay = self._delays.get(request.path, 0.0)
+            gated = self._gates.get(request.path)
+        if gated is not None:
+            gated[0].wait(gated[1])
         if delay:
             time.sleep(delay)  # recorded on arrival: the order is the order requests came in
         return Response(status=status)(environ, start_response)
