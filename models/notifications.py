@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Index, String, Text, func, select
+from sqlalchemy import BigInteger, Index, String, Text, bindparam, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from core.notifications import (
@@ -142,7 +142,13 @@ def dispatch(
     batch: int = NOTICE_BATCH,
     console_url: str | None = None,
 ) -> Dispatched:
-    """Turn pending notices into outbox rows, in the caller's transaction."""
+    """Turn pending notices into outbox rows, in the caller's transaction.
+
+    One run at a time: on PostgreSQL a run that finds another under way does nothing (a
+    transaction-level advisory lock, tried, not waited for). Two runs side by side would each
+    take part of a burst (``SKIP LOCKED``) and send it as two digests; SQLite serialises writers."""
+    if session.get_bind().dialect.name == "postgresql" and not session.scalar(_TRY_LOCK, {"key": _DISPATCH_KEY}):
+        return Dispatched()
     rows = session.scalars(
         select(Notification)
         .where(Notification.state == PENDING)
@@ -177,6 +183,10 @@ def dispatch(
             row.state, row.message_key, row.dispatched_at = DISPATCHED, message.key, now
     sent = sum(len(m.notices) for m in messages)
     return Dispatched(messages=written, notices=sent, muted=muted, held=len(live) - sent)
+
+
+_TRY_LOCK = select(func.pg_try_advisory_xact_lock(bindparam("key", type_=BigInteger)))
+_DISPATCH_KEY = int.from_bytes(hashlib.blake2b(b"notifications.dispatch", digest_size=8).digest(), "big", signed=True)
 
 
 def _notice(row: Notification) -> Notice:
