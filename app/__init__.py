@@ -11,8 +11,9 @@ from app import cli, console, errors, observability, session, startup
 from app.api import admin, admin_clients, health, inbound, reference, tasks
 from app.celery_app import celery_init_app
 from foundation.settings import ConfigError, Settings, database_url_from_env
-from models import dispatch, publishing
+from models import publishing
 from models.db import Database
+from service import dispatch
 from workers.limiter import build_limiter
 from workers.outbox import Publisher
 from workers.providers import build_providers

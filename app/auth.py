@@ -10,7 +10,7 @@ from flask import g, request
 from app.errors import Forbidden, NotFound, Unauthorized
 from app.session import db_session
 from models.client import Client
-from models.credentials import authenticate
+from service.credentials import authenticate
 from workers.runtime import liaison
 
 

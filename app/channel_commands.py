@@ -40,11 +40,11 @@ from app.errors import ApiError
 from app.limits import check_submit_rate, max_open_tasks
 from foundation import metrics
 from foundation.logging import bind, clear
-from models import service
 from models.base import utcnow
 from models.client import Client
-from models.lifecycle import AlreadyFinal, request_cancel
-from models.vendor_events import first_time
+from service import claims, intake, outbox_rows
+from service.lifecycle import AlreadyFinal, request_cancel
+from service.vendor_events import first_time
 from webhooks.broker_messages import header_items
 from webhooks.channel_messages import (
     AMQP,
@@ -143,8 +143,8 @@ def _take(
             correlation_id=correlation_id,
             occurred_at=now.isoformat(),
         )
-        payload.update(message_id=service.new_message_id(), client_id=client.id)
-        service.add_channel_event(session, None, correlation_id, payload, now)
+        payload.update(message_id=outbox_rows.new_message_id(), client_id=client.id)
+        outbox_rows.add_channel_event(session, None, correlation_id, payload, now)
         log.info("channel command %s from %s rejected: %s", message_id, client.name, title)
         return Handled("rejected", message_id, correlation_id)
 
@@ -179,10 +179,10 @@ def _take(
             correlation_id, reason = cancel_fields(command.body)
         except CommandRefused as exc:
             return reject(exc.status, exc.title, exc.errors, correlation_id)
-        task = service.find_task(session, client, correlation_id)
+        task = intake.find_task(session, client, correlation_id)
         if task is None:
             return reject(404, "no such task", None, correlation_id)
-        task = service.lock_task(session, task.id)
+        task = claims.lock_task(session, task.id)
         try:
             with session.begin_nested():
                 request_cancel(session, task, reason, now)
@@ -201,14 +201,14 @@ def _take(
             outbound_allow=settings.outbound_allow,
             client_channel=client.channel,
         )
-        result = service.submit_task(
+        result = intake.submit_task(
             session, client, req, command.idempotency_key, now, max_open_tasks=max_open_tasks(settings, client)
         )
     except ApiError as exc:
         return reject(exc.status, str(exc), exc.errors, correlation_id)
-    except service.IdempotencyConflict as exc:
+    except intake.IdempotencyConflict as exc:
         return reject(409, str(exc), None, correlation_id)
-    except service.OpenTasksCapReached as exc:
+    except intake.OpenTasksCapReached as exc:
         return reject(429, str(exc), None, correlation_id)
     outcome = "submitted" if result.created else "replayed"
     return Handled(outcome, command.message_id, result.task.correlation_id)

@@ -25,7 +25,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
 from liaison_client import FINAL_STATES, CallbackVerificationError, LiaisonClient, LiaisonError, verify_callback
-from models.credentials import create_client
+from service.credentials import create_client
 from webhooks.signing import generate_secret
 
 SCENARIOS: list[tuple[str, dict[str, Any], str]] = [

@@ -33,10 +33,10 @@ from foundation.settings import Settings
 from models import ExternalTask, ProcessedMessage
 from models.base import utcnow
 from models.db import Database
-from models.lifecycle import DEADLINES, due_query, escalate_due
-from models.probes import claim_silent, silent_query
-from models.reconciliation import claim_quiet, quiet_query
-from models.retention import prune_processed_messages
+from service.lifecycle import DEADLINES, due_query, escalate_due
+from service.probes import claim_silent, silent_query
+from service.reconciliation import claim_quiet, quiet_query
+from service.retention import prune_processed_messages
 from tests.integration.stack import migrate
 from tests.support.servers import ServerThread
 from webhooks.signing import generate_secret

@@ -9,7 +9,7 @@ own, a fresh broker (a Redis server of its own, or a new vhost on the machine's 
 vendor (bench/lean_vendor.py) and Liaison from the Procfile's web, worker and relay lines
 (bench/stacks.py's ``start_liaison``, whose UNLIMITED lifts the client limits, so a backlog goes in
 as fast as ``--concurrency`` submitters send it). Two clients, A and B, are created in the stack's
-database (``models.credentials.create_client``, each with its own callback secret); their callbacks
+database (``service.credentials.create_client``, each with its own callback secret); their callbacks
 go to one lean domain app (bench/lean_domain.py, given both secrets) on a port that
 LIAISON_OUTBOUND_ALLOW names. The stack's own client and domain app stay idle.
 
@@ -91,8 +91,8 @@ from bench.procs import ROOT, Proc
 from bench.services import PostgresCluster, free_port, wait_for_port
 from bench.stacks import PROVIDER, UNLIMITED, Stack, base_env, start_liaison
 from foundation.setting_table import SECTIONS
-from models.credentials import create_client
 from models.db import Database
+from service.credentials import create_client
 
 IDLE_SAMPLES = 3
 WARM_UP = 2  # tasks per client before anything is measured

@@ -207,8 +207,8 @@ def run_liaison(args: argparse.Namespace, database_url: str, broker_url: str, st
 
     from app import create_app
     from app.cli import alembic_config
-    from models.credentials import create_client
     from models.task import ExternalTask
+    from service.credentials import create_client
 
     command.upgrade(alembic_config(database_url), "head")
     vendor_secret = generate_secret()

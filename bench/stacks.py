@@ -25,8 +25,8 @@ from sqlalchemy import create_engine
 from bench.naive.schema import metadata
 from bench.procs import ROOT, Proc, procfile, run, wait_until
 from bench.services import PostgresCluster, free_port
-from models.credentials import create_client
 from models.db import Database
+from service.credentials import create_client
 from webhooks.signing import generate_secret
 
 PROCFILE = procfile((ROOT / "Procfile").read_text())

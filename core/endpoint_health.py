@@ -10,7 +10,7 @@ longer pause begins. A success at any time resets everything: failures must be c
 
 Failures of deliveries that started before the pause (they were already in the endpoint's sockets)
 are counted but do not lengthen the pause: only a failed probe does. 410 Gone is not this module's
-business: it disables the URL for good until a person enables it (``models.dead_letters``).
+business: it disables the URL for good until a person enables it (``service.dead_letters``).
 Standard library only.
 """
 

@@ -8,7 +8,7 @@ no longer holds the later ones: they go ahead, and the skipped
 sequence is a *gap* the task's timeline records. Tasks never wait on each other: only relays of
 the same task are compared.
 
-``models`` keeps these rules in SQL (``models.ordering``); ``tests/unit/test_ordering.py`` checks
+``models`` keeps these rules in SQL (``service.ordering``); ``tests/unit/test_ordering.py`` checks
 them here over every arrival order hypothesis can think of.
 """
 

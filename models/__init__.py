@@ -1,4 +1,11 @@
-"""Liaison's tables and the one place that changes them (``models.service``)."""
+"""Liaison's tables, the engine and sessions (``models.db``), and the publish-after-commit hook
+(``models.publishing``).
+
+Import the mapped classes from here or from their modules. The use cases that change the tables
+live one floor up, in ``service``; a table's module here keeps only its own rows' primitives (a
+lease's take and give-back, a notice's record and dispatch, an endpoint's health, beat's heartbeat).
+This package imports only ``core`` and SQLAlchemy.
+"""
 
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.audit import OperatorEvent

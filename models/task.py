@@ -25,9 +25,9 @@ NOT_SUBMITTED = "state = 'requested'"
 HEARTBEAT_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND heartbeat_due_at IS NOT NULL"
 #: not final: what counts against a client's cap on open tasks (LIAISON_CLIENT_MAX_OPEN_TASKS)
 OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
-#: final: what retention may remove once it has been quiet for long enough (models.retention)
+#: final: what retention may remove once it has been quiet for long enough (service.retention)
 FINISHED = "state IN ('succeeded', 'failed', 'canceled')"
-#: waiting in the database for its turn to go to the broker (models.dispatch)
+#: waiting in the database for its turn to go to the broker (service.dispatch)
 QUEUED = "state = 'requested' AND dispatched_at IS NULL"
 #: released to the broker and not final: what a vendor's capacity and a concurrency key count
 RELEASED_OPEN = "dispatched_at IS NOT NULL AND state IN ('requested', 'submitted', 'accepted', 'cancel_requested')"
@@ -113,7 +113,7 @@ class ExternalTask(Base):
     completion_message_id: Mapped[str | None] = mapped_column(String(64))
     # Its latest ``task.progress`` relay: a newer report replaces that one's content while it is unsent.
     progress_outbox_id: Mapped[int | None] = mapped_column(Id)
-    # Fair dispatch (issue 20, models.dispatch): 1 (most urgent) to 5; an optional key of which at
+    # Fair dispatch (issue 20, service.dispatch): 1 (most urgent) to 5; an optional key of which at
     # most the client's ``concurrency_key_limit`` tasks are open at the vendor at once; when the
     # task was released to the broker (null while it waits in the database), the moment it ranks
     # at in its client's queue, and why it waits (core.fair_share.REASONS).

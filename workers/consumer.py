@@ -15,7 +15,7 @@ from celery.worker.consumer import Consumer
 from sqlalchemy.exc import SQLAlchemyError
 
 from models.base import utcnow
-from models.dead_letters import dead_letter_message
+from service.dead_letters import dead_letter_message
 
 log = logging.getLogger(__name__)
 _MAX_BODY = 4000

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from models.lifecycle import escalate_due
-from models.probes import claim_silent
+from service.lifecycle import escalate_due
+from service.probes import claim_silent
 from workers.runtime import Liaison
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import load_only
 
 from models.db import Database
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
-from models.ordering import AWAITING_EARLIER
+from service.ordering import AWAITING_EARLIER
 
 log = logging.getLogger(__name__)
 

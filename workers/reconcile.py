@@ -15,9 +15,9 @@ from datetime import datetime
 
 from core.classify import Failure
 from core.errors import CallError, PermanentError
-from models.isolation import ROW_ERRORS, record_row_failure
 from models.leases import lease
-from models.reconciliation import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
+from service.isolation import ROW_ERRORS, record_row_failure
+from service.reconciliation import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
 from workers.limiter import RateLimited
 from workers.providers.base import JobSnapshot, Provider
 from workers.runtime import Liaison

@@ -2,7 +2,7 @@
 
 A message goes through what ``POST /webhooks/<provider>`` does, in the same order: bounded size,
 the Standard Webhooks signature (the headers travel as message headers), the ``webhook-id`` as the
-MessageId, the bounded event body, then ``models.vendor_events.receive_event`` (dedup on
+MessageId, the bounded event body, then ``service.vendor_events.receive_event`` (dedup on
 ProcessedMessage, late binding of early events, the state machine) in one transaction. The message
 is acked only after that transaction committed; a database that does not answer puts it back
 (after a pause) for the next try. A message that fails verification or parsing is rejected
@@ -33,8 +33,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from foundation import metrics
 from foundation.logging import bind, clear
 from foundation.settings import ProviderSettings
-from models import vendor_events
 from models.base import utcnow
+from service import vendor_events
 from webhooks.broker_messages import header_items
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 from webhooks.signing import SignatureError, verify

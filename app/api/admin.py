@@ -22,7 +22,14 @@ from app.api.tasks import json_body
 from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.operator_actions import (
+from app.session import db_session
+from models.base import utcnow
+from models.endpoint_health import unhealthy
+from models.messages import DEAD_LETTER_KINDS, DeadLetter
+from models.notifications import mutes
+from service import queries
+from service.incidents import IncidentKind
+from service.operator_actions import (
     Ambiguous,
     NotFoundError,
     NotReplayable,
@@ -36,14 +43,7 @@ from app.operator_actions import (
     unmute_notifications,
     update_incident,
 )
-from app.session import db_session
-from models import queries
-from models.base import utcnow
-from models.endpoint_health import unhealthy
-from models.incidents import IncidentKind
-from models.messages import DEAD_LETTER_KINDS, DeadLetter
-from models.notifications import mutes
-from models.queries import DeadLetterFilter
+from service.queries import DeadLetterFilter
 from webhooks.urls import strip_url
 from workers.runtime import liaison
 
@@ -147,7 +147,7 @@ API_ACTOR = "admin API"
 
 def _act(action: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return action(liaison(), *args, utcnow(), actor=API_ACTOR, **kwargs)
+        return action(liaison().db, *args, utcnow(), actor=API_ACTOR, **kwargs)
     except NotFoundError as exc:
         raise NotFound(str(exc)) from None
     except Ambiguous as exc:
@@ -173,7 +173,7 @@ def replay_dead_letters() -> tuple[Response, int]:
     body = _json_object()
     limit = _int_arg(body, "limit", 1000, 1, 100_000, json=True)
     flt = dead_letter_filter({**body, "state": "open"}, json=True)
-    replayed, skipped = replay_matching(liaison(), flt, utcnow(), limit, actor=API_ACTOR)
+    replayed, skipped = replay_matching(liaison().db, flt, utcnow(), limit, actor=API_ACTOR)
     return jsonify({"replayed": replayed, "skipped": skipped}), 202
 
 

@@ -17,9 +17,9 @@ from app.api.admin import _json_object
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
-from models import credentials
 from models.base import utcnow
 from models.client import ApiKey, Client
+from service import credentials
 from webhooks.channel_messages import CHANNELS
 
 bp = Blueprint("admin_clients", __name__, url_prefix="/admin/v1/clients")

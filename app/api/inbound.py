@@ -16,8 +16,8 @@ from app.errors import ApiError, BadRequest, NotFound, PayloadTooLarge, Unauthor
 from app.session import db_session
 from foundation import metrics
 from foundation.logging import bind
-from models import vendor_events
 from models.base import utcnow
+from service import vendor_events
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 from webhooks.signing import SignatureError, verify
 from workers.runtime import liaison

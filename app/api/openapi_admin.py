@@ -22,8 +22,8 @@ from app.api.openapi_parts import (
     query,
     ref,
 )
-from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS
+from service.incidents import IncidentKind
 
 
 def admin_paths() -> dict[str, Schema]:

@@ -1,7 +1,7 @@
 """The callbacks Liaison sends to a task's ``callback_url``, as the OpenAPI 3.1 ``webhooks`` of the
 document (``app/api/openapi.py``): their body, and what the domain app's answer means.
 
-The body's members are the ones ``models.service.add_relay`` writes (and ``models.progress`` for
+The body's members are the ones ``service.outbox_rows.add_relay`` writes (and ``service.progress`` for
 ``task.progress``); docs/design.md §4 is the prose.
 """
 

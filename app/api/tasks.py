@@ -17,12 +17,12 @@ from app.limits import check_submit_rate, max_open_tasks
 from app.session import db_session
 from core.states import State
 from foundation.logging import bind
-from models import service
 from models.base import utcnow
 from models.client import Client
 from models.endpoint_health import paused_endpoint
-from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from models.task import ExternalTask, TaskEvent
+from service import claims, intake
+from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from webhooks.bounded_json import InvalidJson, TooDeep, strict_loads
 from workers.runtime import liaison
 
@@ -50,7 +50,7 @@ def json_body(deep_field: str | None = None) -> Any:
 
 def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask:
     """The client's task, or 404. An id no task can have (say, with a NUL byte) is not looked up."""
-    task = service.find_task(session, client, correlation_id) if CORRELATION_ID.fullmatch(correlation_id) else None
+    task = intake.find_task(session, client, correlation_id) if CORRELATION_ID.fullmatch(correlation_id) else None
     if task is None:
         raise NotFound("no such task")
     return task
@@ -80,7 +80,7 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     session = db_session()
     for attempt in (1, 2):
         try:
-            result = service.submit_task(
+            result = intake.submit_task(
                 session, client, req, key, now, max_open_tasks=max_open_tasks(ctx.settings, client)
             )
             session.commit()
@@ -90,10 +90,10 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
             session.rollback()
             if attempt == 2:
                 raise
-        except service.IdempotencyConflict as exc:  # the client's own key: names nothing of another tenant
+        except intake.IdempotencyConflict as exc:  # the client's own key: names nothing of another tenant
             session.rollback()
             raise Conflict(str(exc)) from None
-        except service.OpenTasksCapReached as exc:
+        except intake.OpenTasksCapReached as exc:
             session.rollback()
             raise TooManyRequests(str(exc), limit="max_open_tasks", max_open_tasks=exc.cap) from None
     bind(correlation_id=result.task.correlation_id)
@@ -115,7 +115,7 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
     if not isinstance(reason, str) or not 0 < len(reason) <= 500:
         raise ValidationFailed("bad reason", errors=[{"field": "reason", "message": "a string of 1 to 500 characters"}])
     session = db_session()
-    task = service.lock_task(session, find_task(session, client, correlation_id).id)
+    task = claims.lock_task(session, find_task(session, client, correlation_id).id)
     try:
         if key is not None and not cancel_key_first_time(session, client.id, task, key, utcnow()):
             return jsonify(task_body(task)), 202  # the same request again: same answer, nothing more done

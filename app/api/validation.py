@@ -15,7 +15,7 @@ from core.fair_share import MAX_PRIORITY, MIN_PRIORITY
 from core.origins import within
 from core.outbound_guard import AllowList, Refused, check_offline
 from foundation.settings import ProviderSettings
-from models.service import SubmitRequest
+from service.intake import SubmitRequest
 from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
 
 CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from app.cli.output import emit, emit_one, json_option
 from core.outbound_guard import Refused, check_offline
-from models import credentials
 from models.base import utcnow
 from models.client import ApiKey, Client
+from service import credentials
 from webhooks.urls import strip_url
 from workers.runtime import liaison
 

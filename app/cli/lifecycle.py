@@ -10,9 +10,9 @@ from flask.cli import AppGroup, with_appcontext
 
 from app.api.representation import orphan_body
 from app.cli.output import cli_actor, emit, json_option
-from app.operator_actions import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
-from models import queries
 from models.base import utcnow
+from service import queries
+from service.operator_actions import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
 from workers.runtime import liaison
@@ -53,7 +53,7 @@ def orphans_list(state: str, limit: int, as_json: bool) -> None:
 def orphans_attach(orphan_id: int, correlation_id: str, client_name: str | None) -> None:
     """Bind an orphan event to the task with CORRELATION_ID and apply it."""
     try:
-        attach_orphan_to(liaison(), orphan_id, correlation_id, utcnow(), client_name=client_name, actor=cli_actor())
+        attach_orphan_to(liaison().db, orphan_id, correlation_id, utcnow(), client_name=client_name, actor=cli_actor())
     except (NotFoundError, NotReplayable, Ambiguous) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"orphan {orphan_id} attached to {correlation_id} and applied")
@@ -64,7 +64,7 @@ def orphans_attach(orphan_id: int, correlation_id: str, client_name: str | None)
 def orphans_discard(orphan_id: int) -> None:
     """Close an orphan event without applying it (kept for the record)."""
     try:
-        discard_orphan_one(liaison(), orphan_id, utcnow(), actor=cli_actor())
+        discard_orphan_one(liaison().db, orphan_id, utcnow(), actor=cli_actor())
     except (NotFoundError, NotReplayable) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"orphan {orphan_id} discarded")

@@ -14,8 +14,8 @@ from app.demo import run_demo
 from app.observability.migrations import alembic_config
 from models.base import utcnow
 from models.heartbeats import beat_liveness
-from models.retention import KINDS, ExportFailed, Retention
-from models.retention import prune as prune_all
+from service.retention import KINDS, ExportFailed, Retention
+from service.retention import prune as prune_all
 from workers.runtime import liaison
 
 

@@ -20,7 +20,15 @@ from app.api.representation import (
     task_body,
 )
 from app.cli.output import cli_actor, emit, emit_one, json_option
-from app.operator_actions import (
+from core.states import State
+from models.base import utcnow
+from models.client import Client
+from models.messages import DEAD_LETTER_KINDS, DeadLetter
+from models.notifications import mutes
+from models.task import ExternalTask, TaskEvent
+from service import queries
+from service.incidents import IncidentKind
+from service.operator_actions import (
     Ambiguous,
     NotFoundError,
     NotReplayable,
@@ -33,15 +41,7 @@ from app.operator_actions import (
     unmute_notifications,
     update_incident,
 )
-from core.states import State
-from models import queries
-from models.base import utcnow
-from models.client import Client
-from models.incidents import IncidentKind
-from models.messages import DEAD_LETTER_KINDS, DeadLetter
-from models.notifications import mutes
-from models.queries import DeadLetterFilter
-from models.task import ExternalTask, TaskEvent
+from service.queries import DeadLetterFilter
 from webhooks.urls import strip_url
 from workers.runtime import liaison
 
@@ -57,7 +57,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _run(action: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
-        return action(liaison(), *args, utcnow(), actor=cli_actor(), **kwargs)
+        return action(liaison().db, *args, utcnow(), actor=cli_actor(), **kwargs)
     except (NotFoundError, NotReplayable, Ambiguous) as exc:
         raise click.ClickException(str(exc)) from None
 

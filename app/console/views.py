@@ -1,4 +1,4 @@
-"""The console's pages and actions. Every action is an ``app.operator_actions`` call with the
+"""The console's pages and actions. Every action is an ``service.operator_actions`` call with the
 signed-in operator as its actor; every state change is a POST with a CSRF token, reached through a
 confirmation page (GET on the same URL), then redirected (post/redirect/get)."""
 
@@ -24,7 +24,18 @@ from app.console.chart import finished_chart
 from app.errors import ApiError, Conflict, NotFound, ValidationFailed
 from app.observability.queue_probe import BrokerProbeError
 from app.observability.web import business_collector
-from app.operator_actions import (
+from app.session import db_session
+from core.states import TERMINAL, State
+from models import audit
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.base import utcnow
+from models.client import ApiKey, Client
+from models.endpoint_health import paused_endpoint, unhealthy
+from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxMessage
+from models.task import ExternalTask, TaskEvent
+from service import overview, queries
+from service.incidents import IncidentKind
+from service.operator_actions import (
     Ambiguous,
     NotFoundError,
     NotReplayable,
@@ -38,16 +49,6 @@ from app.operator_actions import (
     replay_one,
     update_incident,
 )
-from app.session import db_session
-from core.states import TERMINAL, State
-from models import audit, overview, queries
-from models.attention import CallbackEndpoint, Incident, OrphanEvent
-from models.base import utcnow
-from models.client import ApiKey, Client
-from models.endpoint_health import paused_endpoint, unhealthy
-from models.incidents import IncidentKind
-from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxMessage
-from models.task import ExternalTask, TaskEvent
 from webhooks.bounded_json import InvalidJson, strict_loads
 from webhooks.urls import strip_url
 from workers.runtime import liaison
@@ -123,7 +124,7 @@ def _act(action: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     an open read would hold up on SQLite."""
     db_session().rollback()
     try:
-        return action(liaison(), *args, utcnow(), actor=access.operator(), **kwargs)
+        return action(liaison().db, *args, utcnow(), actor=access.operator(), **kwargs)
     except NotFoundError as exc:
         raise NotFound(str(exc)) from None
     except Ambiguous as exc:
@@ -424,7 +425,7 @@ def dead_letters_replay() -> str | BaseResponse:
             **args,
         )
     db_session().rollback()
-    replayed, skipped = replay_matching(liaison(), flt, utcnow(), REPLAY_MATCHING_LIMIT, actor=access.operator())
+    replayed, skipped = replay_matching(liaison().db, flt, utcnow(), REPLAY_MATCHING_LIMIT, actor=access.operator())
     return redirect(url_for("console.dead_letters", done="replayed_many", replayed=replayed, skipped=skipped))
 
 

@@ -38,9 +38,9 @@ from models.client import Client
 from models.db import Database
 from models.endpoint_health import UNHEALTHY_STATES, EndpointHealth, health_state
 from models.heartbeats import beat_liveness
-from models.incidents import IncidentKind
 from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
 from models.task import QUEUED, ExternalTask
+from service.incidents import IncidentKind
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from core.states import TERMINAL
 from models.client import Client
-from models.credentials import authenticate
 from models.task import ExternalTask
+from service.credentials import authenticate
 from tests.integration.stack import Stack
 
 #: The vendor's pace is its slowness (HELD), not the shared rate limit, whose reservations

@@ -23,7 +23,7 @@ from app.cli import alembic_config
 from core.states import TERMINAL
 from foundation.settings import Settings
 from models.client import ApiKey, hash_api_key
-from models.credentials import authenticate, create_client
+from service.credentials import authenticate, create_client
 from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
 
@@ -118,8 +118,8 @@ class Stack:
         """A task whose submit message never reached the broker (a crash right after commit):
         (correlation id, submit outbox id)."""
         from app.api.validation import parse_submit
-        from models import service
         from models.base import utcnow
+        from service import intake
 
         now = utcnow()
         # A plain session on the engine, not one of the app's sessionmaker: the outbox hook
@@ -135,7 +135,7 @@ class Stack:
                 client_callback_origins=client.callback_origins,
                 outbound_allow=self.settings.outbound_allow,
             )
-            result = service.submit_task(session, client, req, None, now)
+            result = intake.submit_task(session, client, req, None, now)
             return result.task.correlation_id, result.outbox[0].id
 
     def reference(self, correlation_id: str, api_key: str | None = None) -> str:

@@ -18,8 +18,8 @@ from sqlalchemy import event, select, text, update
 
 from models import DeadLetter, ExternalTask, Incident, OutboxMessage
 from models.base import utcnow
-from models.orphans import flag_stale_orphans
-from models.retention import prune_processed_messages
+from service.orphans import flag_stale_orphans
+from service.retention import prune_processed_messages
 from tests.integration import due_work
 from tests.integration.stack import Stack
 from webhooks.signing import sign
@@ -271,7 +271,7 @@ def test_a_row_failing_inside_a_deadline_batch_is_isolated(pair_stack: Stack, mo
     """Whatever makes one task's escalation fail, the batch goes on: that task gets an incident and
     is not tried again ahead of everyone else's deadlines. (The failure is injected into our own
     per-task step; the database, the worker and the callbacks are real.)"""
-    import models.lifecycle as lifecycle
+    import service.lifecycle as lifecycle
 
     bad_key, _, _ = pair_stack.new_client()
     good_key, _, _ = pair_stack.new_client()

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from models.credentials import create_client
 from models.messages import DeadLetter
+from service.credentials import create_client
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import Stack
 from tests.support.listeners import CountingListener, Tarpit

@@ -30,8 +30,8 @@ from foundation.settings import Settings
 from models import OutboxMessage
 from models.base import utcnow
 from models.messages import OutboxKind
-from models.service import add_outbox
 from models.task import ExternalTask
+from service.outbox_rows import add_outbox
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.procfile_worker import procfile_worker
 from tests.integration.stack import Stack, delete_queues, liaison_env

@@ -12,10 +12,10 @@ from sqlalchemy import func, insert, select, text
 
 from models import OutboxMessage, ProcessedMessage, TaskEvent, leases
 from models.base import utcnow
-from models.lifecycle import DEADLINES, due_query, escalate_due
-from models.probes import silent_query
-from models.reconciliation import quiet_query
-from models.retention import prune_processed_messages
+from service.lifecycle import DEADLINES, due_query, escalate_due
+from service.probes import silent_query
+from service.reconciliation import quiet_query
+from service.retention import prune_processed_messages
 from tests.integration.stack import Stack
 from tests.support.concurrency import twice_at_once
 

@@ -32,9 +32,9 @@ from sqlalchemy import func, select
 from app.channel_commands import AmqpCommandConsumer, RedisCommandConsumer
 from bench.services import RabbitMQNode, RedisServer
 from models.client import Client
-from models.credentials import create_client, set_channel
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.task import ExternalTask, TaskEvent
+from service.credentials import create_client, set_channel
 from tests.integration import services
 from tests.integration.conftest import _stack
 from tests.integration.stack import Stack

@@ -9,7 +9,7 @@ import uuid
 import requests
 from click.testing import Result
 
-from models import credentials
+from service import credentials
 from tests.integration import due_work
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from models.credentials import create_client
+from service.credentials import create_client
 from tests.integration import services
 from tests.integration.stack import Stack, build_stack
 from tests.support.servers import ServerThread

@@ -1,4 +1,4 @@
-"""Fair dispatch end to end (models.dispatch), both databases and both brokers: a client's backlog
+"""Fair dispatch end to end (service.dispatch), both databases and both brokers: a client's backlog
 waits in the database, so another client's task (or the same client's urgent one) reaches the vendor
 behind at most a window of it, and a concurrency key is never passed, as the vendor itself counts it
 (the simulator's job times). The vendor's capacity: test_vendor_capacity.py.

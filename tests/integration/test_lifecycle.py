@@ -12,10 +12,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
-from models import ExternalTask, OrphanEvent, OutboxMessage, service, vendor_events
+from models import ExternalTask, OrphanEvent, OutboxMessage
 from models.base import utcnow
-from models.lifecycle import escalate_due
-from models.orphans import flag_stale_orphans
+from service import claims, vendor_events
+from service.lifecycle import escalate_due
+from service.orphans import flag_stale_orphans
 from tests.integration import due_work
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
@@ -356,7 +357,7 @@ def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair
             )
 
     with pair_stack.db.transaction() as session:
-        vendor_events.record_submission(session, service.claim_outbox(session, outbox_id), job_id, utcnow())
+        vendor_events.record_submission(session, claims.claim_outbox(session, outbox_id), job_id, utcnow())
         racer = threading.Thread(target=webhook)
         racer.start()
         racer.join(timeout=1.0)

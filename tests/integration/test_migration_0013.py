@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import alembic_config
 from core.fair_share import DispatchPolicy
-from models import dispatch
+from service import dispatch
 from tests.integration.migrations import rows
 
 NOW = "2026-12-01 06:00:00"

@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 from core.states import EventType
 from models.base import utcnow
 from models.messages import OutboxKind, OutboxMessage
-from models.ordering import hold
-from models.service import claim_outbox, mark_done
-from models.vendor_events import receive_event
+from service.claims import claim_outbox
+from service.ordering import hold
+from service.transitions import mark_done
+from service.vendor_events import receive_event
 from tests.integration.stack import Stack
 from tests.middle.builders import at_vendor, new_client
 from tests.support.servers import RecordedRequest

@@ -17,7 +17,7 @@ from app.celery_app import dead_letter_queue, work_queues
 from foundation.settings import Settings
 from models import DeadLetter, OutboxMessage
 from models.base import utcnow
-from models.service import new_message_id
+from service.outbox_rows import new_message_id
 from tests.integration.stack import Stack, delete_queues, liaison_env
 
 ROOT = Path(__file__).resolve().parents[2]

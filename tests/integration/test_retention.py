@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session
 
 from models import DeadLetter, ExternalTask, Incident, OrphanEvent, OutboxMessage, ProcessedMessage, TaskEvent
 from models.base import Base, utcnow
-from models.credentials import authenticate
 from models.notifications import Notification
-from models.retention import KINDS, ExportFailed, Retention, due_query, prune, task_dependents
+from service.credentials import authenticate
+from service.retention import KINDS, ExportFailed, Retention, due_query, prune, task_dependents
 from tests.integration.stack import Stack
 from tests.support.concurrency import twice_at_once
 

@@ -35,7 +35,7 @@ from flask import Flask
 from app import create_app
 from app.observability import worker_metrics
 from foundation.settings import Settings
-from models.credentials import create_client
+from service.credentials import create_client
 from tests.integration import services
 from tests.integration.processes import Samples, children, parse_samples, poll, poll_while_moving, stop
 from tests.integration.stack import METRICS_AUTH, METRICS_TOKEN, delete_queues, liaison_env, migrate

@@ -11,11 +11,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models.client import Client
-from models.credentials import create_client
 from models.messages import OutboxMessage
-from models.service import SubmitRequest, SubmitResult, submit_task
 from models.task import ExternalTask, TaskEvent
-from models.vendor_events import record_submission
+from service.credentials import create_client
+from service.intake import SubmitRequest, SubmitResult, submit_task
+from service.vendor_events import record_submission
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 PROVIDER = "sim"

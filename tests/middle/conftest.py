@@ -33,8 +33,6 @@ from workers.outbox import Publisher
 if TYPE_CHECKING:
     from celery import Celery
 
-    from workers.runtime import Liaison
-
 
 @pytest.fixture(scope="session")
 def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -114,17 +112,3 @@ def published(db: Database) -> Published:
     published = Published(Publisher(cast("Celery", broker), db), broker)
     publishing.install(db.sessionmaker, published.after_commit)
     return published
-
-
-@dataclass
-class Ctx:
-    """What ``app.operator_actions`` reads of the app's shared objects: the database and the publisher."""
-
-    db: Database
-    publisher: Publisher
-
-
-@pytest.fixture
-def ctx(db: Database, published: Published) -> Liaison:
-    """Stands in for ``workers.runtime.Liaison`` (settings, providers and limiter are not read here)."""
-    return cast("Liaison", Ctx(db, published.publisher))

@@ -17,11 +17,12 @@ from core.states import State
 from foundation.settings import Settings
 from models.base import utcnow
 from models.client import Client
-from models.credentials import set_channel
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.service import lock_task, move
 from models.task import ExternalTask
+from service.claims import lock_task
+from service.credentials import set_channel
+from service.transitions import move
 from tests.middle.builders import new_client
 from webhooks.channel_messages import CANCEL_TASK, SUBMIT_TASK, row_message_id
 from webhooks.signing import generate_secret

@@ -25,12 +25,12 @@ from foundation.settings import Settings
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import utcnow
-from models.dead_letters import dead_letter, disable_endpoint
 from models.endpoint_health import record_failure
 from models.messages import DeadLetter
-from models.service import record_attempt_failure
 from models.task import ExternalTask, TaskEvent
-from models.vendor_events import receive_event
+from service.dead_letters import dead_letter, disable_endpoint
+from service.transitions import record_attempt_failure
+from service.vendor_events import receive_event
 from tests.middle.builders import at_vendor, new_client, submit
 from webhooks.events import VendorEvent
 from webhooks.signing import generate_secret

@@ -1,4 +1,4 @@
-"""``models.credentials``: API keys (rotate, retire, revoke), callback secrets, disabling a client,
+"""``service.credentials``: API keys (rotate, retire, revoke), callback secrets, disabling a client,
 callback origins. New keys and secrets exist in clear only in what the call returns."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 from sqlalchemy import select
 
 from models.client import ApiKey, hash_api_key
-from models.credentials import (
+from models.db import Database
+from service.credentials import (
     MAX_SECRETS,
     ClientNotFound,
     CredentialError,
@@ -26,7 +27,6 @@ from models.credentials import (
     rotate_key,
     set_disabled,
 )
-from models.db import Database
 from tests.middle.builders import NOW, later
 
 

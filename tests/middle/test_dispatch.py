@@ -1,4 +1,4 @@
-"""Fair dispatch (``models.dispatch``) in the layer that writes: a backlog waits in the database and
+"""Fair dispatch (``service.dispatch``) in the layer that writes: a backlog waits in the database and
 is released as room frees, in priority order within a client, round-robin across clients for a
 vendor's capacity, one task per concurrency key. What is published is what the stub broker got."""
 
@@ -11,13 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.fair_share import DispatchPolicy
-from models import dispatch
 from models.client import Client
 from models.db import Database
-from models.lifecycle import request_cancel
 from models.messages import OutboxMessage
 from models.task import ExternalTask
-from models.vendor_events import receive_event, record_submission
+from service import dispatch
+from service.lifecycle import request_cancel
+from service.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, later, new_client, submit, timeline
 from tests.middle.conftest import Published
 from webhooks.events import EventType, VendorEvent
@@ -193,7 +193,7 @@ def test_a_released_task_waiting_for_the_vendors_rate_limit_says_so(
     db: Database, published: Published, policy: DispatchPolicy
 ) -> None:
     from app.api.representation import waiting_body
-    from models.service import note_rate_limited
+    from service.transitions import note_rate_limited
 
     shop = _client(db)
     with db.transaction() as session:

@@ -9,10 +9,10 @@ from core.states import EventType, State
 from models.attention import OrphanEvent
 from models.db import Database
 from models.messages import OutboxKind, ProcessedMessage
-from models.reconciliation import apply_snapshot
-from models.retention import prune_processed_messages
-from models.service import mark_done, record_attempt_failure
-from models.vendor_events import receive_event, record_submission
+from service.reconciliation import apply_snapshot
+from service.retention import prune_processed_messages
+from service.transitions import mark_done, record_attempt_failure
+from service.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, at_vendor, later, new_client, outbox_rows, submit, timeline
 from webhooks.events import VendorEvent
 

@@ -1,4 +1,4 @@
-"""``models.dead_letters``: dead letters and their repair (replay, discard), the poison guard, and
+"""``service.dead_letters``: dead letters and their repair (replay, discard), the poison guard, and
 callback endpoints parked by 410 Gone."""
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from core.classify import Fault
 from core.states import EventType, State
 from models.attention import Incident
 from models.db import Database
-from models.dead_letters import (
+from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
+from models.task import ExternalTask
+from service.claims import claim_outbox
+from service.dead_letters import (
     PARKED_ENDPOINT_GONE,
     NotReplayable,
     count_delivery,
@@ -24,12 +27,9 @@ from models.dead_letters import (
     park,
     replay,
 )
-from models.incidents import IncidentKind
-from models.lifecycle import request_cancel
-from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
-from models.service import claim_outbox
-from models.task import ExternalTask
-from models.vendor_events import receive_event
+from service.incidents import IncidentKind
+from service.lifecycle import request_cancel
+from service.vendor_events import receive_event
 from tests.middle.builders import NOW, at_vendor, later, new_client, outbox_rows, submit, timeline
 from webhooks.events import VendorEvent
 

@@ -1,4 +1,4 @@
-"""``models.lifecycle``: cancellation, deadlines (escalate, cancel), reconciliation's claims, and
+"""``service.lifecycle``: cancellation, deadlines (escalate, cancel), reconciliation's claims, and
 orphans flagged, attached or discarded by an operator."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from core.deadlines import VendorAnswer
 from core.states import EventType, State
 from models.attention import Incident, OrphanEvent
 from models.db import Database
-from models.dead_letters import NotReplayable
-from models.incidents import IncidentKind
-from models.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, escalate_due, request_cancel
 from models.messages import OutboxKind
-from models.orphans import attach_orphan, discard_orphan, flag_stale_orphans
-from models.probes import claim_silent, settle_probe
-from models.reconciliation import claim_quiet, claim_unsubmitted
-from models.vendor_events import receive_event, record_submission
+from service.dead_letters import NotReplayable
+from service.incidents import IncidentKind
+from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, escalate_due, request_cancel
+from service.orphans import attach_orphan, discard_orphan, flag_stale_orphans
+from service.probes import claim_silent, settle_probe
+from service.reconciliation import claim_quiet, claim_unsubmitted
+from service.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, at_vendor, later, new_client, outbox_rows, submit, timeline
 from webhooks.events import VendorEvent
 

@@ -8,18 +8,17 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
-from app.operator_actions import mute_notifications, unmute_notifications, update_incident
 from core.notifications import DigestRule
 from models.db import Database
-from models.dead_letters import dead_letter
-from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import OutboxKind, OutboxMessage
 from models.notifications import DISPATCHED, MUTED, PENDING, UNROUTED, Notification, Routes, dispatch
+from service.dead_letters import dead_letter
+from service.incidents import IncidentKind, open_incident, resolve_open
+from service.operator_actions import mute_notifications, unmute_notifications, update_incident
 from tests.middle.builders import NOW
 
 if TYPE_CHECKING:
     from tests.middle.conftest import Published
-    from workers.runtime import Liaison
 
 EVERYTHING = Routes(email=frozenset({"*"}), chat=frozenset({"*"}))
 RULE = DigestRule(threshold=3, window_s=60)
@@ -93,25 +92,25 @@ def test_a_channel_gets_only_the_kinds_routed_to_it(db: Database) -> None:
     assert [n.state for n in _notices(db)] == [DISPATCHED, DISPATCHED, UNROUTED]
 
 
-def test_a_muted_kind_is_recorded_not_sent_until_unmuted(db: Database, ctx: Liaison) -> None:
-    _, created = mute_notifications(ctx, IncidentKind.RELAY_FAILED, NOW, by="alice", note="endpoint migration")
+def test_a_muted_kind_is_recorded_not_sent_until_unmuted(db: Database, published: Published) -> None:
+    _, created = mute_notifications(db, IncidentKind.RELAY_FAILED, NOW, by="alice", note="endpoint migration")
     assert created
-    assert mute_notifications(ctx, IncidentKind.RELAY_FAILED, NOW, by="bob")[0].muted_by == "alice"
+    assert mute_notifications(db, IncidentKind.RELAY_FAILED, NOW, by="bob")[0].muted_by == "alice"
     _open(db, 2, IncidentKind.RELAY_FAILED)
     assert _dispatch(db).muted == 2
-    unmute_notifications(ctx, IncidentKind.RELAY_FAILED, NOW)
+    unmute_notifications(db, IncidentKind.RELAY_FAILED, NOW)
     _open(db, 1, IncidentKind.RELAY_FAILED, start=5)
     assert _dispatch(db).notices == 1
     assert [n.state for n in _notices(db)] == [MUTED, MUTED, DISPATCHED]
 
 
-def test_resolving_through_the_operator_action_notifies_the_resolution(db: Database, ctx: Liaison) -> None:
+def test_resolving_through_the_operator_action_notifies_the_resolution(db: Database, published: Published) -> None:
     _open(db, 1)
     _dispatch(db)
     with db.transaction() as session:
         (incident_id,) = session.scalars(select(Notification.incident_id)).all()
     assert incident_id is not None
-    update_incident(ctx, incident_id, NOW + timedelta(minutes=1), resolve=True, note="fixed")
+    update_incident(db, incident_id, NOW + timedelta(minutes=1), resolve=True, note="fixed")
     (resolution,) = [n for n in _notices(db) if n.phase == "resolved"]
     assert resolution.state == PENDING and "resolved: fixed" in resolution.detail
 

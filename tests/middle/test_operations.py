@@ -1,4 +1,4 @@
-"""``app.operator_actions``: operator actions shared by the admin API and the CLI. Each commits; the
+"""``service.operator_actions``: operator actions shared by the admin API and the CLI. Each commits; the
 publish hook then hands the rows the commit re-armed to the (stub) publisher, which is what the
 tests read (after forgetting what their set-up published)."""
 
@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy import select
 
-from app.operator_actions import (
+from core.classify import Fault
+from core.states import EventType, State
+from models.attention import Incident, OrphanEvent
+from models.db import Database
+from models.messages import DeadLetter, OutboxMessage
+from models.task import ExternalTask
+from service.dead_letters import NotReplayable, dead_letter, disable_endpoint, park
+from service.operator_actions import (
     Ambiguous,
     NotFoundError,
     attach_orphan_to,
@@ -21,21 +28,13 @@ from app.operator_actions import (
     task_for_operator,
     update_incident,
 )
-from core.classify import Fault
-from core.states import EventType, State
-from models.attention import Incident, OrphanEvent
-from models.db import Database
-from models.dead_letters import NotReplayable, dead_letter, disable_endpoint, park
-from models.messages import DeadLetter, OutboxMessage
-from models.queries import DeadLetterFilter
-from models.task import ExternalTask
-from models.vendor_events import receive_event
+from service.queries import DeadLetterFilter
+from service.vendor_events import receive_event
 from tests.middle.builders import NOW, at_vendor, later, new_client, submit
 from webhooks.events import VendorEvent
 
 if TYPE_CHECKING:
     from tests.middle.conftest import Published
-    from workers.runtime import Liaison
 
 CALLBACK = "https://shop.example/cb"
 
@@ -52,55 +51,53 @@ def _dead_submits(db: Database, n: int, fault: str = Fault.SYSTEM) -> list[tuple
     return out
 
 
-def test_replay_one_commits_then_publishes_the_row_again(db: Database, ctx: Liaison, published: Published) -> None:
+def test_replay_one_commits_then_publishes_the_row_again(db: Database, published: Published) -> None:
     [(letter_id, outbox_id)] = _dead_submits(db, 1)
     published.forget()
-    letter = replay_one(ctx, letter_id, later(1))
+    letter = replay_one(db, letter_id, later(1))
     assert letter.state == "replayed"
     assert published.sent == [("liaison.submit", outbox_id)]
     with db.transaction() as session:
         assert session.get(OutboxMessage, outbox_id).dispatched_at is not None  # stamped after the commit
         assert session.scalars(select(ExternalTask.state)).one() == State.REQUESTED
     with pytest.raises(NotReplayable):
-        replay_one(ctx, letter_id, later(2))
+        replay_one(db, letter_id, later(2))
     with pytest.raises(NotFoundError):
-        replay_one(ctx, 10_000, later(2))
+        replay_one(db, 10_000, later(2))
     assert len(published.sent) == 1
 
 
-def test_replay_matching_replays_in_batches_what_the_filter_matches(
-    db: Database, ctx: Liaison, published: Published
-) -> None:
+def test_replay_matching_replays_in_batches_what_the_filter_matches(db: Database, published: Published) -> None:
     system = _dead_submits(db, 3)
     caller = _dead_submits(db, 1, Fault.CALLER)
     published.forget()
     progress: list[tuple[int, int]] = []
     replayed, skipped = replay_matching(
-        ctx, DeadLetterFilter(fault=Fault.SYSTEM), later(1), progress=lambda r, s: progress.append((r, s)), batch=2
+        db, DeadLetterFilter(fault=Fault.SYSTEM), later(1), progress=lambda r, s: progress.append((r, s)), batch=2
     )
     assert (replayed, skipped) == (3, 0) and progress == [(2, 0), (3, 0)]
     assert published.ids == [outbox_id for _, outbox_id in system]
-    assert replay_matching(ctx, DeadLetterFilter(), later(2), limit=0) == (0, 0)
-    assert replay_matching(ctx, DeadLetterFilter(), later(2)) == (1, 0)
+    assert replay_matching(db, DeadLetterFilter(), later(2), limit=0) == (0, 0)
+    assert replay_matching(db, DeadLetterFilter(), later(2)) == (1, 0)
     assert published.ids[-1] == caller[0][1]
 
 
-def test_discard_one_closes_without_publishing(db: Database, ctx: Liaison, published: Published) -> None:
+def test_discard_one_closes_without_publishing(db: Database, published: Published) -> None:
     [(letter_id, _)] = _dead_submits(db, 1)
     published.forget()
-    assert discard_one(ctx, letter_id, later(1)).state == "discarded"
+    assert discard_one(db, letter_id, later(1)).state == "discarded"
     assert published.sent == []
 
 
-def test_update_incident_sets_its_owner_and_resolves_it(db: Database, ctx: Liaison) -> None:
+def test_update_incident_sets_its_owner_and_resolves_it(db: Database, published: Published) -> None:
     _dead_submits(db, 1)
     with db.transaction() as session:
         incident_id = session.scalars(select(Incident.id)).one()
-    update_incident(ctx, incident_id, later(1), owner="ops")
-    incident = update_incident(ctx, incident_id, later(2), resolve=True, note="vendor back")
+    update_incident(db, incident_id, later(1), owner="ops")
+    incident = update_incident(db, incident_id, later(2), resolve=True, note="vendor back")
     assert incident.owner == "ops" and incident.resolved_at == later(2) and "vendor back" in incident.detail
     with pytest.raises(NotFoundError):
-        update_incident(ctx, 10_000, later(3), resolve=True)
+        update_incident(db, 10_000, later(3), resolve=True)
 
 
 def test_a_correlation_id_two_clients_use_needs_the_client(db: Database) -> None:
@@ -126,46 +123,44 @@ def _parked_relay(db: Database, client_name: str, job_id: str) -> int:
         return relay.id
 
 
-def test_enabling_an_endpoint_publishes_its_parked_relays(db: Database, ctx: Liaison, published: Published) -> None:
+def test_enabling_an_endpoint_publishes_its_parked_relays(db: Database, published: Published) -> None:
     relay_id = _parked_relay(db, "shop", "job-1")
     published.forget()
-    assert enable_callback_endpoint(ctx, CALLBACK, later(1)) == 1
+    assert enable_callback_endpoint(db, CALLBACK, later(1)) == 1
     assert published.sent == [("liaison.relay", relay_id)]
     with pytest.raises(NotReplayable):
-        enable_callback_endpoint(ctx, CALLBACK, later(2))
+        enable_callback_endpoint(db, CALLBACK, later(2))
 
 
-def test_an_endpoint_two_clients_disabled_needs_the_client(db: Database, ctx: Liaison, published: Published) -> None:
+def test_an_endpoint_two_clients_disabled_needs_the_client(db: Database, published: Published) -> None:
     _parked_relay(db, "shop", "job-1")
     theirs = _parked_relay(db, "other", "job-2")
     published.forget()
     with pytest.raises(Ambiguous):
-        enable_callback_endpoint(ctx, CALLBACK, later(1))
-    assert enable_callback_endpoint(ctx, CALLBACK, later(1), client_name="other") == 1
+        enable_callback_endpoint(db, CALLBACK, later(1))
+    assert enable_callback_endpoint(db, CALLBACK, later(1), client_name="other") == 1
     assert published.ids == [theirs]
 
 
-def test_an_orphan_attached_by_an_operator_publishes_its_relay(
-    db: Database, ctx: Liaison, published: Published
-) -> None:
+def test_an_orphan_attached_by_an_operator_publishes_its_relay(db: Database, published: Published) -> None:
     with db.transaction() as session:
         receive_event(session, "sim", "wh-1", VendorEvent(EventType.COMPLETED, "job-x", "succeeded"), NOW)
         orphan_id = session.scalars(select(OrphanEvent.id)).one()
         submit(session, new_client(session, "shop"), "order-1")
     published.forget()
-    orphan = attach_orphan_to(ctx, orphan_id, "order-1", later(1))
+    orphan = attach_orphan_to(db, orphan_id, "order-1", later(1))
     assert orphan.state == "resolved"
     [(task_name, relay_id)] = published.sent
     with db.transaction() as session:
         assert task_name == "liaison.relay" and session.get(OutboxMessage, relay_id).payload["type"] == "task.completed"
     with pytest.raises(NotFoundError):
-        discard_orphan_one(ctx, 10_000, later(2))
+        discard_orphan_one(db, 10_000, later(2))
 
 
-def test_an_orphan_discarded_by_an_operator_publishes_nothing(db: Database, ctx: Liaison, published: Published) -> None:
+def test_an_orphan_discarded_by_an_operator_publishes_nothing(db: Database, published: Published) -> None:
     with db.transaction() as session:
         receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-x"), NOW)
         orphan_id = session.scalars(select(OrphanEvent.id)).one()
     published.forget()
-    assert discard_orphan_one(ctx, orphan_id, later(1)).state == "discarded"
+    assert discard_orphan_one(db, orphan_id, later(1)).state == "discarded"
     assert published.sent == []

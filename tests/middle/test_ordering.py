@@ -1,5 +1,5 @@
-"""A task's callbacks in order: numbering (``service.add_relay``), holding and releasing
-(``models.ordering``), superseded completions, and progress coalescing (``models.progress``)."""
+"""A task's callbacks in order: numbering (``service.outbox_rows.add_relay``), holding and releasing
+(``service.ordering``), superseded completions, and progress coalescing (``service.progress``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from sqlalchemy import select
 from app.api.openapi_callbacks import CALLBACK
 from core.states import EventType, State
 from models.db import Database
-from models.dead_letters import dead_letter, replay
 from models.messages import DeadLetter, OutboxKind, OutboxMessage
-from models.ordering import AWAITING_EARLIER, hold
-from models.service import mark_done
 from models.task import ExternalTask
-from models.vendor_events import receive_event, record_submission
+from service.dead_letters import dead_letter, replay
+from service.ordering import AWAITING_EARLIER, hold
+from service.transitions import mark_done
+from service.vendor_events import receive_event, record_submission
 from tests.middle.builders import at_vendor, later, new_client, outbox_rows, submit, timeline
 from tests.middle.conftest import Published
 from webhooks.events import Progress, VendorEvent

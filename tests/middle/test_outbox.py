@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from models.db import Database
 from models.messages import OutboxMessage
-from models.service import mark_done, record_attempt_failure
+from service.transitions import mark_done, record_attempt_failure
 from tests.middle.builders import NOW, later, new_client, submit
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""``models.service.submit_task``: idempotency, correlation ids per client, the open-task cap."""
+"""``service.intake.submit_task``: idempotency, correlation ids per client, the open-task cap."""
 
 from __future__ import annotations
 
@@ -10,14 +10,9 @@ from core.states import State
 from models.base import Base
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
-from models.service import (
-    IdempotencyConflict,
-    OpenTasksCapReached,
-    claim_outbox_and_task,
-    parse_stored_input,
-    submit_task,
-)
 from models.task import ExternalTask
+from service.claims import claim_outbox_and_task, parse_stored_input
+from service.intake import IdempotencyConflict, OpenTasksCapReached, submit_task
 from tests.middle.builders import NOW, new_client, outbox_rows, request, submit, timeline
 from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge
 

@@ -13,7 +13,7 @@ from app.api.validation import parse_submit
 from app.errors import ValidationFailed
 from foundation.settings import ProviderSettings
 from models.client import Client
-from models.credentials import CredentialError, set_channel
+from service.credentials import CredentialError, set_channel
 from webhooks.channel_messages import (
     CANCEL_TASK,
     CHANNEL_NAME,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from core.origins import BadOrigin, normalize_origin, within
 from models.client import Client
-from models.credentials import MAX_SECRETS, CredentialError, OriginRefused, add_secret, change_origins, retire_secrets
+from service.credentials import MAX_SECRETS, CredentialError, OriginRefused, add_secret, change_origins, retire_secrets
 
 SHOP = ["https://shop.example", "http://127.0.0.1:8080"]
 

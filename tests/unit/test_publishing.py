@@ -11,11 +11,11 @@ from sqlalchemy import select
 
 from models import Base, publishing
 from models.base import utcnow
-from models.credentials import create_client
 from models.db import Database
-from models.dead_letters import dead_letter, replay
 from models.messages import DeadLetter, OutboxKind, OutboxMessage
-from models.service import SubmitRequest, submit_task
+from service.credentials import create_client
+from service.dead_letters import dead_letter, replay
+from service.intake import SubmitRequest, submit_task
 
 
 class StubPublisher:

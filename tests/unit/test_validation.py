@@ -13,7 +13,7 @@ from app.api.representation import MAX_ID, decode_cursor, encode_cursor
 from app.api.validation import FIELDS, fingerprint, is_http_url, parse_submit, valid_idempotency_key
 from app.errors import BadRequest, ValidationFailed
 from foundation.settings import ProviderSettings
-from models.service import SubmitRequest
+from service.intake import SubmitRequest
 from webhooks.signing import generate_secret
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)

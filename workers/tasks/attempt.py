@@ -34,10 +34,10 @@ from sqlalchemy.orm import Session
 from core.errors import CallError
 from core.retry_policy import RetryPolicy
 from foundation.logging import bind
-from models import service
 from models.base import utcnow
-from models.dead_letters import count_delivery
 from models.messages import OutboxMessage
+from service import claims
+from service.dead_letters import count_delivery
 from workers.limiter import RateLimited
 from workers.runtime import Liaison
 from workers.tasks.outcomes import retry_or_dead_letter, time_limit_reached, wait_for_slot
@@ -80,7 +80,7 @@ class OutboxTask(Generic[W, R]):
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         """Lock the row at ``stage`` ("start" or "record"); None once it is done. A task that reads
         more rows there may lock and load them in the same statement (one round trip, not two)."""
-        return service.claim_outbox(session, outbox_id)
+        return claims.claim_outbox(session, outbox_id)
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
         """Before the delivery is counted; raise :class:`ComeBackLater` to come back later, or return
@@ -209,7 +209,7 @@ def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt
 
 def _count_failed_start(ctx: Liaison, outbox_id: int) -> None:
     with ctx.db.transaction() as session:
-        row = service.claim_outbox(session, outbox_id)
+        row = claims.claim_outbox(session, outbox_id)
         if row is not None:
             count_delivery(session, row, ctx.settings.max_deliveries, utcnow())
 
@@ -219,7 +219,7 @@ def _failed(
 ) -> str:
     if steps.settles(exc):
         with ctx.db.transaction() as session:
-            row = service.claim_outbox(session, outbox_id)
+            row = claims.claim_outbox(session, outbox_id)
             return "done" if row is None else steps.settle(ctx, session, row, attempt, exc)
     return retry_or_dead_letter(
         task,

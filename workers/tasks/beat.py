@@ -12,13 +12,13 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from core.notifications import DigestRule
-from models import dispatch
 from models.base import utcnow
 from models.notifications import Routes
 from models.notifications import dispatch as dispatch_notices
-from models.orphans import flag_stale_orphans
-from models.retention import Retention, prune
-from models.retention import prune_processed_messages as prune_inbox
+from service import dispatch
+from service.orphans import flag_stale_orphans
+from service.retention import Retention, prune
+from service.retention import prune_processed_messages as prune_inbox
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
 from workers.runtime import liaison
@@ -56,7 +56,7 @@ def sweep_outbox() -> int:
 @shared_task(name="liaison.dispatch")
 @stops_at_soft_limit
 def dispatch_queued() -> int:
-    """Release queued submissions that have room (models.dispatch), each queue in a transaction of its
+    """Release queued submissions that have room (service.dispatch), each queue in a transaction of its
     own: what the releases at submit and at each state change missed (a race, a crash) waits seconds."""
     ctx = liaison()
     with ctx.db.transaction() as session:
@@ -73,7 +73,7 @@ def dispatch_queued() -> int:
 @shared_task(name="liaison.retention")
 @stops_at_soft_limit
 def retention() -> dict[str, int]:
-    """Every kind of finished work past its retention (models.retention). A run cut off by the
+    """Every kind of finished work past its retention (service.retention). A run cut off by the
     soft limit (a first run over a large backlog) committed its batches; the next carries on."""
     ctx = liaison()
     removed = prune(ctx.db, utcnow(), Retention.from_settings(ctx.settings))

@@ -9,9 +9,9 @@ from sqlalchemy.orm import Session
 from core.classify import Fault
 from core.errors import CallError, PermanentError
 from core.retry_policy import RetryPolicy
-from models import service
 from models.base import utcnow
 from models.messages import OutboxMessage
+from service import claims, transitions
 from workers.policies import provider_policy
 from workers.providers import Provider
 from workers.runtime import Liaison, liaison
@@ -29,17 +29,17 @@ def cancel(self: Task, outbox_id: int) -> str:
 
 class Cancel(VendorCall[tuple[Provider, str], None]):
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        row = service.claim_outbox(session, outbox_id)
+        row = claims.claim_outbox(session, outbox_id)
         if row is not None and stage == "start":
             assert row.task_id is not None  # a cancellation's row always names its task
-            self.task = service.lock_task(session, row.task_id)  # its vendor's call slot is taken next
+            self.task = claims.lock_task(session, row.task_id)  # its vendor's call slot is taken next
         return row
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
         task = self.task
         assert task is not None  # claimed with its row
         if task.vendor_job_id is None:
-            service.mark_done(session, row, utcnow(), "cancel.skipped", reason="the vendor has no job")
+            transitions.mark_done(session, row, utcnow(), "cancel.skipped", reason="the vendor has no job")
             return "skipped"
         ps = ctx.settings.providers.get(task.provider)
         policy = provider_policy(ps) if ps else RetryPolicy()
@@ -60,7 +60,7 @@ class Cancel(VendorCall[tuple[Provider, str], None]):
     def record(
         self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]], result: None
     ) -> str:
-        service.mark_done(session, row, utcnow(), "cancel.sent")
+        transitions.mark_done(session, row, utcnow(), "cancel.sent")
         return "sent"
 
     def settles(self, exc: CallError) -> bool:
@@ -69,7 +69,7 @@ class Cancel(VendorCall[tuple[Provider, str], None]):
     def settle(
         self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[tuple[Provider, str]], exc: CallError
     ) -> str:
-        service.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
+        transitions.mark_done(session, row, utcnow(), "cancel.too_late", error=str(exc))
         return "too_late"
 
     def fault(self, attempt: Attempt[tuple[Provider, str]], exc: CallError) -> str:

@@ -1,7 +1,7 @@
 """liaison.channel: one event to a domain app's broker channel, done once the broker confirmed it.
 
 The outbox row (kind ``channel``) was written with the state change that caused it
-(``models.service.add_channel_event``): a task event beside its HTTP relay, or a command's
+(``service.outbox_rows.add_channel_event``): a task event beside its HTTP relay, or a command's
 rejection. Its body, ``message_id`` and ``sequence`` are the callback's; the signature goes in the
 message headers (``workers.channels``).
 
@@ -25,11 +25,11 @@ from sqlalchemy.orm import Session
 
 from core.errors import CallError
 from foundation import metrics
-from models import service
 from models.base import utcnow
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
+from service import claims, transitions
 from workers.channels import ChannelEvent
 from workers.policies import relay_policy
 from workers.runtime import Liaison, liaison
@@ -74,7 +74,7 @@ class ChannelDelivery(OutboxTask[ChannelEvent, str]):
         self.client: Client | None = None
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        row = service.claim_outbox(session, outbox_id)
+        row = claims.claim_outbox(session, outbox_id)
         if row is None or stage != "start":
             return row
         if row.task_id is not None:
@@ -106,7 +106,7 @@ class ChannelDelivery(OutboxTask[ChannelEvent, str]):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[ChannelEvent] | str:
         client = self.client
         if client is None or client.channel is None:
-            service.mark_done(session, row, utcnow(), "channel.skipped", reason="the client has no channel now")
+            transitions.mark_done(session, row, utcnow(), "channel.skipped", reason="the client has no channel now")
             return "skipped"
         body = {k: v for k, v in row.payload.items() if k != "client_id"}
         event = ChannelEvent(client.channel, client.name, list(client.callback_secrets), body)
@@ -119,7 +119,7 @@ class ChannelDelivery(OutboxTask[ChannelEvent, str]):
         self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[ChannelEvent], result: str
     ) -> str:
         event = attempt.work
-        service.mark_done(
+        transitions.mark_done(
             session, row, utcnow(), "channel.published", type=event.type, channel=event.channel, to=result
         )
         metrics.relay_delivery("delivered", metrics.since(event.body.get("occurred_at")))

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 from core.classify import Fault
 from core.errors import CallError, PermanentError
 from core.notifications import CHAT, EMAIL
-from models import service
 from models.base import utcnow
 from models.messages import OutboxMessage
+from service import transitions
 from workers.notifiers import email, post_chat, send_email
 from workers.policies import notify_policy
 from workers.runtime import Liaison, liaison
@@ -59,7 +59,7 @@ class Notify(OutboxTask[dict[str, Any], None]):
     def record(
         self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[dict[str, Any]], result: None
     ) -> str:
-        service.mark_done(session, row, utcnow(), "notify.sent")
+        transitions.mark_done(session, row, utcnow(), "notify.sent")
         return "sent"
 
     def fault(self, attempt: Attempt[dict[str, Any]], exc: CallError) -> str:

@@ -22,12 +22,12 @@ from core.deadlines import RetryAtDeadline, passes_deadline
 from core.errors import CallError, PermanentError, TransientError
 from core.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
 from foundation import metrics
-from models import service
 from models.base import utcnow
-from models.dead_letters import dead_letter
-from models.lifecycle import retry_past_deadline_of
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
+from service import claims, transitions
+from service.dead_letters import dead_letter
+from service.lifecycle import retry_past_deadline_of
 from workers.limiter import RateLimited
 from workers.runtime import Liaison
 
@@ -96,7 +96,7 @@ def retry_or_dead_letter(
     now = utcnow()
     canceled = False
     with ctx.db.transaction() as session:
-        row = service.claim_outbox(session, outbox_id)
+        row = claims.claim_outbox(session, outbox_id)
         if row is None:
             return "done"
         if also is not None:
@@ -121,7 +121,7 @@ def retry_or_dead_letter(
             # escalates once (and keeps the budget), or cancels the task (docs/design.md §6)
             and retry_past_deadline_of(session, row, now) is RetryAtDeadline.CANCEL
         ):
-            service.mark_done(session, row, now, f"{kind}.canceled", reason="execution deadline exceeded")
+            transitions.mark_done(session, row, now, f"{kind}.canceled", reason="execution deadline exceeded")
             canceled = True
         elif delay is None:
             error = str(exc)
@@ -129,7 +129,7 @@ def retry_or_dead_letter(
                 error = f"{exc}; its Retry-After ({exc.retry_after_s:.0f}s) is past the retry cap ({policy.cap_s:.0f}s)"
             dead_letter(session, row, error, fault, now)
         else:
-            service.record_attempt_failure(session, row, str(exc), now + timedelta(seconds=delay), now)
+            transitions.record_attempt_failure(session, row, str(exc), now + timedelta(seconds=delay), now)
             held = delay > ctx.settings.max_countdown_s
             if held:
                 row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
@@ -157,12 +157,12 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) ->
     delay = exc.retry_after_s + _rng.uniform(0.0, max(exc.retry_after_s, 0.05))
     metrics.rate_limited("provider", exc.key.removeprefix("provider:"))
     with ctx.db.transaction() as session:
-        row = service.claim_outbox(session, outbox_id)
+        row = claims.claim_outbox(session, outbox_id)
         if row is None:
             return "done"
         row.deliveries = 0  # this delivery ended normally: not a poison message
         if row.kind == OutboxKind.SUBMIT and row.task_id is not None:
-            service.note_rate_limited(session, row.task_id, utcnow())  # the task says why it waits
+            transitions.note_rate_limited(session, row.task_id, utcnow())  # the task says why it waits
         held = delay > ctx.settings.max_countdown_s
         if held:
             row.next_attempt_at = utcnow() + timedelta(seconds=delay)

@@ -15,11 +15,11 @@ from sqlalchemy.orm import Session
 from core.deadlines import VendorAnswer, answer_of
 from core.errors import CallError, PermanentError
 from core.retry_policy import RetryPolicy
-from models import service
 from models.base import utcnow
 from models.messages import OutboxMessage
-from models.probes import lock_task_without_payload, settle_probe, skip_probe
 from models.task import ExternalTask
+from service import claims
+from service.probes import lock_task_without_payload, settle_probe, skip_probe
 from workers.providers import Provider
 from workers.providers.base import JobSnapshot
 from workers.runtime import Liaison, liaison
@@ -41,7 +41,7 @@ class Probe(VendorCall[tuple[Provider, str], JobSnapshot]):
         self.task: ExternalTask | None = None  # locked with the row, at each stage
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        row = service.claim_outbox(session, outbox_id)
+        row = claims.claim_outbox(session, outbox_id)
         if row is None:
             return None
         assert row.task_id is not None  # a probe's row always names its task

@@ -19,16 +19,16 @@ from core.endpoint_health import Verdict, admit
 from core.errors import CallError, OutboundRefused
 from core.origins import origin_of
 from foundation import metrics
-from models import service
 from models.attention import CallbackEndpoint
 from models.base import utcnow
 from models.client import Client
-from models.dead_letters import disable_endpoint, park, url_hash
 from models.endpoint_health import EndpointHealth, claim_probe, origin_hash, record_failure, record_success
 from models.leases import give_back, release, take_slots
 from models.messages import OutboxMessage
-from models.ordering import AWAITING_EARLIER, held_by, hold
 from models.task import ExternalTask
+from service import claims, transitions
+from service.dead_letters import disable_endpoint, park, url_hash
+from service.ordering import AWAITING_EARLIER, held_by, hold
 from webhooks.urls import strip_url
 from workers.delivery import deliver
 from workers.policies import relay_policy
@@ -72,7 +72,7 @@ def relay(self: Task, outbox_id: int) -> str:
     sockets and never the capacity other endpoints or tenants need. An endpoint that keeps failing
     is paused and probed (``core.endpoint_health``): its relays wait without calling it.
     Before all that, a relay with an earlier relay of its task still on its way is held until that
-    one is settled (``models.ordering``): a task's callbacks are delivered in order.
+    one is settled (``service.ordering``): a task's callbacks are delivered in order.
     """
     return run(self, liaison(), outbox_id, Relay())
 
@@ -114,7 +114,7 @@ class Relay(OutboxTask[Callback, int]):
         carries the callback's body. At the record, which only a delivered callback reaches, the
         row is locked and marked done in one statement too."""
         if stage == "record":
-            return service.claim_finished(session, outbox_id, utcnow())
+            return claims.claim_finished(session, outbox_id, utcnow())
         found = session.execute(_start_statement(), {"outbox_id": outbox_id}).all()
         if not found or found[0][0].done_at is not None:
             return None
@@ -131,7 +131,7 @@ class Relay(OutboxTask[Callback, int]):
                 metrics.relay_delivery("held")
                 return "held"
             # the earlier relay was settled since the start statement read it, or is being settled
-            # right now (its row locked: models.ordering.hold never waits for it): look again shortly
+            # right now (its row locked: service.ordering.hold never waits for it): look again shortly
             raise ComeBackLater(0.05, "held")
         if row.parked_reason == AWAITING_EARLIER:
             row.parked_reason = None  # released (or rechecked by the sweep): nothing holds it now
@@ -189,7 +189,7 @@ class Relay(OutboxTask[Callback, int]):
         task_url, client = self.target or (None, None)
         url = task_url or (client and client.callback_url)
         if not url or client is None:
-            service.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
+            transitions.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
             metrics.relay_delivery("skipped")
             return "skipped"
         if url_hash(url) in self.disabled:
@@ -220,7 +220,7 @@ class Relay(OutboxTask[Callback, int]):
     ) -> str:
         payload = attempt.work.payload
         now = utcnow()
-        service.finished(session, row, now, "relay.delivered", type=payload["type"], status=result)
+        transitions.finished(session, row, now, "relay.delivered", type=payload["type"], status=result)
         if self.slots:  # given back with the outcome: no transaction of its own
             give_back(session, self.slots, self.holder)
             self.slots = []

@@ -10,10 +10,10 @@ from core.errors import PermanentError, TransientError, UncertainError
 from core.retry_policy import RetryPolicy
 from core.states import State
 from foundation import metrics
-from models import service, vendor_events
 from models.base import utcnow
 from models.messages import OutboxMessage
 from models.task import ExternalTask
+from service import claims, transitions, vendor_events
 from webhooks.bounded_json import InvalidJson
 from workers.policies import provider_policy
 from workers.providers import Provider, SubmitJob
@@ -34,7 +34,7 @@ class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
         self.raw_input = "null"
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        claimed = service.claim_outbox_and_task(session, outbox_id, with_input=stage == "start")
+        claimed = claims.claim_outbox_and_task(session, outbox_id, with_input=stage == "start")
         if claimed is None:
             return None
         row, self.task, raw_input = claimed
@@ -46,10 +46,10 @@ class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
         assert task is not None  # claimed with its row
         if task.state != State.REQUESTED:
             # Canceled before it reached the vendor, or an earlier delivery already submitted it.
-            service.mark_done(session, row, utcnow(), "submit.skipped", reason=f"task is {task.state}")
+            transitions.mark_done(session, row, utcnow(), "submit.skipped", reason=f"task is {task.state}")
             return "skipped"
         try:
-            job_input = service.parse_stored_input(raw_input, ctx.settings.input_limits)
+            job_input = claims.parse_stored_input(raw_input, ctx.settings.input_limits)
         except InvalidJson as refused:
             # Stored before the input limits existed (the API refuses such input now): no retry can
             # help, only the caller can, by sending an input within the limits. So: the caller's.

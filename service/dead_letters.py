@@ -12,14 +12,17 @@ from sqlalchemy.orm import Session
 
 from core.classify import Fault
 from core.states import TERMINAL, State, reopen
-from models import ordering
 from models.attention import CallbackEndpoint
 from models.client import Client
-from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
-from models.service import ServiceError, add_event, lock_task, move, settle_retry
 from models.task import ExternalTask
+from service import ordering
+from service.claims import lock_task
+from service.errors import ServiceError
+from service.incidents import IncidentKind, open_incident, resolve_open
+from service.outbox_rows import add_event
+from service.transitions import move, settle_retry
 from webhooks.urls import strip_url
 
 INCIDENT_FOR_KIND = {

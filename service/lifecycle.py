@@ -6,7 +6,7 @@ predicate (``models.task``) so it touches only rows that can be due, and claims 
 run overlapping the next, never act on one row twice. NO KEY: a plain ``FOR UPDATE`` would also
 skip every task that another transaction is merely referencing (inserting a TaskEvent takes a key
 share lock on its task), leaving it out of this run for no reason. Reconciliation's claims are in
-``models.reconciliation``, orphan events' handling in ``models.orphans``.
+``service.reconciliation``, orphan events' handling in ``service.orphans``.
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ from sqlalchemy.orm import Session, load_only
 
 from core.deadlines import HEARTBEAT, RetryAtDeadline, VendorAnswer, at_deadline, at_heartbeat, retry_past_deadline
 from core.states import TERMINAL, State
-from models.incidents import IncidentKind, open_incident
-from models.isolation import in_savepoint
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.service import ServiceError, add_event, add_outbox, add_relay, lock_task, move
 from models.task import AWAITING_ACCEPTANCE, AWAITING_COMPLETION, ExternalTask
-from models.vendor_events import first_time
+from service.claims import lock_task
+from service.errors import ServiceError
+from service.incidents import IncidentKind, open_incident
+from service.isolation import in_savepoint
+from service.outbox_rows import add_event, add_outbox, add_relay
+from service.transitions import move
+from service.vendor_events import first_time
 
 
 class AlreadyFinal(ServiceError):
@@ -190,7 +193,7 @@ def ask_vendor(
 ) -> list[OutboxMessage]:
     """Before escalating ``reason`` (a deadline's name, or ``heartbeat``), ask the vendor: a
     ``probe`` outbox row, whose worker calls the provider's ``status`` outside any transaction and
-    then applies a final answer or escalates (``models.probes``). Through the outbox, a crash
+    then applies a final answer or escalates (``service.probes``). Through the outbox, a crash
     after this commit loses nothing: the sweep publishes the probe again. A task the vendor never
     accepted has no job to ask about: a deadline escalates at once and says so."""
     if task.vendor_job_id is None:

@@ -2,7 +2,7 @@
 reconciliation), and events that overtook the job id (orphans, bound once it is known).
 
 Each function runs in the caller's transaction; the relays they write are published at commit
-(``models.publishing``). Every state change goes through ``models.service.move``.
+(``models.publishing``). Every state change goes through ``service.transitions.move``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from core.deadlines import heartbeat_due
 from core.states import EventType, State, decide
 from models.attention import OrphanEvent
 from models.base import upsert
-from models.incidents import IncidentKind, resolve_open
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.progress import relay_progress
-from models.service import WITHOUT_PAYLOAD, add_event, add_outbox, lock_task, move
 from models.task import ExternalTask, record_event
+from service.claims import WITHOUT_PAYLOAD, lock_task
+from service.incidents import IncidentKind, resolve_open
+from service.outbox_rows import add_event, add_outbox
+from service.progress import relay_progress
+from service.transitions import move
 from webhooks.events import VendorEvent, parse_event
 
 
@@ -32,7 +34,7 @@ def record_submission(
     session: Session, outbox: OutboxMessage, job_id: str, now: datetime, task: ExternalTask | None = None
 ) -> list[OutboxMessage]:
     """The vendor gave us a job id: remember it, move to ``submitted``, apply any early events.
-    ``task``: the row's task, when the caller locked it already (``service.claim_outbox_and_task``)."""
+    ``task``: the row's task, when the caller locked it already (``service.claims.claim_outbox_and_task``)."""
     assert outbox.task_id is not None  # a submission's row always names its task
     task = task or lock_task(session, outbox.task_id)
     outbox.done_at = now
@@ -112,7 +114,7 @@ def _apply(
     session: Session, task: ExternalTask, event: VendorEvent, message_id: str, now: datetime, **detail: Any
 ) -> tuple[bool, list[OutboxMessage]]:
     """Apply an event forward-only; a stale one is recorded on the timeline and changes nothing.
-    A progress report moves no state: it is relayed (``models.progress``)."""
+    A progress report moves no state: it is relayed (``service.progress``)."""
     if event.type is EventType.PROGRESS and event.progress is not None:
         return relay_progress(session, task, event.progress, message_id, now, **detail)
     decision = decide(task.state, event.target)

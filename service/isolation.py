@@ -16,7 +16,7 @@ from typing import TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from models.incidents import IncidentKind, open_incident
+from service.incidents import IncidentKind, open_incident
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -9,12 +9,12 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from models.attention import OrphanEvent
-from models.dead_letters import NotReplayable
-from models.incidents import IncidentKind, open_incident, resolve_open
 from models.messages import OutboxMessage
-from models.service import add_event
 from models.task import ExternalTask
-from models.vendor_events import bind_orphans
+from service.dead_letters import NotReplayable
+from service.incidents import IncidentKind, open_incident, resolve_open
+from service.outbox_rows import add_event
+from service.vendor_events import bind_orphans
 
 
 def flag_stale_orphans(session: Session, now: datetime, window_s: int, batch: int) -> int:

@@ -1,6 +1,6 @@
 """Reconciliation's side of the database: claim tasks quiet at the vendor (or never submitted), and
 apply what the vendor's status says through the same path as a webhook. Claims follow the rules of
-``models.lifecycle`` (partial-index predicates, ``FOR NO KEY UPDATE SKIP LOCKED``)."""
+``service.lifecycle`` (partial-index predicates, ``FOR NO KEY UPDATE SKIP LOCKED``)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session, load_only
 
 from core.states import EventType
-from models.incidents import IncidentKind, open_incident
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
 from models.task import AT_VENDOR, NOT_SUBMITTED, ExternalTask
-from models.vendor_events import EventResult, receive_event
+from service.incidents import IncidentKind, open_incident
+from service.vendor_events import EventResult, receive_event
 from webhooks.events import VendorEvent
 
 

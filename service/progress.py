@@ -7,7 +7,7 @@ behind, reports are coalesced: a report replaces the content of the task's lates
 if that one was never sent and is still the task's latest callback (``core.ordering.coalesces_into``);
 a slow domain app thus gets the newest figure once, not every figure late.
 
-Runs in the caller's transaction, under the task's row lock (``models.vendor_events``).
+Runs in the caller's transaction, under the task's row lock (``service.vendor_events``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from core.ordering import PendingProgress, coalesces_into
 from core.states import PROGRESS_CALLBACK, relays_progress
 from models.messages import OutboxMessage
-from models.service import add_event, add_relay
 from models.task import ExternalTask
+from service.outbox_rows import add_event, add_relay
 from webhooks.events import Progress
 
 

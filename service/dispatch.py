@@ -7,7 +7,7 @@ fairness across clients for a vendor's capacity).
   and its ``submit`` row published at commit as before; none → the task is *queued*
   (``dispatched_at`` null, the row parked ``queued``: neither the publish hook nor the sweep
   touches it) with its reason.
-- **When room frees** (:func:`moved`, called by ``service.move`` in the transaction of the state
+- **When room frees** (:func:`moved`, called by ``service.transitions.move`` in the transaction of the state
   change): a task reaching the vendor frees a place in its client's window; one becoming final frees
   the vendor's capacity and its concurrency key. The next queued tasks are released there and then:
   ``dispatched_at`` set, their rows un-parked and published after commit.
@@ -109,7 +109,7 @@ class Admission:
 
 def admit(session: Session, task: ExternalTask, client: Client, now: datetime, found: Load) -> Admission:
     """Before the new task is inserted, with the client's :func:`load`: release it or queue it. The
-    caller parks the submit row of a queued task (``service.add_outbox(parked_reason=QUEUED_ROW)``)."""
+    caller parks the submit row of a queued task (``service.outbox_rows.add_outbox(parked_reason=QUEUED_ROW)``)."""
     policy = policy_of(session)
     task.dispatch_rank = rank(now, task.priority, policy.aging_s if policy else 60.0)
     if policy is None:
@@ -141,7 +141,7 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime, f
 
 
 def moved(session: Session, task: ExternalTask, previous: str, target: State, now: datetime) -> None:
-    """``service.move`` changed the task's state: release what that made room for."""
+    """``service.transitions.move`` changed the task's state: release what that made room for."""
     policy = policy_of(session)
     if policy is None or (previous != State.REQUESTED and target not in TERMINAL):
         return

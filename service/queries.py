@@ -85,7 +85,7 @@ def retrying_tasks(session: Session, limit: int, after_id: int | None = None) ->
 
 
 def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
-    """Disabled endpoints with their client (each is one client's: see ``models.dead_letters``)."""
+    """Disabled endpoints with their client (each is one client's: see ``service.dead_letters``)."""
     return list(
         session.scalars(
             select(CallbackEndpoint)

@@ -16,17 +16,18 @@ from sqlalchemy.orm import Session
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
-from models.dead_letters import NotReplayable, discard, enable_endpoint, replay
-from models.incidents import resolve_incident
-from models.lifecycle import AlreadyFinal, request_cancel
+from models.db import Database
 from models.messages import DeadLetter
 from models.notifications import NotificationMute, mute, unmute
-from models.orphans import attach_orphan, discard_orphan
-from models.queries import DeadLetterFilter
-from models.service import add_event, lock_task
 from models.task import ExternalTask
+from service.claims import lock_task
+from service.dead_letters import NotReplayable, discard, enable_endpoint, replay
+from service.incidents import resolve_incident
+from service.lifecycle import AlreadyFinal, request_cancel
+from service.orphans import attach_orphan, discard_orphan
+from service.outbox_rows import add_event
+from service.queries import DeadLetterFilter
 from webhooks.urls import strip_url
-from workers.runtime import Liaison
 
 T = TypeVar("T")
 
@@ -81,8 +82,8 @@ def _locked(session: Session, model: type[T], key: int, what: str) -> T:
     return row
 
 
-def replay_one(ctx: Liaison, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:
-    with ctx.db.transaction() as session:
+def replay_one(db: Database, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:
+    with db.transaction() as session:
         letter = _locked(session, DeadLetter, letter_id, "dead letter")
         replay(session, letter, now, by=actor)
         audit.record(session, "dead_letter", letter.id, "replayed", actor, now)
@@ -90,7 +91,7 @@ def replay_one(ctx: Liaison, letter_id: int, now: datetime, actor: str = UNKNOWN
 
 
 def replay_matching(
-    ctx: Liaison,
+    db: Database,
     flt: DeadLetterFilter,
     now: datetime,
     limit: int | None = None,
@@ -106,7 +107,7 @@ def replay_matching(
     after_id = 0
     while limit is None or replayed < limit:
         size = batch if limit is None else min(batch, limit - replayed)
-        with ctx.db.transaction() as session:
+        with db.transaction() as session:
             letters = session.scalars(
                 flt.apply(select(DeadLetter), now)
                 .where(DeadLetter.id > after_id)
@@ -129,8 +130,8 @@ def replay_matching(
     return replayed, skipped
 
 
-def discard_one(ctx: Liaison, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:
-    with ctx.db.transaction() as session:
+def discard_one(db: Database, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:
+    with db.transaction() as session:
         letter = _locked(session, DeadLetter, letter_id, "dead letter")
         discard(session, letter, now, by=actor)
         audit.record(session, "dead_letter", letter.id, "discarded", actor, now)
@@ -138,7 +139,7 @@ def discard_one(ctx: Liaison, letter_id: int, now: datetime, actor: str = UNKNOW
 
 
 def update_incident(
-    ctx: Liaison,
+    db: Database,
     incident_id: int,
     now: datetime,
     *,
@@ -147,7 +148,7 @@ def update_incident(
     note: str | None = None,
     actor: str = UNKNOWN_ACTOR,
 ) -> Incident:
-    with ctx.db.transaction() as session:
+    with db.transaction() as session:
         incident = _locked(session, Incident, incident_id, "incident")
         if owner is not None:
             incident.owner = owner
@@ -160,11 +161,11 @@ def update_incident(
 
 
 def enable_callback_endpoint(
-    ctx: Liaison, url: str, now: datetime, client_name: str | None = None, actor: str = UNKNOWN_ACTOR
+    db: Database, url: str, now: datetime, client_name: str | None = None, actor: str = UNKNOWN_ACTOR
 ) -> int:
     """Re-enable a client's disabled endpoint (the client may be left out when only one has that URL
     disabled) and publish its parked relays; returns how many were released."""
-    with ctx.db.transaction() as session:
+    with db.transaction() as session:
         if client_name is not None:
             client_id = client_named(session, client_name).id
         else:
@@ -192,14 +193,14 @@ def enable_callback_endpoint(
 
 
 def attach_orphan_to(
-    ctx: Liaison,
+    db: Database,
     orphan_id: int,
     correlation_id: str,
     now: datetime,
     client_name: str | None = None,
     actor: str = UNKNOWN_ACTOR,
 ) -> OrphanEvent:
-    with ctx.db.transaction() as session:
+    with db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         task = task_for_operator(session, correlation_id, client_name, lock=True)
         attach_orphan(session, orphan, task, now, by=actor)
@@ -209,18 +210,18 @@ def attach_orphan_to(
     return orphan
 
 
-def discard_orphan_one(ctx: Liaison, orphan_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> OrphanEvent:
-    with ctx.db.transaction() as session:
+def discard_orphan_one(db: Database, orphan_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> OrphanEvent:
+    with db.transaction() as session:
         orphan = _locked(session, OrphanEvent, orphan_id, "orphan event")
         discard_orphan(session, orphan, now)
         audit.record(session, "orphan", orphan.id, "discarded", actor, now)
     return orphan
 
 
-def cancel_task(ctx: Liaison, task_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> ExternalTask:
+def cancel_task(db: Database, task_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> ExternalTask:
     """Cancel a task as an operator (the domain app's cancel, with the operator on the timeline);
     a final task cannot be (→ NotReplayable, a 409)."""
-    with ctx.db.transaction() as session:
+    with db.transaction() as session:
         if session.get(ExternalTask, task_id) is None:
             raise NotFoundError(f"no task {task_id}")
         task = lock_task(session, task_id)
@@ -250,7 +251,7 @@ __all__ = [
 
 
 def mute_notifications(
-    ctx: Liaison,
+    db: Database,
     kind: str,
     now: datetime,
     *,
@@ -261,15 +262,15 @@ def mute_notifications(
     """Silence an incident kind's notices (recorded and marked muted, not sent): the mute and
     whether it is new (a kind muted already keeps its first mute). ``by`` names the person; without
     it, the actor (the CLI's login) does."""
-    with ctx.db.transaction() as session:
+    with db.transaction() as session:
         created = mute(session, kind, by or actor, note, now)
         row = session.get(NotificationMute, kind)
         assert row is not None  # just inserted, or there before
     return row, created
 
 
-def unmute_notifications(ctx: Liaison, kind: str, now: datetime, actor: str = UNKNOWN_ACTOR) -> None:
-    with ctx.db.transaction() as session:
+def unmute_notifications(db: Database, kind: str, now: datetime, actor: str = UNKNOWN_ACTOR) -> None:
+    with db.transaction() as session:
         if not unmute(session, kind):
             raise NotFoundError(f"notifications of {kind!r} are not muted")
     log.info("notifications of %s unmuted by %s", kind, actor)

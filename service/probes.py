@@ -11,11 +11,13 @@ from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session, load_only
 
 from core.deadlines import HEARTBEAT, VendorAnswer, at_deadline, at_heartbeat, heartbeat_due, still_awaited
-from models.lifecycle import ask_vendor, escalate
 from models.messages import OutboxMessage
-from models.reconciliation import apply_snapshot
-from models.service import WITHOUT_PAYLOAD, add_event, mark_done
 from models.task import HEARTBEAT_ARMED, ExternalTask
+from service.claims import WITHOUT_PAYLOAD
+from service.lifecycle import ask_vendor, escalate
+from service.outbox_rows import add_event
+from service.reconciliation import apply_snapshot
+from service.transitions import mark_done
 
 
 def lock_task_without_payload(session: Session, task_id: int) -> ExternalTask:

@@ -1,0 +1,13 @@
+"""The service layer: Liaison's use cases and read models, over the tables in ``models``.
+
+Every write to the tables goes through a module here, inside the caller's transaction (the caller
+commits once; the outbox rows it wrote are published after the commit by ``models.publishing``):
+a submission (``intake``), a state change (``transitions``), what vendors tell us
+(``vendor_events``), the lifecycle beyond the happy path (``lifecycle``, ``probes``,
+``reconciliation``, ``orphans``), repair (``dead_letters``, ``operator_actions``), fair dispatch
+(``dispatch``), callbacks in order (``ordering``, ``progress``), credentials, incidents and
+retention. The views read through ``queries`` and ``overview``.
+
+Callers (the Flask app, the CLI, the workers) import the module they need; nothing here imports
+them, a web framework or a broker.
+"""

@@ -1,0 +1,165 @@
+"""A task's submission: its idempotent record, its client's open-task cap, and its admission
+(released to the broker now, or queued in the database by ``service.dispatch``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy.orm import Session
+
+from core.states import State
+from models.client import Client
+from models.messages import OutboxKind, OutboxMessage
+from models.task import ExternalTask, new_reference
+from service import dispatch
+from service.errors import ServiceError
+from service.outbox_rows import add_event, add_outbox
+
+
+class IdempotencyConflict(ServiceError):
+    """The Idempotency-Key was used before with a different body (→ 409)."""
+
+
+class OpenTasksCapReached(Exception):
+    """The client has as many non-final tasks as it may (→ 429 naming the cap)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(
+            f"this client has {cap} open tasks, its cap (max_open_tasks); submit again once some are final"
+        )
+        self.cap = cap
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """A validated ``POST /api/v1/tasks`` body (see ``app.api.validation``)."""
+
+    input: Any
+    correlation_id: str | None
+    provider: str
+    callback_url: str | None
+    acceptance_deadline: datetime | None
+    execution_deadline: datetime | None
+    on_deadline: str
+    fingerprint: str
+    #: no vendor event for this long asks the vendor (the task's own, or its provider's default)
+    heartbeat_timeout_s: int | None = None
+    #: 1 (most urgent) to 5; None: the client's default (core.fair_share)
+    priority: int | None = None
+    concurrency_key: str | None = None
+
+
+@dataclass
+class SubmitResult:
+    task: ExternalTask
+    created: bool
+    outbox: list[OutboxMessage] = field(default_factory=list)
+
+
+def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask | None:
+    """The client's task with that correlation id. Correlation ids are unique per client only, so
+    every lookup names the client: another tenant's task of the same name is never found."""
+    return session.scalar(
+        select(ExternalTask).where(ExternalTask.client_id == client.id, ExternalTask.correlation_id == correlation_id)
+    )
+
+
+def submit_task(
+    session: Session,
+    client: Client,
+    req: SubmitRequest,
+    idempotency_key: str | None,
+    now: datetime,
+    max_open_tasks: int | None = None,
+) -> SubmitResult:
+    """Record a task and its ``submit`` outbox row, or return the task this request already made.
+
+    A race between two identical requests ends at the unique constraints: the loser's commit raises
+    IntegrityError, and the caller retries once, which then finds the winner's row here.
+    A new task past ``max_open_tasks`` raises ``OpenTasksCapReached`` (a replay still answers).
+    """
+    correlation_id = req.correlation_id or str(uuid.uuid4())
+    # One query for both ways this request may have been made before: its Idempotency-Key, or its
+    # correlation id (unique per client only: another client's task of that name is not ours).
+    params = {"client_id": client.id, "correlation_id": correlation_id, "key": idempotency_key}
+    earlier = session.scalars(_earlier_statement(idempotency_key is not None), params).all()
+    by_key = next((t for t in earlier if idempotency_key is not None and t.idempotency_key == idempotency_key), None)
+    if by_key is not None:
+        if by_key.request_fingerprint != req.fingerprint:
+            raise IdempotencyConflict("Idempotency-Key was already used with a different body")
+        return SubmitResult(by_key, created=False)
+    if earlier:
+        return SubmitResult(earlier[0], created=False)
+    capped = max_open_tasks is not None
+    if capped:
+        lock_client(session, client)
+    found = dispatch.load(session, req.provider, client.id, count_open=capped)
+    if max_open_tasks is not None and found.open_tasks >= max_open_tasks:
+        raise OpenTasksCapReached(max_open_tasks)
+
+    task = ExternalTask(
+        correlation_id=correlation_id,
+        reference=new_reference(),
+        client_id=client.id,
+        provider=req.provider,
+        state=State.REQUESTED.value,
+        input=req.input,
+        callback_url=req.callback_url,
+        idempotency_key=idempotency_key,
+        request_fingerprint=req.fingerprint,
+        acceptance_deadline=req.acceptance_deadline,
+        execution_deadline=req.execution_deadline,
+        on_deadline=req.on_deadline,
+        heartbeat_timeout_s=req.heartbeat_timeout_s,
+        channel=client.channel,
+        priority=req.priority or client.default_priority,
+        concurrency_key=req.concurrency_key,
+        created_at=now,
+        updated_at=now,
+        checked_at=now,
+    )
+    admission = dispatch.admit(session, task, client, now, found)  # released now, or queued in the database
+    session.add(task)
+    session.flush()
+    add_event(session, task, "requested", now, provider=req.provider)
+    if admission.reason is None:
+        return SubmitResult(task, created=True, outbox=[add_outbox(session, OutboxKind.SUBMIT, task, now)])
+    add_event(session, task, "submit.queued", now, reason=admission.reason, priority=task.priority)
+    row = add_outbox(session, OutboxKind.SUBMIT, task, now, parked_reason=dispatch.QUEUED_ROW)
+    if admission.room:
+        dispatch.release(session, task.provider, client.id, now)  # room behind older ones: a missed release
+    return SubmitResult(task, created=True, outbox=[row])
+
+
+@cache
+def _earlier_statement(with_key: bool) -> Select[tuple[ExternalTask]]:
+    """:func:`submit_task`'s look for an earlier request, built once per shape. Hot statements are
+    built once and reused with bound parameters: building one (and its cache key) on every call
+    costs more CPU than running it."""
+    same = ExternalTask.correlation_id == bindparam("correlation_id")
+    if with_key:
+        same = or_(ExternalTask.idempotency_key == bindparam("key"), same)
+    return select(ExternalTask).where(ExternalTask.client_id == bindparam("client_id"), same)
+
+
+def lock_client(session: Session, client: Client) -> None:
+    """Take the client's row lock before its open tasks are counted against its cap
+    (``dispatch.load``, in a statement of its own after this one).
+
+    The lock (``FOR NO KEY UPDATE`` on PostgreSQL; SQLite's writers are serialised already) makes a
+    client's concurrent submits count one after another, so the cap is exact: two racing requests
+    cannot both see ``cap - 1``. It costs nothing across clients, and task inserts (which only take
+    ``KEY SHARE`` on the client) from other transactions do not wait on it. The count cannot go in
+    the locking SELECT: it would read the snapshot taken before the lock was granted (PostgreSQL
+    re-checks only the locked row), and miss the task the lock's previous holder just committed.
+    """
+    session.execute(_LOCK_CLIENT, {"client_id": client.id})
+
+
+_LOCK_CLIENT = select(Client.id).where(Client.id == bindparam("client_id")).with_for_update(key_share=True)

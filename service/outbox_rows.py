@@ -1,0 +1,100 @@
+"""The rows a change writes beside it in the caller's transaction: timeline events, outbox rows and
+the relays (callbacks) a domain app must receive, numbered in order under the task's row lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from core.ordering import next_sequence
+from core.states import COMPLETED_CALLBACK
+from models.messages import OutboxKind, OutboxMessage
+from models.task import ExternalTask, record_event
+from webhooks.channel_messages import row_message_id
+
+
+def new_message_id() -> str:
+    return "msg_" + uuid.uuid4().hex
+
+
+def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **detail: Any) -> None:
+    record_event(session, task.id, kind, now, detail)
+
+
+def add_outbox(
+    session: Session, kind: str, task: ExternalTask, now: datetime, *, parked_reason: str | None = None, **payload: Any
+) -> OutboxMessage:
+    """``parked_reason``: the row waits unpublished until something releases it (a queued submission)."""
+    row = OutboxMessage(
+        message_id=payload.pop("message_id", None) or new_message_id(),
+        kind=kind,
+        task_id=task.id,
+        correlation_id=task.correlation_id,
+        sequence=payload.get("sequence"),
+        payload=payload,
+        created_at=now,
+        parked_reason=parked_reason,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def add_relay(session: Session, task: ExternalTask, callback_type: str, now: datetime, **fields: Any) -> OutboxMessage:
+    """Every callback of a task is written here, under the task's row lock: it takes the next
+    number of the task's sequence (``core.ordering``) and carries the task's state at that point,
+    so a domain app can discard anything older than what it holds. A completion after an earlier
+    one (a replay reopened the task) names the one it ``supersedes``.
+
+    The counter is a column of the task row the state change writes anyway: numbering costs no
+    statement.
+
+    A task of a client on a broker channel (``task.channel``) gets a second row, of kind
+    ``channel``, with the same body and ``message_id`` (its own row id is derived from it:
+    ``webhooks.channel_messages.row_message_id``) and no ``sequence`` column (that place is the
+    HTTP relay's): the channel task publishes a task's rows in the order they were written.
+    """
+    task.relay_seq = next_sequence(task.relay_seq)
+    message_id = new_message_id()
+    supersedes = None
+    if callback_type == COMPLETED_CALLBACK:
+        supersedes, task.completion_message_id = task.completion_message_id, message_id
+    relay = add_outbox(
+        session,
+        OutboxKind.RELAY,
+        task,
+        now,
+        message_id=message_id,
+        type=callback_type,
+        correlation_id=task.correlation_id,
+        sequence=task.relay_seq,
+        state=task.state,
+        supersedes=supersedes,
+        occurred_at=now.isoformat(),
+        **fields,
+    )
+    if task.channel is not None:
+        add_channel_event(session, task.id, task.correlation_id, dict(relay.payload, message_id=message_id), now)
+    return relay
+
+
+def add_channel_event(
+    session: Session, task_id: int | None, correlation_id: str | None, body: dict[str, Any], now: datetime
+) -> OutboxMessage:
+    """An event for the client's broker channel: ``body`` is what is signed and sent, its
+    ``message_id`` the event's own (the HTTP callback's, for a task event)."""
+    row = OutboxMessage(
+        message_id=row_message_id(body["message_id"]),
+        kind=OutboxKind.CHANNEL,
+        task_id=task_id,
+        correlation_id=correlation_id,
+        payload=body,
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
