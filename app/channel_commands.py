@@ -45,8 +45,8 @@ from models.client import Client
 from service import claims, intake, outbox_rows
 from service.lifecycle import AlreadyFinal, request_cancel
 from service.vendor_events import first_time
-from webhooks.broker_messages import header_items
-from webhooks.channel_messages import (
+from wire.broker_messages import header_items
+from wire.channel_messages import (
     AMQP,
     CANCEL_TASK,
     GROUP,

@@ -31,8 +31,8 @@ from foundation.options import (
     section,
     token,
 )
-from webhooks.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
 from webhooks.signing import DEFAULT_TOLERANCE_S
+from wire.bounded_json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, MAX_DEPTH_CEILING
 
 # The table is data, one setting a row: kept as written rather than one argument a line.
 # fmt: off

@@ -21,7 +21,7 @@ from core.fair_share import DispatchPolicy
 from core.outbound_guard import AllowList
 from foundation.options import ConfigError, Option, mask_url_password
 from foundation.setting_table import OPTIONS, PROVIDER_OPTIONS, PROVIDER_PREFIX
-from webhooks.bounded_json import MAX_DEPTH_CEILING, JsonLimits
+from wire.bounded_json import MAX_DEPTH_CEILING, JsonLimits
 
 #: Redis redelivers a message not acked within this; celeryconfig uses the same number.
 VISIBILITY_TIMEOUT_S = 12 * 3600

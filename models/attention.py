@@ -72,7 +72,7 @@ class CallbackEndpoint(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     client_id: Mapped[int] = mapped_column(ForeignKey("clients.id"))
     url_hash: Mapped[str] = mapped_column(String(64))  # sha256 of the whole URL: too long to index
-    url: Mapped[str] = mapped_column(String(2000))  # webhooks.urls.strip_url of it: shown to operators
+    url: Mapped[str] = mapped_column(String(2000))  # core.urls.strip_url of it: shown to operators
     disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     disabled_reason: Mapped[str | None] = mapped_column(Text)
     enabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

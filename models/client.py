@@ -47,7 +47,7 @@ class Client(Base):
     submit_rate_per_s: Mapped[float | None] = mapped_column(Float)
     submit_burst: Mapped[int | None] = mapped_column(Integer)
     max_open_tasks: Mapped[int | None] = mapped_column(Integer)
-    # A broker channel (issue 13): "amqp" or "redis" (webhooks.channel_messages.CHANNELS), instead
+    # A broker channel (issue 13): "amqp" or "redis" (wire.channel_messages.CHANNELS), instead
     # of or besides callback_url; None = HTTP only. Its tasks copy it at submit.
     channel: Mapped[str | None] = mapped_column(String(16))
     # Fair dispatch (issue 20, core/fair_share.py): its share of a vendor's capacity and of the

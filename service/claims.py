@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, defer
 
 from models.messages import OutboxMessage
 from models.task import ExternalTask
-from webhooks.bounded_json import JsonLimits, check_bounds, strict_loads
+from wire.bounded_json import JsonLimits, check_bounds, strict_loads
 
 #: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader)
 #: and, where noted, without the vendor's ``outcome``: both can be large, and rows stored before

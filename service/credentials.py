@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from core.origins import MAX_ORIGINS, BadOrigin, normalize_origin, within
 from models.base import utcnow
 from models.client import ApiKey, Client, display_prefix, generate_api_key, hash_api_key
-from webhooks.channel_messages import CHANNELS, channel_name_problem
 from webhooks.signing import generate_secret
+from wire.channel_messages import CHANNELS, channel_name_problem
 
 #: Every secret signs every callback; a bound keeps a forgotten rotation from growing headers.
 MAX_SECRETS = 5

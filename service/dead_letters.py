@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from core.classify import Fault
 from core.states import TERMINAL, State, reopen
+from core.urls import strip_url
 from models.attention import CallbackEndpoint
 from models.client import Client
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
@@ -23,7 +24,6 @@ from service.errors import ServiceError
 from service.incidents import IncidentKind, open_incident, resolve_open
 from service.outbox_rows import add_event
 from service.transitions import move, settle_retry
-from webhooks.urls import strip_url
 
 INCIDENT_FOR_KIND = {
     OutboxKind.SUBMIT: IncidentKind.SUBMIT_FAILED,

@@ -13,6 +13,7 @@ from typing import TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.urls import strip_url
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
@@ -27,7 +28,6 @@ from service.lifecycle import AlreadyFinal, request_cancel
 from service.orphans import attach_orphan, discard_orphan
 from service.outbox_rows import add_event
 from service.queries import DeadLetterFilter
-from webhooks.urls import strip_url
 
 T = TypeVar("T")
 

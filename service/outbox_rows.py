@@ -14,7 +14,7 @@ from core.ordering import next_sequence
 from core.states import COMPLETED_CALLBACK
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask, record_event
-from webhooks.channel_messages import row_message_id
+from wire.channel_messages import row_message_id
 
 
 def new_message_id() -> str:
@@ -55,7 +55,7 @@ def add_relay(session: Session, task: ExternalTask, callback_type: str, now: dat
 
     A task of a client on a broker channel (``task.channel``) gets a second row, of kind
     ``channel``, with the same body and ``message_id`` (its own row id is derived from it:
-    ``webhooks.channel_messages.row_message_id``) and no ``sequence`` column (that place is the
+    ``wire.channel_messages.row_message_id``) and no ``sequence`` column (that place is the
     HTTP relay's): the channel task publishes a task's rows in the order they were written.
     """
     task.relay_seq = next_sequence(task.relay_seq)

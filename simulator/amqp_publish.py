@@ -11,8 +11,8 @@ from amqp.exceptions import MessageNacked  # type: ignore[import-untyped]  # kom
 from kombu import Connection, Producer
 
 from simulator.settings import Settings
-from webhooks.broker_messages import CONTENT_TYPE
 from webhooks.signing import sign
+from wire.broker_messages import CONTENT_TYPE
 
 _BROKER_ERRORS = (OSError, kombu.exceptions.KombuError, kombu.exceptions.ConnectionError, kombu.exceptions.ChannelError)
 

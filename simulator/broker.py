@@ -1,4 +1,4 @@
-"""Broker mode: the simulator as an ``amqp`` vendor (docs/design.md §5, ``webhooks.broker_messages``).
+"""Broker mode: the simulator as an ``amqp`` vendor (docs/design.md §5, ``wire.broker_messages``).
 
 With ``SIMULATOR_AMQP_URL`` set, ``create_app`` also starts a thread that consumes the command
 queue (``SIMULATOR_AMQP_COMMAND_QUEUE``, default ``sim.commands``; declared durable):
@@ -32,7 +32,7 @@ from simulator.dispatch import AMQP_PREFIX
 from simulator.engine import Engine
 from simulator.settings import Settings
 from simulator.store import Store, new_job
-from webhooks.broker_messages import (
+from wire.broker_messages import (
     CANCEL,
     IDEMPOTENCY_KEY,
     STATUS,

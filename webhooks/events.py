@@ -1,6 +1,6 @@
 """Inbound vendor events as plain data. Pure: parsing only, every problem is a MalformedEvent.
 
-The JSON itself is read by ``webhooks.bounded_json.strict_loads`` (re-exported here), which refuses
+The JSON itself is read by ``wire.bounded_json.strict_loads`` (re-exported here), which refuses
 a body nested past the outcome's depth limit before parsing it.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.states import COMPLETION_STATES, EventType, State, target_of
-from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, TooLarge, check_bounds, strict_loads
+from wire.bounded_json import InvalidJson, JsonLimits, TooDeep, TooLarge, check_bounds, strict_loads
 
 __all__ = ["EventTooLarge", "InvalidJson", "MalformedEvent", "VendorEvent", "parse_event", "strict_loads"]
 

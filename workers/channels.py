@@ -27,8 +27,8 @@ from kombu import Connection, Exchange, Producer
 
 from core.errors import TransientError
 from foundation.settings import Settings
-from webhooks.channel_messages import AMQP, REDIS, events_exchange, events_stream, routing_key
 from webhooks.signing import sign
+from wire.channel_messages import AMQP, REDIS, events_exchange, events_stream, routing_key
 from workers.delivery import encode
 
 #: Anything the brokers' clients raise: a vhost refusing us while RabbitMQ restarts is an AMQPError

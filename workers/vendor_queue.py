@@ -35,9 +35,9 @@ from foundation.logging import bind, clear
 from foundation.settings import ProviderSettings
 from models.base import utcnow
 from service import vendor_events
-from webhooks.broker_messages import header_items
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 from webhooks.signing import SignatureError, verify
+from wire.broker_messages import header_items
 from workers.providers.amqp import reply_queues
 from workers.runtime import Liaison
 

@@ -23,6 +23,7 @@ from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
+from core.urls import strip_url
 from models.base import utcnow
 from models.endpoint_health import unhealthy
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
@@ -44,7 +45,6 @@ from service.operator_actions import (
     update_incident,
 )
 from service.queries import DeadLetterFilter
-from webhooks.urls import strip_url
 from workers.runtime import liaison
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")

@@ -20,7 +20,7 @@ from app.session import db_session
 from models.base import utcnow
 from models.client import ApiKey, Client
 from service import credentials
-from webhooks.channel_messages import CHANNELS
+from wire.channel_messages import CHANNELS
 
 bp = Blueprint("admin_clients", __name__, url_prefix="/admin/v1/clients")
 bp.before_request(require_admin)

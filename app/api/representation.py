@@ -165,7 +165,7 @@ def endpoint_health_body(health: EndpointHealth, now: datetime) -> dict[str, Any
 
 
 def endpoint_body(endpoint: CallbackEndpoint) -> dict[str, Any]:
-    """``url`` is stored stripped (no userinfo, query or fragment): see ``webhooks.urls``."""
+    """``url`` is stored stripped (no userinfo, query or fragment): see ``core.urls``."""
     return {
         "id": endpoint.id,
         "client": endpoint.client.name,

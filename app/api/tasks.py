@@ -23,7 +23,7 @@ from models.endpoint_health import paused_endpoint
 from models.task import ExternalTask, TaskEvent
 from service import claims, intake
 from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
-from webhooks.bounded_json import InvalidJson, TooDeep, strict_loads
+from wire.bounded_json import InvalidJson, TooDeep, strict_loads
 from workers.runtime import liaison
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")

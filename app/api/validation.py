@@ -16,7 +16,7 @@ from core.origins import within
 from core.outbound_guard import AllowList, Refused, check_offline
 from foundation.settings import ProviderSettings
 from service.intake import SubmitRequest
-from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
+from wire.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
 
 CORRELATION_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,200}$")
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")

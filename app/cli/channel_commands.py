@@ -9,7 +9,7 @@ from flask.cli import AppGroup, with_appcontext
 from app import startup
 from app.channel_commands import AmqpCommandConsumer, RedisCommandConsumer, channel_clients
 from app.cli.consumers import run_until_stopped
-from webhooks.channel_messages import AMQP, REDIS
+from wire.channel_messages import AMQP, REDIS
 from workers.runtime import liaison
 
 

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 
 from app.cli.output import emit, emit_one, json_option
 from core.outbound_guard import Refused, check_offline
+from core.urls import strip_url
 from models.base import utcnow
 from models.client import ApiKey, Client
 from service import credentials
-from webhooks.urls import strip_url
 from workers.runtime import liaison
 
 T = TypeVar("T")

@@ -21,6 +21,7 @@ from app.api.representation import (
 )
 from app.cli.output import cli_actor, emit, emit_one, json_option
 from core.states import State
+from core.urls import strip_url
 from models.base import utcnow
 from models.client import Client
 from models.messages import DEAD_LETTER_KINDS, DeadLetter
@@ -42,7 +43,6 @@ from service.operator_actions import (
     update_incident,
 )
 from service.queries import DeadLetterFilter
-from webhooks.urls import strip_url
 from workers.runtime import liaison
 
 

@@ -26,6 +26,7 @@ from app.observability.queue_probe import BrokerProbeError
 from app.observability.web import business_collector
 from app.session import db_session
 from core.states import TERMINAL, State
+from core.urls import strip_url
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import utcnow
@@ -49,8 +50,7 @@ from service.operator_actions import (
     replay_one,
     update_incident,
 )
-from webhooks.bounded_json import InvalidJson, strict_loads
-from webhooks.urls import strip_url
+from wire.bounded_json import InvalidJson, strict_loads
 from workers.runtime import liaison
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")

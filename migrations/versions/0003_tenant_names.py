@@ -26,7 +26,7 @@ Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def _strip(url: str) -> str:
-    # The migration keeps its own copy of webhooks.urls.strip_url: migrations must not change when
+    # The migration keeps its own copy of core.urls.strip_url: migrations must not change when
     # the application code does.
     from urllib.parse import urlsplit, urlunsplit
 

@@ -26,8 +26,8 @@ from tests.integration import services
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import Stack
 from tests.support.servers import ServerThread
-from webhooks.broker_messages import encode
 from webhooks.signing import generate_secret, sign, verify
+from wire.broker_messages import encode
 from workers.reconcile import reconcile
 from workers.vendor_queue import VendorEventConsumer
 

@@ -39,7 +39,8 @@ from tests.integration import services
 from tests.integration.conftest import _stack
 from tests.integration.stack import Stack
 from tests.support.servers import ServerThread
-from webhooks.channel_messages import (
+from webhooks.signing import verify
+from wire.channel_messages import (
     CANCEL_TASK,
     SUBMIT_TASK,
     command_queue,
@@ -47,7 +48,6 @@ from webhooks.channel_messages import (
     events_exchange,
     events_stream,
 )
-from webhooks.signing import verify
 
 PARAMS = [("amqp", ("postgres", "rabbitmq")), ("redis", ("sqlite", "redis"))]
 

@@ -24,8 +24,8 @@ from service.claims import lock_task
 from service.credentials import set_channel
 from service.transitions import move
 from tests.middle.builders import new_client
-from webhooks.channel_messages import CANCEL_TASK, SUBMIT_TASK, row_message_id
 from webhooks.signing import generate_secret
+from wire.channel_messages import CANCEL_TASK, SUBMIT_TASK, row_message_id
 from workers.limiter import DatabaseLimiter
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from models.task import ExternalTask
 from service.claims import claim_outbox_and_task, parse_stored_input
 from service.intake import IdempotencyConflict, OpenTasksCapReached, submit_task
 from tests.middle.builders import NOW, new_client, outbox_rows, request, submit, timeline
-from webhooks.bounded_json import JsonLimits, TooDeep, TooLarge
+from wire.bounded_json import JsonLimits, TooDeep, TooLarge
 
 
 def _count(session: Session, model: type[Base]) -> int:

@@ -14,8 +14,8 @@ from foundation.settings import ProviderSettings, Settings
 from models.db import Database
 from models.messages import ProcessedMessage
 from tests.middle.builders import at_vendor, new_client
-from webhooks.broker_messages import encode, header_items
 from webhooks.signing import generate_secret, sign
+from wire.broker_messages import encode, header_items
 from workers.vendor_queue import Refused, event_tolerance_s, receive
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from flask import Flask
 from app import create_app
 from core.states import RELAYED, EventType
 from foundation.settings import Settings
-from webhooks import broker_messages
-from webhooks.channel_messages import (
+from wire import broker_messages
+from wire.channel_messages import (
     COMMANDS,
     EVENT_TYPES,
     command_queue,

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from app.api.validation import parse_submit
 from app.errors import ValidationFailed
 from foundation.settings import ConfigError, ProviderSettings, Settings
-from webhooks.bounded_json import (
+from webhooks.events import EventTooLarge, MalformedEvent, parse_event
+from wire.bounded_json import (
     InvalidJson,
     JsonLimits,
     TooDeep,
@@ -23,7 +24,6 @@ from webhooks.bounded_json import (
     strict_loads,
     value_depth,
 )
-from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 
 
 def true_depth(value: Any) -> int:

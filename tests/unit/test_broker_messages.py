@@ -1,4 +1,4 @@
-"""The messages of the amqp provider (webhooks.broker_messages): shapes, header mapping, replies."""
+"""The messages of the amqp provider (wire.broker_messages): shapes, header mapping, replies."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhooks.bounded_json import JsonLimits
-from webhooks.broker_messages import (
+from webhooks.signing import generate_secret, sign, verify
+from wire.bounded_json import JsonLimits
+from wire.broker_messages import (
     CANCEL,
     IDEMPOTENCY_KEY,
     MAX_HEADER_CHARS,
@@ -27,7 +28,6 @@ from webhooks.broker_messages import (
     status_reply,
     submit_command,
 )
-from webhooks.signing import generate_secret, sign, verify
 
 
 def test_a_submit_carries_the_reference_as_idempotency_key_and_correlation_id():

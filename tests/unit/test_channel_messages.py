@@ -14,7 +14,7 @@ from app.errors import ValidationFailed
 from foundation.settings import ProviderSettings
 from models.client import Client
 from service.credentials import CredentialError, set_channel
-from webhooks.channel_messages import (
+from wire.channel_messages import (
     CANCEL_TASK,
     CHANNEL_NAME,
     SUBMIT_TASK,

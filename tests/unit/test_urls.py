@@ -1,4 +1,4 @@
-"""webhooks.urls.strip_url: what may be stored or shown of a URL outside its task (incidents, the
+"""core.urls.strip_url: what may be stored or shown of a URL outside its task (incidents, the
 callback endpoint list, outbox rows, dead letters, logs) carries no userinfo, query or fragment."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhooks.urls import INVALID, strip_url
+from core.urls import INVALID, strip_url
 
 
 @pytest.mark.parametrize(

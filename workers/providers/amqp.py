@@ -5,7 +5,7 @@ with ``reply_to`` = our event queue, and count as sent only once RabbitMQ confir
 (publisher confirms, ``mandatory`` so a missing queue is an error, not a silent drop). Status is
 an RPC: a command with ``reply_to`` = a queue of this one call and a fresh ``correlation_id``,
 answered within ``CALL_DEADLINE_S``, the answer signed like a webhook. The events themselves are
-consumed by ``workers.vendor_queue``. Message shapes: ``webhooks.broker_messages``.
+consumed by ``workers.vendor_queue``. Message shapes: ``wire.broker_messages``.
 
 Failures map onto ``core.errors`` so the submission's retry policy works unchanged: nothing was
 sent (no connection, a nack, no such queue) is transient; a connection lost or a confirm not come
@@ -28,8 +28,9 @@ from core.classify import Failure
 from core.errors import PermanentError, TransientError, UncertainError
 from foundation.metrics import timed_provider_call
 from foundation.settings import ProviderSettings
-from webhooks.bounded_json import JsonLimits
-from webhooks.broker_messages import (
+from webhooks.signing import SignatureError, verify
+from wire.bounded_json import JsonLimits
+from wire.broker_messages import (
     CONTENT_TYPE,
     Command,
     MalformedReply,
@@ -39,7 +40,6 @@ from webhooks.broker_messages import (
     status_command,
     submit_command,
 )
-from webhooks.signing import SignatureError, verify
 from workers.providers.base import JobSnapshot, SubmitJob
 
 #: Broker errors that mean the command did not reach RabbitMQ (or its fate is unknown, after sending).

@@ -12,7 +12,7 @@ from core.classify import Failure
 from core.errors import PermanentError
 from foundation.metrics import timed_provider_call
 from foundation.settings import ProviderSettings
-from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
+from wire.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
 from workers.http import call
 from workers.providers.base import JobSnapshot, SubmitJob
 

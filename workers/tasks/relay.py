@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from core.endpoint_health import Verdict, admit
 from core.errors import CallError, OutboundRefused
 from core.origins import origin_of
+from core.urls import strip_url
 from foundation import metrics
 from models.attention import CallbackEndpoint
 from models.base import utcnow
@@ -29,7 +30,6 @@ from models.task import ExternalTask
 from service import claims, transitions
 from service.dead_letters import disable_endpoint, park, url_hash
 from service.ordering import AWAITING_EARLIER, held_by, hold
-from webhooks.urls import strip_url
 from workers.delivery import deliver
 from workers.policies import relay_policy
 from workers.runtime import Liaison, liaison

@@ -14,7 +14,7 @@ from models.base import utcnow
 from models.messages import OutboxMessage
 from models.task import ExternalTask
 from service import claims, transitions, vendor_events
-from webhooks.bounded_json import InvalidJson
+from wire.bounded_json import InvalidJson
 from workers.policies import provider_policy
 from workers.providers import Provider, SubmitJob
 from workers.runtime import Liaison, liaison

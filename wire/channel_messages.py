@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhooks.bounded_json import InvalidJson, TooDeep, strict_loads
+from wire.bounded_json import InvalidJson, TooDeep, strict_loads
 
 AMQP = "amqp"
 REDIS = "redis"

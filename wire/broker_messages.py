@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhooks.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
+from wire.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
 
 CONTENT_TYPE = "application/json"
 SUBMIT = "job.submit"
