@@ -29,7 +29,7 @@ accept_content = ["json"]
 task_ignore_result = True
 # The work queue's name comes from settings (LIAISON_QUEUE); app.celery_app declares it, with a
 # dead-letter exchange on RabbitMQ. Unknown and undecodable messages are dead-lettered by our consumer.
-worker_consumer = "workers.consumer:DeadLetteringConsumer"
+worker_consumer = "app.consumers.task_messages:DeadLetteringConsumer"
 # Relays and vendor calls run on queues of their own (LIAISON_RELAY_QUEUE, LIAISON_CALLS_QUEUE:
 # task_routes), consumed by the Procfile's threads-pool lines, and
 # every task has soft and hard time limits (task_annotations): both come from settings and are set

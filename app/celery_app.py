@@ -123,7 +123,7 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     celery_app.conf.task_soft_time_limit = settings.beat_soft_time_limit_s
     celery_app.conf.task_time_limit = settings.beat_time_limit_s
     celery_app.set_default()
-    celery_app.flask_app = app  # the consumer reaches the database through it (workers/consumer.py)
+    celery_app.flask_app = app  # the consumer reaches the database through it (app/consumers/task_messages.py)
     app.extensions["celery"] = celery_app
     instrument()  # logging stays ours, task log context, multiprocess metric files
     worker_metrics.connect()  # a worker's main process serves its host's metrics (LIAISON_WORKER_METRICS_PORT)

@@ -32,12 +32,12 @@ from sqlalchemy import func, select
 import simulator
 from app import create_app
 from app.cli import alembic_config
+from app.consumers.vendor_queues import VendorEventConsumer
 from foundation.settings import ProviderSettings, Settings
 from models.messages import ProcessedMessage
 from webhooks.signing import generate_secret
 from workers.providers.amqp import AmqpProvider
 from workers.providers.base import SubmitJob
-from workers.vendor_queue import VendorEventConsumer
 
 
 def _figures(name: str, seconds: list[float]) -> str:

@@ -10,6 +10,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
 
+#: The longest message id the inbox holds: every way in (webhooks, vendor queues, channel commands,
+#: reconciliation) bounds its ids by it before it records them.
+MAX_MESSAGE_ID_CHARS = 200
+
 
 class ProcessedMessage(Base):
     """Inbox: a (source, message_id) seen once. The unique constraint is the deduplication."""
@@ -19,7 +23,7 @@ class ProcessedMessage(Base):
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     source: Mapped[str] = mapped_column(String(100))
-    message_id: Mapped[str] = mapped_column(String(200))
+    message_id: Mapped[str] = mapped_column(String(MAX_MESSAGE_ID_CHARS))
     message_type: Mapped[str] = mapped_column(String(64))
     processed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
 

@@ -198,3 +198,9 @@ def change_origins(client: Client, add: tuple[str, ...] = (), remove: tuple[str,
     _check_default_url(client.callback_url, result)
     client.callback_origins = result
     return result
+
+
+def clients_on_channel(session: Session, channel: str) -> list[tuple[int, str]]:
+    """(id, name) of every client whose tasks' events go to ``channel`` (``amqp`` or ``redis``)."""
+    rows = session.execute(select(Client.id, Client.name).where(Client.channel == channel).order_by(Client.id))
+    return [(id_, name) for id_, name in rows]

@@ -13,7 +13,7 @@ from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session, load_only
 
 from core.states import EventType
-from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
+from models.messages import MAX_MESSAGE_ID_CHARS, PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
 from models.task import AT_VENDOR, NOT_SUBMITTED, ExternalTask
 from service.incidents import IncidentKind, open_incident
@@ -111,7 +111,7 @@ def apply_snapshot(
         outcome if event_type is EventType.COMPLETED else None,
     )
     message_id = f"reconcile:{job_id}:{status}"
-    if len(message_id) > 200:
+    if len(message_id) > MAX_MESSAGE_ID_CHARS:
         message_id = "reconcile:" + hashlib.sha256(message_id.encode()).hexdigest()
     return receive_event(session, provider, message_id, event, now)
 

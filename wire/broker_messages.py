@@ -16,7 +16,7 @@ reply is signed the same way and carries the request's ``correlation_id``.
 
 An amqp vendor names its job by our reference: the submit has no synchronous answer to carry a
 job id of the vendor's own (design departure 28). No broker client here: kombu lives in
-``workers.providers.amqp`` and ``workers.vendor_queue``.
+``workers.providers.amqp`` and ``app.consumers.vendor_queues``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Commands: ``SubmitTask`` (the body is exactly ``POST /api/v1/tasks``'s) and ``Ca
 (``{"correlation_id", "reason"?}``). The MessageId deduplicates them; one that cannot be taken is
 answered by a ``task.rejected`` event naming it. Events have the body, ``message_id`` and
 ``sequence`` of the HTTP callbacks. No broker client here: kombu and redis-py live in
-``workers.channels`` and ``app.channel_commands``.
+``workers.channels`` and ``app.consumers``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""``POST /webhooks/<provider>``: verify on the raw body, then store and apply in one transaction.
+"""``POST /webhooks/<provider>``: the HTTP way in for vendor events (``service.ingress``).
 
-Nothing in the payload is trusted before the signature checks out. The answer is 2xx only once
-the event is durably stored (duplicates and orphans included); calls to other systems happen
-after the response, from workers.
+The answer is 2xx only once the event is durably stored (duplicates and orphans included); calls to
+other systems happen after the response, from workers.
 """
 
 from __future__ import annotations
@@ -14,58 +13,46 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.errors import ApiError, BadRequest, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from app.session import db_session
-from foundation import metrics
-from foundation.logging import bind
-from models.base import utcnow
-from service import vendor_events
-from webhooks.events import EventTooLarge, MalformedEvent, parse_event
-from webhooks.signing import SignatureError, verify
+from service import ingress
 from workers.runtime import liaison
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
 
+#: A refusal's answer, by the reason it is counted under.
+_ANSWERS: dict[str, type[ApiError]] = {
+    "unknown_provider": NotFound,
+    "unsupported_media_type": UnsupportedMediaType,
+    "too_large": PayloadTooLarge,
+    "signature": Unauthorized,
+    "stale": Unauthorized,
+    "malformed": BadRequest,
+}
 
-def _reject(provider: str, reason: metrics.WebhookRejection, error: ApiError) -> ApiError:
-    metrics.webhook_rejected(provider, reason)
-    return error
+
+def _answer(refused: ingress.Refused) -> ApiError:
+    if refused.signature is not None:
+        return Unauthorized(refused.detail, reason=refused.signature)
+    return _ANSWERS[refused.reason](refused.detail)
 
 
 @bp.post("/<provider>")
 def receive(provider: str) -> tuple[Response, int]:
-    ctx = liaison()
-    metrics.webhook_received(provider)
-    settings = ctx.settings.providers.get(provider)
-    if settings is None:
-        raise _reject(provider, "unknown_provider", NotFound("unknown provider"))
-    if request.mimetype != "application/json":
-        raise _reject(provider, "unsupported_media_type", UnsupportedMediaType("send Content-Type: application/json"))
+    settings = liaison().settings
+    ingress.arrived(provider)
     try:
-        body = request.get_data(cache=True)
-    except RequestEntityTooLarge:
-        metrics.webhook_rejected(provider, "too_large")
-        raise
-    try:
-        message_id = verify(
-            settings.webhook_secrets, request.headers, body, time.time(), ctx.settings.webhook_tolerance_s
+        found = ingress.provider_settings(settings, provider)
+        if request.mimetype != "application/json":
+            raise ingress.refuse(provider, "unsupported_media_type", "send Content-Type: application/json")
+        try:
+            body = request.get_data(cache=True)
+        except RequestEntityTooLarge:
+            ingress.refuse(provider, "too_large", "body too large")
+            raise
+        session = db_session()
+        received = ingress.receive(
+            session, settings, found, request.headers, body, now_s=time.time(), tolerance_s=settings.webhook_tolerance_s
         )
-    except SignatureError as exc:
-        reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
-        raise _reject(provider, reason, Unauthorized(f"signature rejected: {exc.reason}", reason=exc.reason)) from None
-    bind(message_id=message_id)
-    if len(message_id) > 200 or "\x00" in message_id:  # PostgreSQL text cannot hold NUL
-        raise _reject(
-            provider, "malformed", BadRequest("webhook-id (svix-id) must be at most 200 characters, without NUL")
-        )
-    try:
-        event = parse_event(body, ctx.settings.outcome_limits)
-    except EventTooLarge as exc:
-        raise _reject(provider, "too_large", PayloadTooLarge(str(exc))) from None
-    except MalformedEvent as exc:
-        raise _reject(provider, "malformed", BadRequest(str(exc))) from None
-
-    session = db_session()
-    result = vendor_events.receive_event(session, provider, message_id, event, utcnow())
+    except ingress.Refused as refused:
+        raise _answer(refused) from None
     session.commit()
-    if result.status == "duplicate":
-        metrics.webhook_rejected(provider, "duplicate")
-    return jsonify({"status": result.status, "message_id": message_id}), 200
+    return jsonify({"status": received.status, "message_id": received.message_id}), 200

@@ -7,8 +7,9 @@ import click
 from flask.cli import AppGroup, with_appcontext
 
 from app import startup
-from app.channel_commands import AmqpCommandConsumer, RedisCommandConsumer, channel_clients
-from app.cli.consumers import run_until_stopped
+from app.consumers.command_readers import AmqpCommandConsumer, RedisCommandConsumer
+from app.consumers.domain_commands import channel_clients
+from app.consumers.running import run_until_stopped
 from wire.channel_messages import AMQP, REDIS
 from workers.runtime import liaison
 

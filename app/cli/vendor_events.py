@@ -1,5 +1,5 @@
 """``flask --app app liaison vendor-events``: consume the events of every ``amqp`` provider
-(the Procfile's ``vendor-events`` process; workers.vendor_queue)."""
+(the Procfile's ``vendor-events`` process; app.consumers.vendor_queues)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import click
 from flask.cli import AppGroup, with_appcontext
 
 from app import startup
-from app.cli.consumers import run_until_stopped
+from app.consumers.running import run_until_stopped
+from app.consumers.vendor_queues import VendorEventConsumer, amqp_providers
 from workers.runtime import liaison
-from workers.vendor_queue import VendorEventConsumer, amqp_providers
 
 
 def register(group: AppGroup) -> None:

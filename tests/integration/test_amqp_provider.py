@@ -20,6 +20,7 @@ import requests
 from kombu import Connection, Producer
 
 import simulator
+from app.consumers.vendor_queues import VendorEventConsumer
 from foundation.settings import ProviderSettings
 from models.base import utcnow
 from tests.integration import services
@@ -29,7 +30,6 @@ from tests.support.servers import ServerThread
 from webhooks.signing import generate_secret, sign, verify
 from wire.broker_messages import encode
 from workers.reconcile import reconcile
-from workers.vendor_queue import VendorEventConsumer
 
 RABBIT = services.RABBITMQ_URL
 

@@ -29,7 +29,7 @@ import redis
 from kombu import Connection, Exchange, Producer, Queue
 from sqlalchemy import func, select
 
-from app.channel_commands import AmqpCommandConsumer, RedisCommandConsumer
+from app.consumers.command_readers import AmqpCommandConsumer, RedisCommandConsumer
 from bench.services import RabbitMQNode, RedisServer
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage

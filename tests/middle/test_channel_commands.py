@@ -1,4 +1,4 @@
-"""``app.channel_commands.take``: a domain app's command over a broker, in one transaction — the
+"""``app.consumers.domain_commands.take``: a domain app's command over a broker, in one transaction — the
 inbox on its MessageId, then the API's parser and limits, or a ``task.rejected`` outbox row; and
 ``add_relay`` writing the channel row beside the relay (same body and message_id)."""
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from sqlalchemy import func, select
 
-from app.channel_commands import ChannelClient, take
+from app.consumers.domain_commands import ChannelClient, take
 from core.states import State
 from foundation.settings import Settings
 from models.base import utcnow

@@ -1,4 +1,4 @@
-"""``workers.vendor_queue.receive``: an amqp vendor's message read like a webhook (size, signature,
+"""``app.consumers.vendor_queues.receive``: an amqp vendor's message read like a webhook (size, signature,
 MessageId, bounded body), then ``receive_event`` in one transaction; a refusal stores nothing."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, cast
 import pytest
 from sqlalchemy import func, select
 
+from app.consumers.vendor_queues import event_tolerance_s, receive
 from foundation.settings import ProviderSettings, Settings
 from models.db import Database
 from models.messages import ProcessedMessage
+from service.ingress import Refused
 from tests.middle.builders import at_vendor, new_client
 from webhooks.signing import generate_secret, sign
 from wire.broker_messages import encode, header_items
-from workers.vendor_queue import Refused, event_tolerance_s, receive
 
 if TYPE_CHECKING:
     from workers.runtime import Liaison

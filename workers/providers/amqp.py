@@ -5,7 +5,7 @@ with ``reply_to`` = our event queue, and count as sent only once RabbitMQ confir
 (publisher confirms, ``mandatory`` so a missing queue is an error, not a silent drop). Status is
 an RPC: a command with ``reply_to`` = a queue of this one call and a fresh ``correlation_id``,
 answered within ``CALL_DEADLINE_S``, the answer signed like a webhook. The events themselves are
-consumed by ``workers.vendor_queue``. Message shapes: ``wire.broker_messages``.
+consumed by ``app.consumers.vendor_queues``. Message shapes: ``wire.broker_messages``.
 
 Failures map onto ``core.errors`` so the submission's retry policy works unchanged: nothing was
 sent (no connection, a nack, no such queue) is transient; a connection lost or a confirm not come

@@ -1,10 +1,9 @@
 """The consumer of ``amqp`` vendors' events: each provider's reply queue, read like a webhook.
 
-A message goes through what ``POST /webhooks/<provider>`` does, in the same order: bounded size,
-the Standard Webhooks signature (the headers travel as message headers), the ``webhook-id`` as the
-MessageId, the bounded event body, then ``service.vendor_events.receive_event`` (dedup on
-ProcessedMessage, late binding of early events, the state machine) in one transaction. The message
-is acked only after that transaction committed; a database that does not answer puts it back
+A message goes through the one way in that ``POST /webhooks/<provider>`` takes (``service.ingress``:
+bounded size, the Standard Webhooks signature (the headers travel as message headers), the
+``webhook-id`` as the MessageId, the bounded event body, then dedup and apply) in one transaction.
+The message is acked only after that transaction committed; a database that does not answer puts it back
 (after a pause) for the next try. A message that fails verification or parsing is rejected
 without requeue: RabbitMQ dead-letters it to ``<reply queue>.dead``, where it stays for an
 operator (docs/runbook.md), never dropped.
@@ -23,20 +22,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from kombu import Connection, Message
 from kombu.mixins import ConsumerMixin
 from sqlalchemy.exc import SQLAlchemyError
 
-from foundation import metrics
 from foundation.logging import bind, clear
 from foundation.settings import ProviderSettings
-from models.base import utcnow
-from service import vendor_events
-from webhooks.events import EventTooLarge, MalformedEvent, parse_event
-from webhooks.signing import SignatureError, verify
+from service import ingress
+from service.ingress import Received, Refused
 from wire.broker_messages import header_items
 from workers.providers.amqp import reply_queues
 from workers.runtime import Liaison
@@ -46,47 +41,18 @@ log = logging.getLogger(__name__)
 RETRY_PAUSE_S = 1.0
 
 
-class Refused(Exception):
-    """A vendor message that cannot be applied: dead-lettered, counted under ``reason``."""
-
-    def __init__(self, reason: metrics.WebhookRejection, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Received:
-    status: str  # applied | ignored | duplicate | orphan
-    message_id: str
-
-
 def event_tolerance_s(ctx: Liaison) -> int:
     """How old a queued event's signature may be: half the inbox's retention (see the module doc)."""
     return max(ctx.settings.webhook_tolerance_s, ctx.settings.processed_retention_s // 2)
 
 
 def receive(ctx: Liaison, ps: ProviderSettings, headers: dict[str, str], body: bytes, now_s: float) -> Received:
-    """Verify, parse and apply one vendor message (commits); Refused when it is not acceptable."""
-    if len(body) > ctx.settings.max_body_bytes:
-        raise Refused("too_large", f"{len(body)} bytes, at most {ctx.settings.max_body_bytes}")
-    try:
-        message_id = verify(ps.webhook_secrets, headers, body, now_s, event_tolerance_s(ctx))
-    except SignatureError as exc:
-        raise Refused("stale" if exc.reason == "stale" else "signature", f"signature rejected: {exc.reason}") from None
-    if len(message_id) > 200 or "\x00" in message_id:
-        raise Refused("malformed", "webhook-id must be at most 200 characters, without NUL")
-    bind(message_id=message_id)
-    try:
-        event = parse_event(body, ctx.settings.outcome_limits)
-    except EventTooLarge as exc:
-        raise Refused("too_large", str(exc)) from None
-    except MalformedEvent as exc:
-        raise Refused("malformed", str(exc)) from None
+    """One vendor message through the one way in (``service.ingress``), committed; Refused when it
+    is not acceptable."""
     with ctx.db.transaction() as session:
-        result = vendor_events.receive_event(session, ps.name, message_id, event, utcnow())
-    if result.status == "duplicate":
-        metrics.webhook_rejected(ps.name, "duplicate")
-    return Received(result.status, message_id)
+        return ingress.receive(
+            session, ctx.settings, ps, headers, body, now_s=now_s, tolerance_s=event_tolerance_s(ctx)
+        )
 
 
 class VendorEventConsumer(ConsumerMixin):
@@ -113,12 +79,11 @@ class VendorEventConsumer(ConsumerMixin):
         name = self.ps.name
         clear()  # one message's context, like one request's
         bind(provider=name)
-        metrics.webhook_received(name)
+        ingress.arrived(name)
         body = message.body if isinstance(message.body, bytes) else str(message.body).encode("utf-8")
         try:
             received = receive(self.ctx, self.ps, header_items(message.headers), body, time.time())
-        except Refused as exc:
-            metrics.webhook_rejected(name, exc.reason)
+        except Refused as exc:  # counted by ingress
             log.warning("vendor event from %s dead-lettered (%s): %s", name, exc.reason, exc)
             message.reject(requeue=False)
             return

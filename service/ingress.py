@@ -1,0 +1,99 @@
+"""One way in for vendor events: a webhook (``POST /webhooks/<provider>``) and a message off an amqp
+vendor's reply queue both go through :func:`receive`, so the two cannot drift apart.
+
+In this order, each step refusing what fails it before the next one looks: the body's size, the
+Standard Webhooks signature (nothing in the payload is trusted before it checks out), the
+``webhook-id`` (bounded: it is stored, and PostgreSQL text cannot hold NUL), the bounded event body,
+then ``service.vendor_events.receive_event`` (the inbox's dedup, late binding of early events, the
+state machine) in the caller's transaction. The webhook metrics are counted here too: what arrived,
+each refusal by reason, duplicates. The caller maps a :class:`Refused` to its transport (an HTTP
+status, a dead-lettered message) and commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from foundation import metrics
+from foundation.logging import bind
+from foundation.settings import ProviderSettings, Settings
+from models.base import utcnow
+from models.messages import MAX_MESSAGE_ID_CHARS
+from service import vendor_events
+from webhooks.events import EventTooLarge, MalformedEvent, parse_event
+from webhooks.signing import HeaderItems, SignatureError, verify
+
+MESSAGE_ID_RULE = f"webhook-id (svix-id) must be at most {MAX_MESSAGE_ID_CHARS} characters, without NUL"
+
+
+class Refused(Exception):
+    """A vendor event that is not applied, counted under ``reason`` (the metric's label).
+    ``signature``: the signature check's own word (``stale``, ``bad_signature`` …) when that refused it."""
+
+    def __init__(self, reason: metrics.WebhookRejection, detail: str, signature: str | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.signature = signature
+
+
+@dataclass(frozen=True)
+class Received:
+    status: str  # applied | ignored | duplicate | orphan
+    message_id: str
+
+
+def arrived(provider: str) -> None:
+    """A vendor event arrived, whatever becomes of it (``liaison_webhooks_received_total``)."""
+    metrics.webhook_received(provider)
+
+
+def refuse(provider: str, reason: metrics.WebhookRejection, detail: str, signature: str | None = None) -> Refused:
+    """Count a refusal and return it to raise: a transport's own refusals (an unknown provider, the
+    wrong media type) are counted where the others are."""
+    metrics.webhook_rejected(provider, reason)
+    return Refused(reason, detail, signature)
+
+
+def provider_settings(settings: Settings, provider: str) -> ProviderSettings:
+    found = settings.providers.get(provider)
+    if found is None:
+        raise refuse(provider, "unknown_provider", "unknown provider")
+    return found
+
+
+def receive(
+    session: Session,
+    settings: Settings,
+    provider: ProviderSettings,
+    headers: HeaderItems,
+    body: bytes,
+    *,
+    now_s: float,
+    tolerance_s: int,
+) -> Received:
+    """Verify, bound, deduplicate and apply one vendor event in ``session`` (the caller commits).
+    ``tolerance_s``: how old its signature may be (a queue holds events longer than a request takes)."""
+    name = provider.name
+    if len(body) > settings.max_body_bytes:
+        raise refuse(name, "too_large", f"{len(body)} bytes, at most {settings.max_body_bytes}")
+    try:
+        message_id = verify(provider.webhook_secrets, headers, body, now_s, tolerance_s)
+    except SignatureError as exc:
+        reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
+        raise refuse(name, reason, f"signature rejected: {exc.reason}", exc.reason) from None
+    if len(message_id) > MAX_MESSAGE_ID_CHARS or "\x00" in message_id:
+        raise refuse(name, "malformed", MESSAGE_ID_RULE)
+    bind(message_id=message_id)
+    try:
+        event = parse_event(body, settings.outcome_limits)
+    except EventTooLarge as exc:
+        raise refuse(name, "too_large", str(exc)) from None
+    except MalformedEvent as exc:
+        raise refuse(name, "malformed", str(exc)) from None
+    result = vendor_events.receive_event(session, name, message_id, event, utcnow())
+    if result.status == "duplicate":
+        metrics.webhook_rejected(name, "duplicate")
+    return Received(result.status, message_id)
