@@ -1,7 +1,20 @@
 """The operator console: server-rendered pages at ``/console`` for the people on call (issue 11;
 docs/console.md). Views are thin: they parse a form, call ``service.operator_actions`` or a read of
-``models``, and render a Jinja template. No JavaScript; nothing is fetched from elsewhere."""
+the service layer (``service.overview``, ``service.queries``, ``service.console_reads``,
+``service.task_pages``), and render a Jinja template. No JavaScript; nothing is fetched from
+elsewhere.
 
-from app.console.views import bp
+``bp`` (``app/console/blueprint.py``) is the one blueprint; each ``*_views`` module registers its
+pages on it when imported, here."""
+
+from app.console import (  # noqa: F401 (each registers its pages on bp)
+    attention_views,
+    client_views,
+    dead_letter_views,
+    overview_views,
+    sign_in_views,
+    task_views,
+)
+from app.console.blueprint import bp
 
 __all__ = ["bp"]

@@ -1,0 +1,115 @@
+"""The console's dead letters: the filtered list, one letter's page (payload, error, operator
+history), and its replay and discard; replaying every match of a filter, a bounded batch a click."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import redirect, render_template, request, url_for
+from werkzeug.wrappers import Response as BaseResponse
+
+from app.api.admin import CHOICES, dead_letter_filter
+from app.console import access
+from app.console.blueprint import ID, PAGE, act, bp, confirm, stored_json
+from app.errors import NotFound, ValidationFailed
+from app.session import db_session
+from models.base import utcnow
+from models.messages import DeadLetter
+from service import console_reads, queries
+from service.operator_actions import discard_one, replay_matching, replay_one
+from workers.runtime import liaison
+
+AGES = [("", "any"), ("300", "5 minutes"), ("3600", "1 hour"), ("86400", "1 day"), ("604800", "7 days")]
+#: the most one replay-matching form replays (the CLI and the admin API take larger batches)
+REPLAY_MATCHING_LIMIT = 1000
+
+
+def _letter_filter() -> tuple[queries.DeadLetterFilter, dict[str, str]]:
+    args = {k: v for k, v in request.values.items() if v and k != access.CSRF_FIELD}
+    return dead_letter_filter(args), args
+
+
+@bp.get("/dead-letters")
+def dead_letters() -> str:
+    flt, args = _letter_filter()
+    after = None
+    if request.args.get("after_id"):
+        try:
+            after = int(request.args["after_id"])
+        except ValueError:
+            raise ValidationFailed("after_id: a whole number") from None
+    items = queries.dead_letters(db_session(), flt, utcnow(), PAGE, after)
+    next_args: dict[str, Any] = {k: v for k, v in args.items() if k != "after_id"}
+    next_url = (
+        url_for("console.dead_letters", **{**next_args, "after_id": str(items[-1].id)}) if len(items) == PAGE else None
+    )
+    return render_template(
+        "console/dead_letters.html",
+        items=items,
+        args=args,
+        choices=CHOICES,
+        ages=AGES,
+        providers=sorted(liaison().settings.providers),
+        next_url=next_url,
+    )
+
+
+def _letter(letter_id: int) -> DeadLetter:
+    letter = console_reads.dead_letter_without_payload(db_session(), letter_id)
+    if letter is None:
+        raise NotFound(f"no dead letter {letter_id}")
+    return letter
+
+
+@bp.get(f"/dead-letters/<{ID}:letter_id>")
+def dead_letter(letter_id: int) -> str:
+    page = console_reads.dead_letter_page(db_session(), letter_id)
+    if page is None:
+        raise NotFound(f"no dead letter {letter_id}")
+    return render_template(
+        "console/dead_letter.html",
+        letter=page.letter,
+        task_id=page.task_id,
+        payload_text=stored_json(page.payload_text),
+        history=page.history,
+    )
+
+
+@bp.route(f"/dead-letters/<{ID}:letter_id>/replay", methods=["GET", "POST"])
+def dead_letter_replay(letter_id: int) -> str | BaseResponse:
+    letter = _letter(letter_id)
+    if request.method == "GET":
+        return confirm(
+            "Replay dead letter",
+            f"Replay dead letter {letter.id} ({letter.kind}, {letter.fault}) for {letter.correlation_id or '-'}?",
+        )
+    act(replay_one, letter_id)
+    return redirect(url_for("console.dead_letter", letter_id=letter_id, done="replayed"))
+
+
+@bp.route(f"/dead-letters/<{ID}:letter_id>/discard", methods=["GET", "POST"])
+def dead_letter_discard(letter_id: int) -> str | BaseResponse:
+    letter = _letter(letter_id)
+    if request.method == "GET":
+        return confirm(
+            "Discard dead letter",
+            f"Discard dead letter {letter.id} ({letter.kind} for {letter.correlation_id or '-'}) without redoing it?",
+        )
+    act(discard_one, letter_id)
+    return redirect(url_for("console.dead_letter", letter_id=letter_id, done="discarded"))
+
+
+@bp.route("/dead-letters/replay", methods=["GET", "POST"])
+def dead_letters_replay() -> str | BaseResponse:
+    flt, args = _letter_filter()
+    if request.method == "GET":
+        matching = console_reads.open_matching(db_session(), flt, utcnow())
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(args.items()) if k != "state") or "no filter"
+        return confirm(
+            "Replay matching dead letters",
+            f"Replay every open dead letter matching {shown}: {matching} now (at most {REPLAY_MATCHING_LIMIT})?",
+            **args,
+        )
+    db_session().rollback()
+    replayed, skipped = replay_matching(liaison().db, flt, utcnow(), REPLAY_MATCHING_LIMIT, actor=access.operator())
+    return redirect(url_for("console.dead_letters", done="replayed_many", replayed=replayed, skipped=skipped))

@@ -1,0 +1,117 @@
+"""The console's tasks: the filtered list, a task's page (its timeline, outbox rows, dead letters,
+incidents, input and outcome; ``service.task_pages`` reads them), and its cancel and replay."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import redirect, render_template, request, url_for
+from werkzeug.wrappers import Response as BaseResponse
+
+from app.api.representation import callbacks_waiting_body, decode_cursor, encode_cursor, waiting_body
+from app.console.blueprint import ID, PAGE, act, bp, confirm, stored_json, text_arg
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.session import db_session
+from core.states import TERMINAL, State
+from models.base import utcnow
+from models.task import ExternalTask
+from service import queries, task_pages
+from service.operator_actions import NotFoundError, cancel_task, client_named, replay_one
+from workers.runtime import liaison
+
+#: a task page shows at most this many timeline events (the newest are kept)
+TIMELINE_LIMIT = 500
+
+
+@bp.get("/tasks")
+def tasks() -> str:
+    session = db_session()
+    args = request.args
+    state = args.get("state") or None
+    if state is not None and state not in {s.value for s in State}:
+        raise ValidationFailed(f"state: one of {', '.join(s.value for s in State)}")
+    provider = text_arg(args, "provider", 100)
+    client = text_arg(args, "client", 100)
+    client_id = None
+    if client is not None:
+        try:
+            client_id = client_named(session, client).id
+        except NotFoundError as exc:
+            raise NotFound(str(exc)) from None
+    flt = queries.TaskFilter(
+        state=state,
+        provider=provider,
+        client_id=client_id,
+        retrying=args.get("retrying") in ("1", "true", "on"),
+        correlation_id=text_arg(args, "correlation_id"),
+    )
+    before = decode_cursor(args["cursor"]) if args.get("cursor") else None
+    items = queries.operator_tasks(session, flt, PAGE, before)
+    next_args: dict[str, Any] = {k: v for k, v in args.items() if k != "cursor" and v}
+    next_url = (
+        url_for("console.tasks", **{**next_args, "cursor": encode_cursor(items[-1].id)}) if len(items) == PAGE else None
+    )
+    return render_template(
+        "console/tasks.html",
+        items=items,
+        filters=flt,
+        args=args,
+        states=[s.value for s in State],
+        providers=sorted(liaison().settings.providers),
+        next_url=next_url,
+        terminal={s.value for s in TERMINAL},
+    )
+
+
+def _task(task_id: int) -> ExternalTask:
+    task = task_pages.task_without_json(db_session(), task_id)
+    if task is None:
+        raise NotFound(f"no task {task_id}")
+    return task
+
+
+@bp.get(f"/tasks/<{ID}:task_id>")
+def task(task_id: int) -> str:
+    page = task_pages.task_page(db_session(), task_id, utcnow(), TIMELINE_LIMIT)
+    if page is None:
+        raise NotFound(f"no task {task_id}")
+    found = page.task
+    return render_template(
+        "console/task.html",
+        task=found,
+        events=page.events,
+        total_events=page.total_events,
+        outbox=page.outbox,
+        letters=page.letters,
+        open_letters=[d for d in page.letters if d.state == "open"],
+        incidents=page.incidents,
+        final=found.state in {s.value for s in TERMINAL},
+        retrying=found.next_attempt_at is not None and found.state not in {s.value for s in TERMINAL},
+        waiting=waiting_body(found),
+        callbacks_waiting=callbacks_waiting_body(page.paused),
+        input_text=stored_json(page.input_text),
+        outcome_text=stored_json(page.outcome_text),
+    )
+
+
+@bp.route(f"/tasks/<{ID}:task_id>/cancel", methods=["GET", "POST"])
+def task_cancel(task_id: int) -> str | BaseResponse:
+    found = _task(task_id)
+    if request.method == "GET":
+        return confirm("Cancel task", f"Cancel task {found.correlation_id} of {found.client.name} (now {found.state})?")
+    act(cancel_task, task_id)
+    return redirect(url_for("console.task", task_id=task_id, done="canceled"))
+
+
+@bp.route(f"/tasks/<{ID}:task_id>/replay", methods=["GET", "POST"])
+def task_replay(task_id: int) -> str | BaseResponse:
+    found = _task(task_id)
+    letters = task_pages.open_task_dead_letters(db_session(), task_id)
+    if not letters:
+        raise Conflict("this task has no open dead letter")
+    if request.method == "GET":
+        ids = ", ".join(str(d.id) for d in letters)
+        return confirm("Replay dead letters", f"Replay the open dead letters of task {found.correlation_id} ({ids})?")
+    for letter in letters:
+        act(replay_one, letter.id)
+    return redirect(url_for("console.task", task_id=task_id, done="task_replayed"))

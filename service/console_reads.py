@@ -1,0 +1,165 @@
+"""What the console's pages read besides the overview, the lists (``service.queries``) and a task's
+page (``service.task_pages``): one dead letter, incident, orphan event or callback endpoint with its
+operator history, how many open dead letters a replay would take, the clients' list. Kept here so
+the console's views build no query; each function reads in the caller's session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Text, cast, func, select
+from sqlalchemy.orm import Session, defer
+
+from core.urls import strip_url
+from models import audit
+from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.audit import OperatorEvent
+from models.client import ApiKey, Client
+from models.endpoint_health import EndpointHealth, unhealthy
+from models.messages import DeadLetter, OutboxMessage
+from service import queries
+
+#: the most clients the clients' page lists
+CLIENTS_LIMIT = 1000
+
+
+def stored_text(session: Session, column: Any, key: Any, key_value: int) -> str | None:
+    """A JSON column of the row whose ``key`` is ``key_value`` (a task's input or outcome, a
+    payload), read as text: a row stored before the depth limit existed may be too deep to decode,
+    and is then still shown as stored."""
+    return session.scalar(select(cast(column, Text)).where(key == key_value))
+
+
+# --- dead letters ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeadLetterPage:
+    letter: DeadLetter
+    task_id: int | None  # the task of its outbox row, if it has one
+    payload_text: str | None  # as stored
+    history: list[OperatorEvent]
+
+
+def dead_letter_without_payload(session: Session, letter_id: int) -> DeadLetter | None:
+    return session.get(DeadLetter, letter_id, options=[defer(DeadLetter.payload)])
+
+
+def dead_letter_page(session: Session, letter_id: int) -> DeadLetterPage | None:
+    """The dead letter, its task, its payload as stored and its operator history (None: no such letter)."""
+    letter = dead_letter_without_payload(session, letter_id)
+    if letter is None:
+        return None
+    task_id = None
+    if letter.outbox_id is not None:
+        task_id = session.scalar(select(OutboxMessage.task_id).where(OutboxMessage.id == letter.outbox_id))
+    return DeadLetterPage(
+        letter=letter,
+        task_id=task_id,
+        payload_text=stored_text(session, DeadLetter.payload, DeadLetter.id, letter_id),
+        history=audit.history(session, "dead_letter", letter_id),
+    )
+
+
+def open_matching(session: Session, flt: queries.DeadLetterFilter, now: datetime) -> int:
+    """How many open dead letters match the filter now: what a replay of every match would take."""
+    count = session.scalar(
+        flt.apply(select(func.count()).select_from(DeadLetter), now).where(DeadLetter.state == "open")
+    )
+    return int(count or 0)
+
+
+# --- incidents and orphan events -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IncidentPage:
+    incident: Incident
+    history: list[OperatorEvent]
+
+
+def incident_page(session: Session, incident_id: int) -> IncidentPage | None:
+    incident = session.get(Incident, incident_id)
+    if incident is None:
+        return None
+    return IncidentPage(incident=incident, history=audit.history(session, "incident", incident_id))
+
+
+@dataclass(frozen=True)
+class OrphanPage:
+    orphan: OrphanEvent
+    payload_text: str | None  # as stored
+    history: list[OperatorEvent]
+
+
+def orphan_without_payload(session: Session, orphan_id: int) -> OrphanEvent | None:
+    return session.get(OrphanEvent, orphan_id, options=[defer(OrphanEvent.payload)])
+
+
+def orphan_page(session: Session, orphan_id: int) -> OrphanPage | None:
+    orphan = orphan_without_payload(session, orphan_id)
+    if orphan is None:
+        return None
+    return OrphanPage(
+        orphan=orphan,
+        payload_text=stored_text(session, OrphanEvent.payload, OrphanEvent.id, orphan_id),
+        history=audit.history(session, "orphan", orphan_id),
+    )
+
+
+# --- callback endpoints and clients ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EndpointsPage:
+    disabled: list[CallbackEndpoint]  # parked by 410 Gone
+    unhealthy: list[EndpointHealth]  # failing, paused or probing
+    history: dict[int, list[OperatorEvent]]  # each disabled endpoint's newest operator events
+
+
+def endpoints_page(session: Session, history_limit: int = 5) -> EndpointsPage:
+    disabled = queries.disabled_endpoints(session)
+    failing = unhealthy(session)
+    history = {e.id: audit.history(session, "endpoint", e.id, limit=history_limit) for e in disabled}
+    return EndpointsPage(disabled=disabled, unhealthy=failing, history=history)
+
+
+def callback_endpoint(session: Session, endpoint_id: int) -> CallbackEndpoint | None:
+    return session.get(CallbackEndpoint, endpoint_id)
+
+
+@dataclass(frozen=True)
+class ClientRow:
+    """A client as the console lists it: how many secrets, keys and origins, never what they are."""
+
+    name: str
+    callback_url: str | None  # stripped of its secrets
+    secrets: int
+    keys: int  # live API keys: neither retired nor revoked
+    origins: int
+    disabled_at: datetime | None
+
+
+def client_rows(session: Session, limit: int = CLIENTS_LIMIT) -> list[ClientRow]:
+    """The clients by name (at most ``limit``)."""
+    live_keys = {
+        int(client_id): int(n)
+        for client_id, n in session.execute(
+            select(ApiKey.client_id, func.count())
+            .where(ApiKey.retired_at.is_(None), ApiKey.revoked_at.is_(None))
+            .group_by(ApiKey.client_id)
+        )
+    }
+    return [
+        ClientRow(
+            name=c.name,
+            callback_url=strip_url(c.callback_url) if c.callback_url else None,
+            secrets=len(c.callback_secrets or []),
+            keys=live_keys.get(c.id, 0),
+            origins=len(c.callback_origins or []),
+            disabled_at=c.disabled_at,
+        )
+        for c in session.scalars(select(Client).order_by(Client.name).limit(limit))
+    ]
