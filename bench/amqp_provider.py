@@ -32,7 +32,8 @@ from sqlalchemy import func, select
 import simulator
 from app import create_app
 from app.cli import alembic_config
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 from models.messages import ProcessedMessage
 from webhooks.signing import generate_secret
 from workers.providers.amqp import AmqpProvider

@@ -32,7 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from foundation import metrics
 from foundation.logging import bind, clear
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from models.base import utcnow
 from service import vendor_events
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event

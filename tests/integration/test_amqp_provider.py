@@ -20,7 +20,7 @@ import requests
 from kombu import Connection, Producer
 
 import simulator
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from models.base import utcnow
 from tests.integration import services
 from tests.integration.conftest import PAIRS, _stack

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, cast
 import pytest
 from sqlalchemy import func, select
 
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 from models.db import Database
 from models.messages import ProcessedMessage
 from tests.middle.builders import at_vendor, new_client
