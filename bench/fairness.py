@@ -87,8 +87,9 @@ import requests
 
 from bench import report
 from bench.environment import broker
+from bench.postgres_cluster import PostgresCluster
 from bench.procs import ROOT, Proc
-from bench.services import PostgresCluster, free_port, wait_for_port
+from bench.services import free_port, wait_for_port
 from bench.stacks import PROVIDER, UNLIMITED, Stack, base_env, start_liaison
 from foundation.setting_table import SECTIONS
 from models.db import Database

@@ -47,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import event, select
 
 from bench.environment import PG_SETTINGS
-from bench.services import PostgresCluster, RedisServer
+from bench.postgres_cluster import PostgresCluster
+from bench.services import RedisServer
 from foundation.settings import Settings
 from models.messages import OutboxKind, OutboxMessage
 from webhooks.signing import generate_secret, sign
