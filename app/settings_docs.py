@@ -13,7 +13,8 @@ import argparse
 import sys
 
 from foundation.options import TEXT, Option, Section
-from foundation.setting_table import PROVIDER_SECTION, SECTIONS
+from foundation.provider_setting_table import PROVIDER_SECTION
+from foundation.setting_table import SECTIONS
 
 #: The demo's provider name, used for the provider block of .env.example.
 EXAMPLE_PROVIDER = "SIMULATOR"

@@ -24,7 +24,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from foundation.settings import ConfigError, Settings, mask_url_password
+from foundation.options import mask_url_password
+from foundation.settings import ConfigError, Settings
 from models.db import ensure_private_sqlite_file
 
 EXIT_CONFIG = 78

@@ -33,7 +33,8 @@ import simulator
 from app import create_app
 from app.cli import alembic_config
 from app.consumers.vendor_queues import VendorEventConsumer
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 from models.messages import ProcessedMessage
 from webhooks.signing import generate_secret
 from workers.providers.amqp import AmqpProvider

@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 import requests
 
+from bench.postgres_cluster import PostgresCluster
 from bench.procs import Usage, percentile, pids_named, usage
-from bench.services import PostgresCluster
 from bench.stacks import Stack
 
 KINDS = ("web", "worker", "postgres", "broker", "vendor", "domain")

@@ -30,7 +30,7 @@ from bench import report
 from bench.driver import RunResult, run_jobs
 from bench.environment import PG_SETTINGS, broker
 from bench.ingest import ingest
-from bench.services import PostgresCluster
+from bench.postgres_cluster import PostgresCluster
 from bench.stacks import Stack, start_liaison, start_naive
 
 

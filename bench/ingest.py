@@ -38,9 +38,10 @@ from sqlalchemy import create_engine, insert, select
 from bench.driver import broker_roots
 from bench.environment import PG_SETTINGS, broker
 from bench.naive.schema import jobs as naive_table
+from bench.postgres_cluster import PostgresCluster
 from bench.procs import Proc, usage, wait_until
 from bench.report import log_errors
-from bench.services import PostgresCluster, free_port
+from bench.services import free_port
 from bench.stacks import (
     PROCFILE,
     PROVIDER,

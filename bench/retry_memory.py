@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import requests
 
 from bench.environment import PG_SETTINGS, broker
+from bench.postgres_cluster import PostgresCluster
 from bench.procs import Proc
-from bench.services import PostgresCluster, free_port
+from bench.services import free_port
 from bench.stacks import start_liaison
 
 #: The provider policy of the run: few, quick retries, so the attempts add up fast.

@@ -23,8 +23,9 @@ import requests
 from sqlalchemy import create_engine
 
 from bench.naive.schema import metadata
+from bench.postgres_cluster import PostgresCluster
 from bench.procs import ROOT, Proc, procfile, run, wait_until
-from bench.services import PostgresCluster, free_port
+from bench.services import free_port
 from models.db import Database
 from service.credentials import create_client
 from webhooks.signing import generate_secret

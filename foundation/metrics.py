@@ -7,10 +7,9 @@ raising, because a metrics typo must never turn a 4xx into a 500, and free-form 
 name taken from a URL path) must never create unbounded series.
 
 Multiprocess: with ``PROMETHEUS_MULTIPROC_DIR`` set *before* ``prometheus_client`` is imported,
-every process (gunicorn workers, Celery prefork children) writes its samples to files there and
-:func:`render` aggregates them with a fresh ``MultiProcessCollector`` per scrape. Without it, the
-default registry of this one process is used (tests, ``flask run``). The directory must be wiped
-when the whole group of processes starts (``bin/demo`` does; see docs/observability.md).
+every process (gunicorn workers, Celery prefork children) writes its samples to files there, and a
+scrape aggregates them: :mod:`foundation.metrics_exposition`, whose ``render`` and multiprocess
+helpers callers reach here (``metrics.render``, with ``CONTENT_TYPE_LATEST`` beside it).
 
 Only counters and histograms are defined here: their multiprocess aggregation (sum) is always
 right. Gauges describing business state are not process-local; they are computed at scrape time by
@@ -19,35 +18,29 @@ right. Gauges describing business state are not process-local; they are computed
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Literal, get_args
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    disable_created_metrics,
-    generate_latest,
-    multiprocess,
-)
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, disable_created_metrics
 
 from core.errors import PermanentError, TransientError, UncertainError
+from foundation.metrics_exposition import (
+    ensure_multiprocess_dir,
+    mark_process_dead,
+    multiprocess_dir,
+    render,
+)
 
 #: The header ``app.observability.celery_signals`` stamps on every published task message (epoch
 #: seconds), so a queue that can be peeked (Redis) can tell how long its oldest message has waited.
 PUBLISHED_AT_HEADER = "liaison_published_at"
 
-__all__ = ["CONTENT_TYPE_LATEST", "render"]
+# The exposition (foundation.metrics_exposition's), kept importable here, where every caller reads it.
+__all__ = ["CONTENT_TYPE_LATEST", "ensure_multiprocess_dir", "mark_process_dead", "multiprocess_dir", "render"]
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # ``*_created`` samples double the output and multiprocess mode cannot produce them anyway: the
 # exposition is the same in both modes without them.
 disable_created_metrics()
@@ -283,56 +276,3 @@ def http_request(method: str, endpoint: str, status: int, seconds: float) -> Non
 
 def scrape_error(source: ScrapeSource) -> None:
     SCRAPE_ERRORS.labels(_one_of(source, ScrapeSource)).inc()
-
-
-# --- Exposition -----------------------------------------------------------------------------------
-
-
-def multiprocess_dir() -> str | None:
-    """The shared samples directory, or None in single-process mode."""
-    return os.environ.get(MULTIPROC_ENV) or None
-
-
-class _Forward(Collector):
-    """Exposes another registry's metrics through a per-scrape registry (single-process mode)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self._registry.collect()
-
-
-def render(*collectors: Collector) -> bytes:
-    """The Prometheus text exposition for one scrape.
-
-    ``collectors`` (the scrape-time business gauges) are registered first, so a scrape error they
-    count is already in the counters read right after. A fresh registry per scrape: multiprocess
-    collectors must not be registered on the default registry, and per-app collectors must not
-    outlive their app.
-    """
-    registry = CollectorRegistry(auto_describe=False)
-    for collector in collectors:
-        registry.register(collector)
-    path = multiprocess_dir()
-    if path:
-        multiprocess.MultiProcessCollector(registry, path=path)
-    else:
-        registry.register(_Forward(REGISTRY))
-    return generate_latest(registry)
-
-
-def mark_process_dead(pid: int) -> None:
-    """Tell multiprocess mode a process is gone (gunicorn ``child_exit``, Celery
-    ``worker_process_shutdown``). Its counter files stay: counters must keep their totals."""
-    path = multiprocess_dir()
-    if path:
-        multiprocess.mark_process_dead(pid, path)
-
-
-def ensure_multiprocess_dir() -> None:
-    """Create the samples directory if it is configured but missing (a missing one makes the first
-    increment fail). Wiping it is the launcher's job: only it knows no process still writes there."""
-    path = multiprocess_dir()
-    if path:
-        os.makedirs(path, exist_ok=True)

@@ -1,26 +1,32 @@
 """One frozen settings object, read from the environment once and shared by web, worker and beat.
 
-Every setting is declared once, as data: a row of ``OPTIONS`` (or ``PROVIDER_OPTIONS`` for the
-``LIAISON_PROVIDER_<NAME>_*`` block) holds its variable, attribute, parser, default and doc.
-``Settings.from_env`` is derived from those rows, and so are ``.env.example`` and docs/settings.md
-(``python -m app.settings_docs``; a unit test keeps both files equal to what it prints). A bad value
-fails at start-up with a message that names the variable, never its value. Rules that tie several
-settings together live in ``Settings.validate``.
+Every setting is declared once, as data: a row of ``OPTIONS`` (``foundation.setting_table``; or of
+``PROVIDER_OPTIONS`` in ``foundation.provider_setting_table`` for the ``LIAISON_PROVIDER_<NAME>_*``
+block, read by ``foundation.provider_settings``) holds its variable, attribute, parser, default and
+doc. ``Settings.from_env`` is derived from those rows, and so are ``.env.example`` and
+docs/settings.md (``python -m app.settings_docs``; a unit test keeps both files equal to what it
+prints). A bad value fails at start-up with a message that names the variable, never its value.
+Rules that tie several settings together live in ``Settings.validate``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from core.endpoint_health import HealthPolicy
 from core.fair_share import DispatchPolicy
 from core.outbound_guard import AllowList
-from foundation.options import ConfigError, Option, mask_url_password
-from foundation.setting_table import OPTIONS, PROVIDER_OPTIONS, PROVIDER_PREFIX
+from foundation.option_reading import by_attr, masked_repr, read_options, secret_attrs
+from foundation.options import ConfigError
+
+# Kept importable here: the docs' test reads both tables off this module (``settings.PROVIDER_OPTIONS``).
+from foundation.provider_setting_table import PROVIDER_OPTIONS as PROVIDER_OPTIONS
+from foundation.provider_settings import ProviderSettings
+from foundation.setting_table import OPTIONS
 from wire.bounded_json import MAX_DEPTH_CEILING, JsonLimits
 
 #: Redis redelivers a message not acked within this; celeryconfig uses the same number.
@@ -28,90 +34,10 @@ VISIBILITY_TIMEOUT_S = 12 * 3600
 _REDIS_SCHEMES = ("redis://", "rediss://")
 
 
-def _by_attr(options: tuple[Option, ...]) -> dict[str, Option]:
-    return {o.attr: o for o in options}
-
-
-def _provider_default(attr: str) -> Any:
-    option = _by_attr(PROVIDER_OPTIONS)[attr]
-    return option.parser.convert(option.env, option.default)
-
-
-def read_options(env: Mapping[str, str], options: tuple[Option, ...], what: str = "") -> dict[str, Any]:
-    """Every option's value by attribute, in table order (a derived default sees earlier values)."""
-    values: dict[str, Any] = {}
-    for option in options:
-        values[option.attr] = option.read(env, values, what)
-    return values
-
-
 def database_url_from_env(env: Mapping[str, str] | None = None) -> str:
     """All a migration needs: read no other setting, so a provider's missing secret cannot stop it."""
-    wanted = _by_attr(OPTIONS)
+    wanted = by_attr(OPTIONS)
     return read_options(os.environ if env is None else env, (wanted["var_dir"], wanted["database_url"]))["database_url"]
-
-
-def _masked_repr(self: Any) -> str:
-    """A repr that shows no credential: secret options are left out, passwords in URLs masked."""
-    shown = []
-    for f in fields(self):
-        if f.name not in self._secret:
-            value = getattr(self, f.name)
-            shown.append(f"{f.name}={mask_url_password(value)!r}" if isinstance(value, str) else f"{f.name}={value!r}")
-    return f"{type(self).__name__}({', '.join(shown)})"
-
-
-def _secret_attrs(options: tuple[Option, ...]) -> frozenset[str]:
-    return frozenset(o.attr for o in options if o.secret)
-
-
-@dataclass(frozen=True, repr=False)
-class ProviderSettings:
-    """One external system, named in configuration (``LIAISON_PROVIDER_<NAME>_*``); the meaning
-    and default of each field are in ``PROVIDER_OPTIONS``."""
-
-    __repr__ = _masked_repr
-    _secret: ClassVar[frozenset[str]] = _secret_attrs(PROVIDER_OPTIONS)
-
-    name: str
-    kind: str
-    base_url: str
-    webhook_secrets: tuple[str, ...]
-    connect_timeout_s: float = _provider_default("connect_timeout_s")
-    read_timeout_s: float = _provider_default("read_timeout_s")
-    api_key: str = _provider_default("api_key")
-    acceptance_timeout_s: int | None = _provider_default("acceptance_timeout_s")
-    execution_timeout_s: int | None = _provider_default("execution_timeout_s")
-    heartbeat_timeout_s: int | None = _provider_default("heartbeat_timeout_s")
-    submit_max_attempts: int = _provider_default("submit_max_attempts")
-    submit_backoff_base_s: float = _provider_default("submit_backoff_base_s")
-    submit_backoff_cap_s: float = _provider_default("submit_backoff_cap_s")
-    submit_max_total_s: float = _provider_default("submit_max_total_s")
-    reconcile_after_s: int = _provider_default("reconcile_after_s")
-    rate_limit_per_s: float = _provider_default("rate_limit_per_s")
-    rate_limit_burst: int = _provider_default("rate_limit_burst")
-    max_in_flight: int = _provider_default("max_in_flight")
-    max_concurrent_calls: int | None = _provider_default("max_concurrent_calls")
-    call_deadline_s: float = _provider_default("call_deadline_s")
-    amqp_url: str = _provider_default("amqp_url")
-    command_queue: str = _provider_default("command_queue")
-    reply_queue: str = _provider_default("reply_queue")
-
-    @staticmethod
-    def options_for(name: str) -> tuple[Option, ...]:
-        """PROVIDER_OPTIONS with this provider's variable names."""
-        prefix = f"LIAISON_PROVIDER_{name.upper()}_"
-        return tuple(replace(o, env=o.env.replace(PROVIDER_PREFIX, prefix)) for o in PROVIDER_OPTIONS)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str], name: str) -> ProviderSettings:
-        """One provider's block (what is required depends on its kind: a rest vendor's base URL, an
-        amqp vendor's broker URL); an amqp vendor's queues default to names made from its own."""
-        values = read_options(env, cls.options_for(name), f" for provider {name!r}")
-        if values["kind"] == "amqp":
-            values["command_queue"] = values["command_queue"] or f"{name}.commands"
-            values["reply_queue"] = values["reply_queue"] or f"liaison.{name}.events"
-        return cls(name=name, **values)
 
 
 @dataclass(frozen=True, repr=False)
@@ -119,8 +45,8 @@ class Settings:
     """Web, worker and beat's configuration; each field's variable, default and meaning are its
     row in ``OPTIONS`` (``providers`` comes from ``LIAISON_PROVIDERS`` and ``PROVIDER_OPTIONS``)."""
 
-    __repr__ = _masked_repr  # no credential in a repr: secrets left out, URL passwords masked
-    _secret: ClassVar[frozenset[str]] = _secret_attrs(OPTIONS)
+    __repr__ = masked_repr  # no credential in a repr: secrets left out, URL passwords masked
+    _secret: ClassVar[frozenset[str]] = secret_attrs(OPTIONS)
 
     database_url: str
     broker_url: str

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from foundation import metrics
 from foundation.logging import bind
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 from models.base import utcnow
 from models.messages import MAX_MESSAGE_ID_CHARS
 from service import vendor_events

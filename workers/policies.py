@@ -7,7 +7,8 @@ deployment's ``LIAISON_PROVIDER_<NAME>_SUBMIT_*`` and ``LIAISON_RELAY_*`` settin
 from __future__ import annotations
 
 from core.retry_policy import RetryPolicy
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 
 
 def provider_policy(settings: ProviderSettings) -> RetryPolicy:

@@ -14,7 +14,7 @@ from app.errors import ValidationFailed
 from core.fair_share import MAX_PRIORITY, MIN_PRIORITY
 from core.origins import within
 from core.outbound_guard import AllowList, Refused, check_offline
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from service.intake import SubmitRequest
 from wire.bounded_json import JsonLimits, TooDeep, TooLarge, check_bounds
 

@@ -29,7 +29,7 @@ from kombu.mixins import ConsumerMixin
 from sqlalchemy.exc import SQLAlchemyError
 
 from foundation.logging import bind, clear
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from service import ingress
 from service.ingress import Received, Refused
 from wire.broker_messages import header_items

@@ -23,7 +23,8 @@ from bench.chaos.report import account, sweeps
 from bench.chaos.result import Measures, render
 from bench.chaos.schedule import Chaos
 from bench.chaos.timeline import Timeline
-from bench.services import PostgresCluster, RedisServer
+from bench.postgres_cluster import PostgresCluster
+from bench.services import RedisServer
 
 PROGRESS_EVERY_S = 20.0
 SETTLE_S = 10.0  # listening on after the last task.completed: a second one would show here

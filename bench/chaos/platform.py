@@ -19,7 +19,8 @@ from typing import Any
 import requests
 
 from bench.chaos.procs import ROOT, Proc, on_loopback, procfile, rss_kib
-from bench.services import PostgresCluster, RedisServer, free_port
+from bench.postgres_cluster import PostgresCluster
+from bench.services import RedisServer, free_port
 from webhooks.signing import generate_secret
 
 PROCESSES = ("vendor", "web", "worker", "calls", "relay", "beat")

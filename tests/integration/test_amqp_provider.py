@@ -21,7 +21,7 @@ from kombu import Connection, Producer
 
 import simulator
 from app.consumers.vendor_queues import VendorEventConsumer
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from models.base import utcnow
 from tests.integration import services
 from tests.integration.conftest import PAIRS, _stack

@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import func, select
 
 from app.consumers.vendor_queues import event_tolerance_s, receive
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 from models.db import Database
 from models.messages import ProcessedMessage
 from service.ingress import Refused

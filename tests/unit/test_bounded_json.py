@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from app.api.validation import parse_submit
 from app.errors import ValidationFailed
-from foundation.settings import ConfigError, ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import ConfigError, Settings
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
 from wire.bounded_json import (
     InvalidJson,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from app.api.validation import parse_submit
 from app.errors import ValidationFailed
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from models.client import Client
 from service.credentials import CredentialError, set_channel
 from wire.channel_messages import (

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.errors import PermanentError
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from webhooks.signing import generate_secret
 from workers.providers import rest
 

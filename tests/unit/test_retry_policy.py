@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 from webhooks.signing import generate_secret
 from workers.policies import provider_policy, relay_policy
 

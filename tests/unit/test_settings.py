@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from foundation.settings import ConfigError, ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import ConfigError, Settings
 from webhooks.signing import SECRET_PREFIX, generate_secret
 
 SECRET_1 = SECRET_PREFIX + base64.b64encode(b"first-secret-key-bytes-32-long!!").decode()
@@ -288,7 +289,7 @@ def test_repr_masks_passwords_in_database_and_broker_urls():
     "url", ["sqlite:////tmp/x.db", "filesystem://localhost//", "amqp://guest@h//", "redis://h:1/0"]
 )
 def test_urls_without_password_are_shown_as_they_are(url):
-    from foundation.settings import mask_url_password
+    from foundation.options import mask_url_password
 
     assert mask_url_password(url) == url
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from app.api.representation import MAX_ID, decode_cursor, encode_cursor
 from app.api.validation import FIELDS, fingerprint, is_http_url, parse_submit, valid_idempotency_key
 from app.errors import BadRequest, ValidationFailed
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from service.intake import SubmitRequest
 from webhooks.signing import generate_secret
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from core.rate_limit import Limit
-from foundation.settings import ProviderSettings, Settings
+from foundation.provider_settings import ProviderSettings
+from foundation.settings import Settings
 from workers.limiter import Limiter
 from workers.providers.amqp import AmqpProvider
 from workers.providers.base import JobSnapshot, Provider, SubmitJob

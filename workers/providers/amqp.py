@@ -27,7 +27,7 @@ from kombu import Connection, Consumer, Message, Producer, Queue
 from core.classify import Failure
 from core.errors import PermanentError, TransientError, UncertainError
 from foundation.metrics import timed_provider_call
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from webhooks.signing import SignatureError, verify
 from wire.bounded_json import JsonLimits
 from wire.broker_messages import (

@@ -11,7 +11,7 @@ import requests
 from core.classify import Failure
 from core.errors import PermanentError
 from foundation.metrics import timed_provider_call
-from foundation.settings import ProviderSettings
+from foundation.provider_settings import ProviderSettings
 from wire.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
 from workers.http import call
 from workers.providers.base import JobSnapshot, SubmitJob

@@ -1,0 +1,75 @@
+"""One provider's settings, declared once: the ``LIAISON_PROVIDER_<NAME>_*`` block, one ``Option`` row
+each (variable, attribute, parser, default, doc, secret?), which every name in ``LIAISON_PROVIDERS``
+fills in with its own. A table of its own because it is read once per provider, not once per process:
+``foundation.provider_settings`` reads it, and ``app.settings_docs`` writes it into ``.env.example``
+and docs/settings.md after the process-wide rows of ``foundation.setting_table``."""
+
+from __future__ import annotations
+
+from foundation.options import (
+    AMQP_URL,
+    OPTIONAL_HTTP_URL,
+    TEXT,
+    WEBHOOK_SECRETS,
+    Option,
+    choice,
+    decimal,
+    integer,
+    optional_int,
+    section,
+)
+
+# The table is data, one setting a row: kept as written rather than one argument a line.
+# fmt: off
+
+#: Stands for ``LIAISON_PROVIDER_<NAME>_`` in the provider rows; each provider fills in its name.
+PROVIDER_PREFIX = _S = "LIAISON_PROVIDER_<NAME>_"
+PROVIDER_SECTION = section(
+    "One provider: LIAISON_PROVIDER_<NAME>_* for each name in LIAISON_PROVIDERS (the demo's is SIMULATOR)",
+    Option(_S + "KIND", "kind", choice("rest", "amqp"), "rest",
+           "adapter: rest (HTTP + webhooks) or amqp (commands and events over RabbitMQ, issue 13)"),
+    Option(_S + "BASE_URL", "base_url", OPTIONAL_HTTP_URL, "", "where the vendor's API is (required for rest)",
+           example="http://127.0.0.1:5001", required_when=lambda v: v["kind"] == "rest"),
+    Option(_S + "AMQP_URL", "amqp_url", AMQP_URL, "", "amqp: the vendor's RabbitMQ, amqp://user:pass@host:5672/vhost "
+           "(required for amqp)", secret=True, required_when=lambda v: v["kind"] == "amqp"),
+    Option(_S + "WEBHOOK_SECRETS", "webhook_secrets", WEBHOOK_SECRETS, "",
+           "secrets its webhooks (amqp: its event and status messages) are signed with; several while rotating "
+           "(required)", secret=True, example="whsec_...,whsec_...", required=True),
+    Option(_S + "COMMAND_QUEUE", "command_queue", TEXT, "", "amqp: the vendor's queue our commands go to "
+           "(default <name>.commands)"),
+    Option(_S + "REPLY_QUEUE", "reply_queue", TEXT, "", "amqp: our queue its events arrive on, the reply-to of "
+           "every submit and cancel (default liaison.<name>.events; rejects go to <queue>.dead)"),
+    Option(_S + "API_KEY", "api_key", TEXT, "", "rest: sent as Authorization: Bearer, if set", secret=True),
+    Option(_S + "CONNECT_TIMEOUT_S", "connect_timeout_s", decimal(0.01), "3.05",
+           "TCP connect to the vendor (amqp: to its broker)"),
+    Option(_S + "READ_TIMEOUT_S", "read_timeout_s", decimal(0.01), "10", "rest: between bytes of the vendor's answer"),
+    Option(_S + "ACCEPTANCE_TIMEOUT_S", "acceptance_timeout_s", optional_int(), "",
+           "default deadline for its tasks to reach accepted"),
+    Option(_S + "EXECUTION_TIMEOUT_S", "execution_timeout_s", optional_int(), "",
+           "default deadline for its tasks to reach a final state"),
+    Option(_S + "HEARTBEAT_TIMEOUT_S", "heartbeat_timeout_s", optional_int(), "",
+           "default heartbeat: no vendor event for this long asks the vendor (a task may set its own)"),
+    Option(_S + "SUBMIT_MAX_ATTEMPTS", "submit_max_attempts", integer(1), "6", "submit/cancel attempts in all"),
+    Option(_S + "SUBMIT_BACKOFF_BASE_S", "submit_backoff_base_s", decimal(0.0), "2", "first retry wait, doubling"),
+    Option(_S + "SUBMIT_BACKOFF_CAP_S", "submit_backoff_cap_s", decimal(0.0), "300", "longest retry wait"),
+    Option(_S + "SUBMIT_MAX_TOTAL_S", "submit_max_total_s", decimal(1.0), "86400",
+           "no submit/cancel retry starts later than this after the first try"),
+    Option(_S + "RECONCILE_AFTER_S", "reconcile_after_s", integer(1), "900",
+           "a task quiet this long at the vendor is asked about"),
+    Option(_S + "RATE_LIMIT_PER_S", "rate_limit_per_s", decimal(0.01), "10",
+           "calls per second (submit, cancel, status, find), all processes together"),
+    Option(_S + "RATE_LIMIT_BURST", "rate_limit_burst", integer(1), "1", "calls at once after a quiet spell"),
+    Option(_S + "MAX_IN_FLIGHT", "max_in_flight", integer(0), "0",
+           "jobs kept open at the vendor at once (submitted, not final), all clients sharing them by weight; "
+           "0 = no limit"),
+    Option(_S + "MAX_CONCURRENT_CALLS", "max_concurrent_calls", optional_int(), "",
+           "calls to this vendor one calls process makes at once (its threads: LIAISON_CALL_THREADS); "
+           "empty or 0 = all of them when it is the only provider, else half, so a slow vendor never holds "
+           "every thread another vendor needs"),
+    Option(_S + "CALL_DEADLINE_S", "call_deadline_s", decimal(0.01), "30",
+           "one call, connect to last body byte, ends by this (amqp: a publish's confirm, a status reply)"),
+)
+
+# fmt: on
+
+PROVIDER_OPTIONS: tuple[Option, ...] = PROVIDER_SECTION.options
