@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg
 import requests
-from sqlalchemy import Executable, insert, text
+from sqlalchemy import Select, insert, text
 
 import simulator
 from app import create_app
@@ -87,7 +87,7 @@ def fill(db: Database, total: int, due: int) -> None:
     print(f"filled {total:,} tasks ({due} due) in {time.perf_counter() - t0:.1f}s")
 
 
-def explain(db: Database, statement: Executable) -> str:
+def explain(db: Database, statement: Select) -> str:
     with db.engine.connect() as conn:
         compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
         prefix = "EXPLAIN ANALYZE" if db.engine.dialect.name == "postgresql" else "EXPLAIN QUERY PLAN"

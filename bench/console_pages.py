@@ -149,6 +149,7 @@ def pages(db: Database, tasks: int) -> list[tuple[str, str]]:
         cursor_from = one(
             f"SELECT id FROM external_tasks WHERE state = 'failed' ORDER BY id DESC OFFSET {tasks // 40} LIMIT 1"
         )
+        assert cursor_from is not None, "fill() makes failed tasks"
     return [
         ("overview", "/console/"),
         ("tasks (all, newest)", "/console/tasks"),
@@ -179,7 +180,9 @@ def pages(db: Database, tasks: int) -> list[tuple[str, str]]:
 
 def sign_in(client: Any) -> None:
     page = client.get("/console/sign-in").text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]  # type: ignore[index]
+    found = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert found is not None, "no CSRF token on the sign-in page"
+    csrf = found[1]
     response = client.post("/console/sign-in", data={"operator": "bench", "token": TOKEN, "csrf_token": csrf})
     assert response.status_code == 302
 

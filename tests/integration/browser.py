@@ -13,8 +13,12 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 CHROMIUM = os.environ.get("LIAISON_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("LIAISON_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -46,7 +50,7 @@ def require_chromium() -> None:
 
 
 @contextmanager
-def chromium() -> Iterator[object]:
+def chromium() -> Iterator[WebDriver]:
     """A Selenium WebDriver on headless Chromium with a throwaway profile."""
     require_chromium()
     from selenium import webdriver

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from celery import Celery
@@ -26,6 +26,10 @@ from models.client import ApiKey, hash_api_key
 from service.credentials import authenticate, create_client
 from tests.support.servers import CallbackRecorder, ServerThread
 from webhooks.signing import generate_secret
+
+if TYPE_CHECKING:
+    from models.db import Database
+    from workers.runtime import Liaison
 
 #: One per test session, shared by every app liaison_env configures (gunicorn ones included).
 METRICS_TOKEN = "test-metrics-token-" + uuid.uuid4().hex
@@ -85,11 +89,11 @@ class Stack:
         return self.app.extensions["liaison"].settings
 
     @property
-    def db(self):  # type: ignore[no-untyped-def]
+    def db(self) -> Database:
         return self.app.extensions["liaison"].db
 
     @property
-    def celery(self):  # type: ignore[no-untyped-def]
+    def celery(self) -> Celery:
         return self.app.extensions["celery"]
 
     def new_client(self, path: str | None = None) -> tuple[str, str, str]:
@@ -111,7 +115,7 @@ class Stack:
             return client.name
 
     @property
-    def ctx(self):  # type: ignore[no-untyped-def]
+    def ctx(self) -> Liaison:
         return self.app.extensions["liaison"]
 
     def unpublished_task(self, api_key: str, body: dict[str, Any]) -> tuple[str, int]:
@@ -126,6 +130,7 @@ class Stack:
         # (models.publishing) would publish the row at commit, and this row must stay unpublished.
         with Session(self.db.engine, expire_on_commit=False) as session, session.begin():
             client = authenticate(session, api_key)
+            assert client is not None, "no live key"
             req = parse_submit(
                 body,
                 providers=self.settings.providers,

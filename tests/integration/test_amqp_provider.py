@@ -349,6 +349,7 @@ def test_an_event_that_overtakes_the_submission_is_bound_when_it_commits(rig: Am
         time.sleep(0.1)
     with stack.db.transaction() as session:
         row = session.get(OutboxMessage, outbox_id)
+    assert row is not None
     stack.ctx.publisher.publish([row])
     done = stack.wait_for_task(api_key, cid)
     assert done["state"] == "succeeded"

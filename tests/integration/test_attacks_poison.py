@@ -8,9 +8,10 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import requests
@@ -25,6 +26,12 @@ from tests.integration.stack import Stack
 from webhooks.signing import sign
 from workers.deadlines import check_deadlines
 from workers.reconcile import reconcile
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from service.lifecycle import DeadlineRule
+    from service.vendor_events import EventResult
 
 PROBLEM = "application/problem+json"
 POISON_DEPTH = 960  # what the issue reproduced: deep enough that loading the row raised RecursionError
@@ -67,7 +74,7 @@ def _column(stack: Stack, correlation_id: str, column: str) -> object:
         )
 
 
-def _wait(condition, timeout: float = 30, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+def _wait(condition: Callable[[], object], timeout: float = 30, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"{what} not reached within {timeout}s"
@@ -252,7 +259,9 @@ def test_a_row_failing_inside_reconciliation_is_isolated(pair_stack: Stack, monk
         bad_job = session.scalar(select(ExternalTask.vendor_job_id).where(ExternalTask.correlation_id == bad))
     real = reconciliation.apply_snapshot
 
-    def failing(session, provider, job_id, status, outcome, now):  # type: ignore[no-untyped-def]
+    def failing(
+        session: Session, provider: str, job_id: str, status: str, outcome: Any, now: datetime
+    ) -> EventResult | None:
         result = real(session, provider, job_id, status, outcome, now)  # its writes roll back with it
         if job_id == bad_job:
             raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
@@ -279,7 +288,7 @@ def test_a_row_failing_inside_a_deadline_batch_is_isolated(pair_stack: Stack, mo
     good = due_work.overdue_task(pair_stack, good_key)
     real = lifecycle._claim_deadline
 
-    def failing(session, task, rule, now):  # type: ignore[no-untyped-def]
+    def failing(session: Session, task: ExternalTask, rule: DeadlineRule, now: datetime) -> list[OutboxMessage]:
         if task.correlation_id == bad:
             real(session, task, rule, now)  # its writes happen, then are rolled back with the savepoint
             raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
@@ -308,6 +317,7 @@ def test_the_submit_of_a_stored_poison_input_is_dead_lettered_as_the_callers(pai
     _plant_poison(pair_stack, cid, "input")
     with pair_stack.db.transaction() as session:
         row = session.get(OutboxMessage, outbox_id)
+    assert row is not None
     pair_stack.ctx.publisher.publish([row])
 
     def letter() -> DeadLetter | None:
@@ -320,7 +330,9 @@ def test_the_submit_of_a_stored_poison_input_is_dead_lettered_as_the_callers(pai
     assert f"nested {POISON_DEPTH} levels deep" in found.error and "at most 32" in found.error
     assert _column(pair_stack, cid, "state") == "failed"
     with pair_stack.db.transaction() as session:
-        assert session.get(OutboxMessage, outbox_id).done_at is not None  # nothing left to loop on
+        done = session.get(OutboxMessage, outbox_id)
+        assert done is not None
+        assert done.done_at is not None  # nothing left to loop on
     pair_stack.callbacks.wait_for(
         lambda _: any(
             r.json()["type"] == "task.completed" and r.json()["state"] == "failed"
@@ -340,7 +352,9 @@ def _selects_of_this_thread(stack: Stack) -> Iterator[list[str]]:
     seen: list[str] = []
     me = threading.get_ident()
 
-    def record(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+    def record(
+        conn: object, cursor: object, statement: str, parameters: object, context: object, executemany: bool
+    ) -> None:
         if threading.get_ident() == me and statement.lstrip().upper().startswith("SELECT"):
             seen.append(" ".join(statement.split()))
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
+from kombu import Queue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -219,7 +220,9 @@ def _relay_row(stack: Stack, correlation_id: str) -> OutboxMessage:
 
 def _row(stack: Stack, outbox_id: int) -> OutboxMessage:
     with stack.db.transaction() as session:
-        return session.get(OutboxMessage, outbox_id)
+        row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
+        return row
 
 
 @pytest.mark.timeout(240)
@@ -236,7 +239,7 @@ def test_relays_run_on_their_own_queue(tarpit_stack: Stack, vendor_secret: str, 
         publisher = app.extensions["liaison"].publisher
         assert publisher.publish([relay]) == 1 and publisher.publish([_row(stack, submit_id)]) == 1
 
-        def depth(queue) -> int:  # type: ignore[no-untyped-def]
+        def depth(queue: Queue) -> int:
             with celery.connection_for_write() as conn:
                 # declared, not passive: nothing was published to the work queue, so it may not exist yet
                 return queue(conn.default_channel).queue_declare().message_count

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
 
 import pytest
@@ -95,13 +96,13 @@ def test_two_sweeps_at_once_publish_each_row_once(pair_stack: Stack) -> None:
     lock = threading.Lock()
     original = publisher._send
 
-    def recording_send(rows):  # type: ignore[no-untyped-def]
+    def recording_send(rows: Iterable[OutboxMessage]) -> list[int]:
         result = original(rows)
         with lock:
             sent.extend(result)
         return result
 
-    publisher._send = recording_send  # observe what reaches the broker; the broker is still real
+    publisher._send = recording_send  # type: ignore[method-assign]  # observe what reaches the broker; the broker is still real
     try:
         twice_at_once(lambda: publisher.sweep(utcnow() + timedelta(seconds=60), 10, 1800))
     finally:

@@ -97,7 +97,9 @@ def test_beat_sends_the_outbox_sweep_and_the_worker_re_drives_a_lost_submit(embe
     api_key, _, path = embedded.new_client()
     cid, outbox_id = embedded.unpublished_task(api_key, {"input": "lost after commit"})
     with embedded.db.transaction() as session:  # committed an hour ago: well past the sweep's grace
-        session.get(OutboxMessage, outbox_id).created_at = utcnow() - timedelta(hours=1)
+        row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
+        row.created_at = utcnow() - timedelta(hours=1)
 
     assert embedded.wait_for_task(api_key, cid, timeout=60)["state"] == "succeeded"
     with embedded.db.transaction() as session:

@@ -20,7 +20,7 @@ from models.endpoint_health import EndpointHealth
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.processes import parse_samples
 from tests.integration.stack import METRICS_AUTH, Stack
-from tests.support.servers import ServerThread
+from tests.support.servers import RecordedRequest, ServerThread
 
 FAILURES_TO_PAUSE = 3
 PAUSE_S = 2.0
@@ -100,12 +100,12 @@ def test_a_failing_endpoint_is_paused_probed_and_resumes_by_itself(health_stack:
 
     # The probe succeeded: the endpoint is healthy again and every callback went, in order per task.
     for cid in ids:
-        _wait(
-            lambda cid=cid: [
-                r for r in stack.callbacks.posts_to(path) if r.status == 204 and r.json()["correlation_id"] == cid
-            ][1:],
-            f"both callbacks of {cid} delivered",
-        )
+
+        def after_the_first(cid: str = cid) -> list[RecordedRequest]:
+            ok = [r for r in stack.callbacks.posts_to(path) if r.status == 204 and r.json()["correlation_id"] == cid]
+            return ok[1:]
+
+        _wait(after_the_first, f"both callbacks of {cid} delivered")
         delivered = [
             r.json()["type"]
             for r in stack.callbacks.posts_to(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from tests.integration.stack import Stack
 from webhooks.signing import verify
@@ -98,7 +99,7 @@ def test_permanent_vendor_rejection_fails_the_task_and_tells_the_domain_app(stac
 def test_transient_vendor_failures_are_retried_until_the_job_is_taken(stack: Stack) -> None:
     api_key, _, _ = stack.new_client()
     cid = f"flaky-{uuid.uuid4().hex[:8]}"
-    body = {"correlation_id": cid, "input": {"simulate": {"transient_failures": 2}}}
+    body: dict[str, Any] = {"correlation_id": cid, "input": {"simulate": {"transient_failures": 2}}}
     assert stack.submit(api_key, body).status_code == 202
     body = stack.wait_for_task(api_key, cid)
     assert body["state"] == "succeeded"

@@ -39,7 +39,9 @@ def test_a_long_wait_is_held_in_the_database_and_re_driven_by_the_sweep(held_sta
 
     def dispatched() -> bool:
         with held_stack.db.transaction() as session:
-            return session.get(OutboxMessage, row.id).dispatched_at is not None
+            current = session.get(OutboxMessage, row.id)
+            assert current is not None
+            return current.dispatched_at is not None
 
     # The database is shared with other tests, so watch this row rather than the sweep's counts.
     publisher.sweep(due - timedelta(seconds=0.5), grace_s=10, lease_s=1800)

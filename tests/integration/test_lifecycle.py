@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import cast
 
 from sqlalchemy import select
 
@@ -22,6 +23,7 @@ from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
 from tests.support.concurrency import twice_at_once
 from webhooks.events import EventType, VendorEvent
+from workers.providers.base import JobSnapshot
 from workers.reconcile import reconcile
 
 SILENT = {"drop": ["job.accepted", "job.completed"]}
@@ -249,9 +251,9 @@ def test_reconcile_redrives_a_task_never_submitted_and_flags_a_job_the_vendor_do
     stuck, _ = pair_stack.unpublished_task(api_key, {"input": "never reached the broker"})
     ghost, ghost_outbox = pair_stack.unpublished_task(api_key, {"input": "x"})
     with pair_stack.db.transaction() as session:  # the vendor answered, then forgot the job
-        vendor_events.record_submission(
-            session, session.get(OutboxMessage, ghost_outbox), f"job_gone_{uuid.uuid4().hex}", utcnow()
-        )
+        submit_row = session.get(OutboxMessage, ghost_outbox)
+        assert submit_row is not None
+        vendor_events.record_submission(session, submit_row, f"job_gone_{uuid.uuid4().hex}", utcnow())
 
     report = reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None)
     assert report.redriven >= 1 and report.unknown >= 1
@@ -281,11 +283,11 @@ def _spy_on_status(stack: Stack, calls: list[str]) -> Iterator[None]:
     provider = stack.ctx.providers["sim"]
     real = provider.status
 
-    def status(job_id: str):  # type: ignore[no-untyped-def]
+    def status(job_id: str) -> JobSnapshot:
         calls.append(job_id)
         return real(job_id)
 
-    provider.status = status  # type: ignore[method-assign]
+    provider.status = status  # type: ignore[method-assign]  # a spy on this instance, removed below
     try:
         yield
     finally:
@@ -301,6 +303,7 @@ def test_reconcile_respects_the_rate_limit_oldest_first(pair_stack: Stack) -> No
         for minutes, cid in enumerate(order):
             task = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == cid)).one()
             task.checked_at = ancient + timedelta(minutes=minutes)
+            assert task.vendor_job_id is not None  # accepted: the vendor gave it a job
             order[minutes] = task.vendor_job_id
     waits: list[float] = []
     calls: list[str] = []
@@ -323,7 +326,8 @@ def test_two_reconcile_runs_at_once_ask_about_each_task_once(pair_stack: Stack) 
         # each call waits 50 ms (the pacing), so the first run is still going when the second starts
         reports = twice_at_once(lambda: reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: time.sleep(0.05)))
     with pair_stack.db.transaction() as session:
-        jobs = session.scalars(select(ExternalTask.vendor_job_id).where(ExternalTask.correlation_id.in_(cids))).all()
+        query = select(ExternalTask.vendor_job_id).where(ExternalTask.correlation_id.in_(cids))
+        jobs = cast("Sequence[str]", session.scalars(query).all())  # accepted tasks: every one has a job
     assert all(calls.count(job) == 1 for job in jobs)
     assert len(calls) == len(set(calls))
     assert sorted(r.skipped for r in reports) == [[], ["sim"]]
@@ -357,7 +361,9 @@ def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair
             )
 
     with pair_stack.db.transaction() as session:
-        vendor_events.record_submission(session, claims.claim_outbox(session, outbox_id), job_id, utcnow())
+        claimed = claims.claim_outbox(session, outbox_id)
+        assert claimed is not None
+        vendor_events.record_submission(session, claimed, job_id, utcnow())
         racer = threading.Thread(target=webhook)
         racer.start()
         racer.join(timeout=1.0)
@@ -408,7 +414,9 @@ def test_a_lost_outbox_message_is_re_driven_by_the_sweep(pair_stack: Stack) -> N
     api_key, _, _ = pair_stack.new_client()
     cid, outbox_id = pair_stack.unpublished_task(api_key, {"input": "lost"})
     with pair_stack.db.transaction() as session:  # published an hour ago, then the broker lost it
-        session.get(OutboxMessage, outbox_id).dispatched_at = utcnow() - timedelta(hours=1)
+        row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
+        row.dispatched_at = utcnow() - timedelta(hours=1)
     settings = pair_stack.settings
     assert pair_stack.ctx.publisher.sweep(utcnow(), settings.outbox_grace_s, settings.outbox_lease_s) >= 1
     assert pair_stack.wait_for_task(api_key, cid)["state"] == "succeeded"

@@ -29,6 +29,7 @@ from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import METRICS_AUTH, Stack, migrate
 from tests.support.servers import ServerThread
 from workers.limiter import RateLimited
+from workers.providers import RateLimitedProvider
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,6 +204,7 @@ class _CountingLimiter:
 
 def test_a_submit_refused_a_provider_slot_waits_without_using_an_attempt(limits_stack: Stack) -> None:
     provider = limits_stack.ctx.providers["sim"]
+    assert isinstance(provider, RateLimitedProvider)  # workers.providers wraps every provider in its limit
     counted_before = _rate_limited(limits_stack, "provider")
     spy = _CountingLimiter(provider.limiter)
     provider.limiter = spy
@@ -400,7 +402,7 @@ class _TaskCounts:
     def __exit__(self, *_: object) -> None:
         event.remove(self.engine, "before_cursor_execute", self._seen)
 
-    def _seen(self, _conn, _cursor, statement: str, *_: object) -> None:  # type: ignore[no-untyped-def]
+    def _seen(self, _conn: object, _cursor: object, statement: str, *_: object) -> None:
         text = statement.lower()
         if "count(" in text and "from external_tasks group by" in text:
             self.n += 1

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -269,7 +270,9 @@ def test_metrics_after_a_real_flow_are_exact_across_gunicorn_workers_and_prefork
     api_key = _create_client(platform)
     auth = {"Authorization": f"Bearer {api_key}"}
     run = uuid.uuid4().hex[:8]
-    bodies = [{"correlation_id": f"mp-ok-{run}-{i}", "input": {"n": i}} for i in range(SUCCEEDING)]
+    bodies: list[dict[str, Any]] = [
+        {"correlation_id": f"mp-ok-{run}-{i}", "input": {"n": i}} for i in range(SUCCEEDING)
+    ]
     bodies += [
         {"correlation_id": f"mp-rejected-{run}-{i}", "input": {"simulate": {"reject": True}}} for i in range(REJECTED)
     ]

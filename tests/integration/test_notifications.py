@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import Message
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -56,7 +56,8 @@ class MailSink:
 
     def bodies(self, containing: str) -> list[Message]:
         with self.lock:
-            return [m for m in self.received if containing in m.get_payload(decode=True).decode()]
+            # single-part mails: decode=True gives the body's bytes
+            return [m for m in self.received if containing in cast(bytes, m.get_payload(decode=True)).decode()]
 
     def wait_for(self, predicate: Callable[[list[str]], bool], containing: str, timeout: float = 20) -> list[str]:
         deadline = time.monotonic() + timeout
@@ -204,7 +205,7 @@ def test_a_burst_is_one_digest_per_channel(
         time.sleep(0.05)
     (mail,) = mails
     assert str(mail["Subject"]) == "[Liaison] 60 notices: unknown_job"
-    digest = mail.get_payload(decode=True).decode()
+    digest = cast(bytes, mail.get_payload(decode=True)).decode()
     assert "… and 10 more" in digest
     print(f"\n{notify_stack.name}: one digest: {mail['Subject']}", *digest.splitlines()[:4], sep="\n  ")
     posts = recorder.wait_for(lambda rs: any(f"job:{tag}-0" in r.body.decode() for r in rs), timeout=20)

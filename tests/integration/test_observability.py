@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 from celery.utils.nodenames import anon_nodename
+from flask import Flask
 from prometheus_client.parser import text_string_to_metric_families
 
 from app import create_app
@@ -63,7 +64,9 @@ def test_metrics_count_a_finished_task_and_read_the_broker(pair_stack: Stack) ->
     assert pair_stack.wait_for_task(api_key, cid)["state"] == "succeeded"
 
     samples = scrape(pair_stack.web.url)
-    assert sample(samples, "liaison_tasks", state="succeeded", provider="sim") >= 1
+    succeeded = sample(samples, "liaison_tasks", state="succeeded", provider="sim")
+    assert succeeded is not None
+    assert succeeded >= 1
     assert sample(samples, "liaison_tasks", state="canceled", provider="sim") is not None  # zeros are reported
     for kind in ("submit", "relay", "cancel"):
         assert sample(samples, "liaison_outbox_pending", kind=kind) is not None
@@ -144,7 +147,7 @@ def test_request_and_task_logs_share_the_correlation_id_and_hold_no_secret(
 # --- readiness --------------------------------------------------------------------------------
 
 
-def _app(tmp_path: Path, *, database_url: str, broker_url: str, **extra: str):  # type: ignore[no-untyped-def]
+def _app(tmp_path: Path, *, database_url: str, broker_url: str, **extra: str) -> Flask:
     env = {
         "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": broker_url,

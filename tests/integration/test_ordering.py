@@ -187,7 +187,9 @@ def test_a_release_waits_for_a_webhook_coalescing_into_the_held_relay(pair_stack
     engine = pair_stack.db.engine
     job, first_id, second_id = _two_relays(engine, lambda job: _progress(job, 10))
     with Session(engine) as session, session.begin():
-        assert hold(session, session.get(OutboxMessage, second_id), first_id, utcnow(), recheck_s=600)
+        held = session.get(OutboxMessage, second_id)
+        assert held is not None
+        assert hold(session, held, first_id, utcnow(), recheck_s=600)
 
     with Session(engine) as webhook:
         webhook.begin()
@@ -231,7 +233,9 @@ def test_a_relay_start_never_waits_for_the_earlier_relay_it_would_hold_behind(pa
             assert not hold(start, second, first_id, utcnow(), recheck_s=600)
             assert time.monotonic() - began < 1.0  # answered at once, not after the settling commit
     with Session(engine) as session, session.begin():
-        assert hold(session, session.get(OutboxMessage, second_id), first_id, utcnow(), recheck_s=600)
+        held = session.get(OutboxMessage, second_id)
+        assert held is not None
+        assert hold(session, held, first_id, utcnow(), recheck_s=600)
 
 
 def _two_relays(engine: Engine, second: Callable[[str], VendorEvent]) -> tuple[str, int, int]:

@@ -23,6 +23,7 @@ def _web_behind_a_proxy(stack: Stack, vendor_secret: str) -> tuple[Flask, TcpPro
     """A second web process whose only way to the broker goes through a proxy we can cut, so "the
     broker is down" for it while the stack's worker (and every other test) keeps its broker."""
     broker = urlsplit(stack.settings.broker_url)
+    assert broker.hostname is not None
     proxy = TcpProxy(broker.hostname, broker.port or (6379 if broker.scheme == "redis" else 5672)).start()
     userinfo = broker.netloc.rpartition("@")[0]
     proxied_url = stack.settings.broker_url.replace(

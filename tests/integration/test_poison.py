@@ -105,7 +105,9 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(
         assert letter.kind == "poison" and letter.fault == "system"
         assert "without finishing" in letter.error
         with pair_stack.db.transaction() as session:
-            assert session.get(OutboxMessage, outbox_id).deliveries == 3  # two runs killed it, the third did not run
+            stored = session.get(OutboxMessage, outbox_id)
+            assert stored is not None
+            assert stored.deliveries == 3  # two runs killed it, the third did not run
         assert worker.poll() is None, "the worker itself must survive its children dying"
     finally:
         worker.terminate()

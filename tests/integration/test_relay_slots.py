@@ -63,7 +63,7 @@ def counting(database: Database) -> Counter[str]:
     seen: Counter[str] = Counter()
 
     @event.listens_for(database.engine, "before_cursor_execute")
-    def _count(conn, cursor, statement, *_args) -> None:  # type: ignore[no-untyped-def]
+    def _count(conn: object, cursor: object, statement: str, *_args: object) -> None:
         seen[statement.split(None, 1)[0].upper()] += 1
 
     return seen

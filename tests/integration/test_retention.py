@@ -224,9 +224,12 @@ def test_retention_removes_only_finished_rows_older_than_the_cutoff(pair_stack: 
 
     # Once the callback is delivered and the letter closed (and that, too, is old), the rest goes.
     with pair_stack.db.transaction() as session:
-        session.get(OutboxMessage, made.outbox["undelivered"]).done_at = now - 31 * DAY  # type: ignore[union-attr]
+        undelivered = session.get(OutboxMessage, made.outbox["undelivered"])
+        assert undelivered is not None
+        undelivered.done_at = now - 31 * DAY
         letter = session.get(DeadLetter, made.letters["open_on_task"])
-        letter.state, letter.closed_at = "discarded", now - 31 * DAY  # type: ignore[union-attr]
+        assert letter is not None
+        letter.state, letter.closed_at = "discarded", now - 31 * DAY
     prune(pair_stack.db, now, RETENTION)
     assert _ids(pair_stack, ExternalTask, made.tasks) == {"new_done", "old_open"}
     assert _ids(pair_stack, OutboxMessage, made.outbox) == {"new_done_task_row", "old_open_task_row"}

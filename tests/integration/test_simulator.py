@@ -160,10 +160,11 @@ def test_new_job_then_idempotent_replay(vendor: Vendor) -> None:
 
 def test_bad_requests(vendor: Vendor) -> None:
     url = vendor.url + "/jobs"
-    body = {"reference": "r", "input": {}, "callback_url": vendor.callback_url}
+    body: dict[str, Any] = {"reference": "r", "input": {}, "callback_url": vendor.callback_url}
     missing_key = requests.post(url, json=body, timeout=5)
     assert missing_key.status_code == 400
     assert missing_key.headers["Content-Type"] == "application/problem+json"
+    bad: Any
     for bad in ({"reference": "r", "input": {}}, [1], {"reference": 3, "input": 1, "callback_url": "x"}):
         response = requests.post(url, json=bad, headers={"Idempotency-Key": "k"}, timeout=5)
         assert response.status_code == 400, bad

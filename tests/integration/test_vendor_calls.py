@@ -34,6 +34,9 @@ HOP = {"host", "content-length", "transfer-encoding", "connection"}
 class Gate:
     """In front of the simulator: ``POST /jobs`` waits until :attr:`opened` is set, counted."""
 
+    #: where it listens, set by the ``gate`` fixture once its server is up
+    url: str
+
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.opened = threading.Event()
@@ -68,7 +71,7 @@ class Gate:
 def gate(vendor: ServerThread) -> Iterator[Gate]:
     g = Gate(vendor.url)
     with ServerThread(g) as server:
-        g.url = server.url  # type: ignore[attr-defined]
+        g.url = server.url
         yield g
         g.opened.set()
 
@@ -81,7 +84,7 @@ def calls_stack(
         **UNPACED,
         "LIAISON_PROVIDERS": "sim,slow",
         "LIAISON_DEFAULT_PROVIDER": "sim",
-        "LIAISON_PROVIDER_SLOW_BASE_URL": gate.url,  # type: ignore[attr-defined]
+        "LIAISON_PROVIDER_SLOW_BASE_URL": gate.url,
         "LIAISON_PROVIDER_SLOW_WEBHOOK_SECRETS": vendor_secret,
         "LIAISON_PROVIDER_SLOW_RATE_LIMIT_PER_S": "1000",
         "LIAISON_PROVIDER_SLOW_RATE_LIMIT_BURST": "1000",

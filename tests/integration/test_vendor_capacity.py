@@ -33,7 +33,7 @@ from tests.integration.stack import Stack, build_stack
 from tests.support.servers import ServerThread
 
 CAP = 3
-assert procfile  # the second calls process's line is the Procfile's (bench.stacks.PROCFILE)
+assert callable(procfile)  # the second calls process's line is the Procfile's (bench.stacks.PROCFILE)
 
 
 @pytest.fixture(scope="module", params=PAIRS, ids=lambda c: f"{c[0]}-{c[1]}")

@@ -21,7 +21,9 @@ EVENT = {"type": "job.accepted", "job_id": "job_unknown"}
 
 def _stored(stack: Stack) -> int:
     with stack.db.transaction() as session:
-        return session.scalar(select(func.count()).select_from(ProcessedMessage))
+        count = session.scalar(select(func.count()).select_from(ProcessedMessage))
+        assert count is not None
+        return count
 
 
 def _post(stack: Stack, body: bytes, headers: dict[str, str], provider: str = "sim") -> requests.Response:

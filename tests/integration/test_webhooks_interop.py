@@ -38,9 +38,11 @@ def _post(stack: Stack, body: bytes, headers: dict[str, str]) -> requests.Respon
 
 def _stored(stack: Stack, message_id: str) -> int:
     with stack.db.transaction() as session:
-        return session.scalar(
+        count = session.scalar(
             select(func.count()).select_from(ProcessedMessage).where(ProcessedMessage.message_id == message_id)
         )
+        assert count is not None
+        return count
 
 
 @pytest.mark.parametrize("names", [WEBHOOK, SVIX], ids=["webhook", "svix"])

@@ -15,6 +15,7 @@ few seconds of boot. The listener's own rules (once per process, a taken port) r
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -189,7 +191,7 @@ def platform(
                 return False
 
         for host in hosts:
-            poll(f"{host.name} to serve its metrics", lambda h=host: ready(h), BOOT_TIMEOUT_S, built.diagnose)
+            poll(f"{host.name} to serve its metrics", functools.partial(ready, host), BOOT_TIMEOUT_S, built.diagnose)
         yield built
 
 
@@ -207,7 +209,7 @@ def test_two_hosts_share_the_work_and_each_serves_its_own_counts(platform: Platf
     ids = [f"hosts-{run}-{i}" for i in range(TASKS)]
 
     def submit(cid: str) -> requests.Response:
-        body = {"correlation_id": cid, "input": {"n": cid}}
+        body: dict[str, Any] = {"correlation_id": cid, "input": {"n": cid}}
         headers = {**auth, "Idempotency-Key": cid}
         return requests.post(f"{platform.web_url}/api/v1/tasks", json=body, headers=headers, timeout=10)
 

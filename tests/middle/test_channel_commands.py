@@ -130,7 +130,9 @@ def test_a_relay_of_a_task_on_a_channel_gets_a_channel_row_with_the_same_body(ri
     ctx, client = rig
     submit(ctx, client, "o-1")
     with db.transaction() as session:
-        task = lock_task(session, session.scalar(select(ExternalTask.id)))
+        task_id = session.scalar(select(ExternalTask.id))
+        assert task_id is not None
+        task = lock_task(session, task_id)
         move(session, task, State.SUBMITTED, utcnow())
         move(session, task, State.ACCEPTED, utcnow())
     (relay,), (channel,) = rows(db, OutboxKind.RELAY), rows(db, OutboxKind.CHANNEL)
@@ -150,20 +152,30 @@ def test_a_later_channel_event_waits_for_the_earlier_one_of_its_task(rig, db: Da
     ctx, client = rig
     submit(ctx, client, "o-1")
     with db.transaction() as session:
-        task = lock_task(session, session.scalar(select(ExternalTask.id)))
+        task_id = session.scalar(select(ExternalTask.id))
+        assert task_id is not None
+        task = lock_task(session, task_id)
         for state in (State.SUBMITTED, State.ACCEPTED, State.SUCCEEDED):
             move(session, task, state, utcnow())
     first, second = rows(db, OutboxKind.CHANNEL)
     assert (first.payload["sequence"], second.payload["sequence"]) == (1, 2)
     with db.transaction() as session, pytest.raises(ComeBackLater) as shortly:
-        ChannelDelivery().admit(ctx, session, session.get(OutboxMessage, second.id))  # the first is queued
+        row = session.get(OutboxMessage, second.id)
+        assert row is not None
+        ChannelDelivery().admit(ctx, session, row)  # the first is queued
     assert shortly.value.countdown < 1
     retry_at = utcnow() + timedelta(hours=1)
     with db.transaction() as session:
-        session.get(OutboxMessage, first.id).next_attempt_at = retry_at  # type: ignore[union-attr]
+        row = session.get(OutboxMessage, first.id)
+        assert row is not None
+        row.next_attempt_at = retry_at
     with db.transaction() as session:
         row = session.get(OutboxMessage, second.id)
+        assert row is not None
         assert ChannelDelivery().admit(ctx, session, row) == "held"  # an hour: in the database
+        assert row.next_attempt_at is not None
         assert row.dispatched_at is None and row.next_attempt_at >= retry_at
     with db.transaction() as session:
-        assert ChannelDelivery().admit(ctx, session, session.get(OutboxMessage, first.id)) is None
+        row = session.get(OutboxMessage, first.id)
+        assert row is not None
+        assert ChannelDelivery().admit(ctx, session, row) is None

@@ -54,7 +54,9 @@ def test_the_same_message_twice_is_a_duplicate_and_applies_once(db: Database) ->
     with db.transaction() as session:
         again = receive_event(session, "sim", "wh-1", SUCCEEDED, later(2))  # same id, whatever it says
         assert again.status == "duplicate" and again.outbox == []
-        assert session.get(type(task), task.id).state == State.ACCEPTED
+        reread = session.get(type(task), task.id)
+        assert reread is not None
+        assert reread.state == State.ACCEPTED
         assert len([r for r in outbox_rows(session, task) if r.kind == OutboxKind.RELAY]) == 1
 
 

@@ -63,6 +63,7 @@ def test_a_submission_that_fails_for_good_fails_the_task_and_tells_the_domain_ap
         )
         assert letter.payload["outbox_kind"] == "submit" and letter.provider == "sim"
         assert row.done_at == later(1)
+        assert task.outcome is not None
         assert task.state == State.FAILED and task.outcome["dead_letter_id"] == letter.id
         assert [r.payload["type"] for r in rows] == ["task.completed"] and rows[0].payload["state"] == "failed"
         [incident] = _incidents(session, IncidentKind.SUBMIT_FAILED)

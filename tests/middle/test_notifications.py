@@ -3,15 +3,15 @@ muted or digested as the rule says."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import func, select
 
 from core.notifications import DigestRule
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
-from models.notifications import DISPATCHED, MUTED, PENDING, UNROUTED, Notification, Routes, dispatch
+from models.notifications import DISPATCHED, MUTED, PENDING, UNROUTED, Dispatched, Notification, Routes, dispatch
 from service.dead_letters import dead_letter
 from service.incidents import IncidentKind, open_incident, resolve_open
 from service.operator_actions import mute_notifications, unmute_notifications, update_incident
@@ -35,7 +35,7 @@ def _notices(db: Database) -> list[Notification]:
         return list(session.scalars(select(Notification).order_by(Notification.id)))
 
 
-def _dispatch(db: Database, routes: Routes = EVERYTHING, now=NOW):  # type: ignore[no-untyped-def]
+def _dispatch(db: Database, routes: Routes = EVERYTHING, now: datetime = NOW) -> Dispatched:
     with db.transaction() as session:
         return dispatch(session, now, routes, RULE)
 
@@ -58,7 +58,7 @@ def test_dispatch_writes_one_outbox_row_per_channel_and_publishes_it(db: Databas
     assert (done.messages, done.notices, done.held) == (4, 2, 0)
     with db.transaction() as session:
         rows = session.scalars(select(OutboxMessage).where(OutboxMessage.kind == OutboxKind.NOTIFY)).all()
-        assert sorted(r.target for r in rows) == ["chat", "chat", "email", "email"]
+        assert sorted(cast(str, r.target) for r in rows) == ["chat", "chat", "email", "email"]  # the channel
         assert set(published.ids) == {r.id for r in rows}
         assert {name for name, _ in published.sent} == {"liaison.notify"}
     assert {n.state for n in _notices(db)} == {DISPATCHED}

@@ -58,7 +58,9 @@ def test_replay_one_commits_then_publishes_the_row_again(db: Database, published
     assert letter.state == "replayed"
     assert published.sent == [("liaison.submit", outbox_id)]
     with db.transaction() as session:
-        assert session.get(OutboxMessage, outbox_id).dispatched_at is not None  # stamped after the commit
+        row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
+        assert row.dispatched_at is not None  # stamped after the commit
         assert session.scalars(select(ExternalTask.state)).one() == State.REQUESTED
     with pytest.raises(NotReplayable):
         replay_one(db, letter_id, later(2))
@@ -152,7 +154,9 @@ def test_an_orphan_attached_by_an_operator_publishes_its_relay(db: Database, pub
     assert orphan.state == "resolved"
     [(task_name, relay_id)] = published.sent
     with db.transaction() as session:
-        assert task_name == "liaison.relay" and session.get(OutboxMessage, relay_id).payload["type"] == "task.completed"
+        relay = session.get(OutboxMessage, relay_id)
+        assert relay is not None
+        assert task_name == "liaison.relay" and relay.payload["type"] == "task.completed"
     with pytest.raises(NotFoundError):
         discard_orphan_one(db, 10_000, later(2))
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.api.openapi_callbacks import CALLBACK
 from core.states import EventType, State
@@ -26,7 +27,7 @@ def progress(percent: float) -> VendorEvent:
     return VendorEvent(EventType.PROGRESS, "job-1", progress=Progress(percent, f"{percent:g}%"))
 
 
-def relays(session, task: ExternalTask) -> list[OutboxMessage]:  # type: ignore[no-untyped-def]
+def relays(session: Session, task: ExternalTask) -> list[OutboxMessage]:
     return [r for r in outbox_rows(session, task) if r.kind == OutboxKind.RELAY]
 
 
@@ -101,9 +102,11 @@ def test_a_held_relay_is_released_when_the_earlier_one_is_delivered(db: Database
     task_id, first_id, second_id = _two_relays(db)
     with db.transaction() as session:
         second = session.get(OutboxMessage, second_id)
+        assert second is not None
         assert hold(session, second, first_id, later(3), recheck_s=600)
     with db.transaction() as session:
         second, first = session.get(OutboxMessage, second_id), session.get(OutboxMessage, first_id)
+        assert second is not None and first is not None
         assert (second.parked_reason, second.dispatched_at, second.next_attempt_at) == (
             AWAITING_EARLIER,
             None,
@@ -112,25 +115,34 @@ def test_a_held_relay_is_released_when_the_earlier_one_is_delivered(db: Database
         assert first.holds_back
     published.forget()
     with db.transaction() as session:
-        mark_done(session, session.get(OutboxMessage, first_id), later(4), "relay.delivered")
+        first = session.get(OutboxMessage, first_id)
+        assert first is not None
+        mark_done(session, first, later(4), "relay.delivered")
     assert published.ids == [second_id]  # re-published in the transaction that settled the first
     with db.transaction() as session:
-        second = session.get(OutboxMessage, second_id)
+        second, first = session.get(OutboxMessage, second_id), session.get(OutboxMessage, first_id)
+        task = session.get(ExternalTask, task_id)
+        assert second is not None and first is not None and task is not None
         assert (second.parked_reason, second.next_attempt_at) == (None, None)
-        assert not session.get(OutboxMessage, first_id).holds_back
-        assert "relay.gap" not in timeline(session, session.get(ExternalTask, task_id))
+        assert not first.holds_back
+        assert "relay.gap" not in timeline(session, task)
 
 
 def test_a_dead_lettered_relay_releases_the_later_one_and_records_the_gap(db: Database, published: Published) -> None:
     task_id, first_id, second_id = _two_relays(db)
     with db.transaction() as session:
-        assert hold(session, session.get(OutboxMessage, second_id), first_id, later(3), recheck_s=600)
+        second = session.get(OutboxMessage, second_id)
+        assert second is not None
+        assert hold(session, second, first_id, later(3), recheck_s=600)
     published.forget()
     with db.transaction() as session:
-        dead_letter(session, session.get(OutboxMessage, first_id), "HTTP 500", "caller", later(4))
+        first = session.get(OutboxMessage, first_id)
+        assert first is not None
+        dead_letter(session, first, "HTTP 500", "caller", later(4))
     assert published.ids == [second_id]
     with db.transaction() as session:
         task = session.get(ExternalTask, task_id)
+        assert task is not None
         gaps = [e.detail for e in task.events if e.kind == "relay.gap"]
         assert [(g["sequence"], g["type"], g["reason"]) for g in gaps] == [(1, "task.accepted", "dead_lettered")]
 
@@ -138,17 +150,24 @@ def test_a_dead_lettered_relay_releases_the_later_one_and_records_the_gap(db: Da
 def test_a_relay_is_not_held_by_one_already_settled(db: Database) -> None:
     _, first_id, second_id = _two_relays(db)
     with db.transaction() as session:
-        mark_done(session, session.get(OutboxMessage, first_id), later(3), "relay.delivered")
+        first = session.get(OutboxMessage, first_id)
+        assert first is not None
+        mark_done(session, first, later(3), "relay.delivered")
     with db.transaction() as session:
         second = session.get(OutboxMessage, second_id)
+        assert second is not None
         assert not hold(session, second, first_id, later(4), recheck_s=600)  # look again instead
-        assert second.parked_reason is None and not session.get(OutboxMessage, first_id).holds_back
+        first = session.get(OutboxMessage, first_id)
+        assert first is not None
+        assert second.parked_reason is None and not first.holds_back
 
 
 def test_the_sweep_rechecks_a_held_relay_when_its_recheck_time_is_due(db: Database, published: Published) -> None:
     _, first_id, second_id = _two_relays(db)
     with db.transaction() as session:
-        assert hold(session, session.get(OutboxMessage, second_id), first_id, later(3), recheck_s=600)
+        second = session.get(OutboxMessage, second_id)
+        assert second is not None
+        assert hold(session, second, first_id, later(3), recheck_s=600)
     published.forget()
     published.publisher.sweep(later(500), grace_s=60, lease_s=3600)
     assert second_id not in published.ids

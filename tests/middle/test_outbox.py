@@ -108,6 +108,7 @@ def test_a_held_retry_is_published_when_due_and_its_lease_runs_from_then(db: Dat
     [outbox_id] = _unpublished(published)
     with db.transaction() as session:
         row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
         row.dispatched_at = NOW
         record_attempt_failure(session, row, "vendor 503", later(3600), NOW)
         row.dispatched_at = None  # a long wait is held in the database, not in the broker
@@ -123,6 +124,7 @@ def test_a_retry_scheduled_in_the_broker_is_not_presumed_lost_before_its_lease(
     [outbox_id] = _unpublished(published)
     with db.transaction() as session:
         row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
         row.dispatched_at = NOW
         record_attempt_failure(session, row, "vendor 503", later(600), NOW)  # a countdown in the broker
     assert _sweep(published, later(600 + LEASE - 1)) == []
@@ -132,8 +134,10 @@ def test_a_retry_scheduled_in_the_broker_is_not_presumed_lost_before_its_lease(
 def test_done_and_parked_rows_are_never_swept(db: Database, published: Published) -> None:
     done, parked, waiting = _unpublished(published, 3)
     with db.transaction() as session:
-        mark_done(session, session.get(OutboxMessage, done), NOW, "submit.done")
-        session.get(OutboxMessage, parked).parked_reason = "endpoint_gone"
+        done_row, parked_row = session.get(OutboxMessage, done), session.get(OutboxMessage, parked)
+        assert done_row is not None and parked_row is not None
+        mark_done(session, done_row, NOW, "submit.done")
+        parked_row.parked_reason = "endpoint_gone"
     assert _sweep(published, later(10 * LEASE)) == [waiting]
 
 

@@ -18,7 +18,9 @@ from wire.bounded_json import JsonLimits, TooDeep, TooLarge
 
 
 def _count(session: Session, model: type[Base]) -> int:
-    return session.scalar(select(func.count()).select_from(model))
+    count = session.scalar(select(func.count()).select_from(model))
+    assert count is not None
+    return count
 
 
 def test_a_new_task_is_requested_with_one_submit_row_in_the_same_transaction(db: Database) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import select
 import socket
 import threading
+from typing import Self
 
 
 class _Listener:
@@ -77,7 +78,7 @@ class _Listener:
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

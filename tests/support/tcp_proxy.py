@@ -7,6 +7,7 @@ import contextlib
 import selectors
 import socket
 import threading
+from typing import cast
 
 
 class TcpProxy:
@@ -67,7 +68,7 @@ class TcpProxy:
         try:
             while True:
                 for key, _ in sel.select(timeout=1):
-                    data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                    data = cast(socket.socket, key.fileobj).recv(65536)  # the two sockets registered above
                     if not data:
                         return
                     key.data.sendall(data)

@@ -148,6 +148,7 @@ def test_input_at_the_limit_is_accepted_and_one_past_is_a_field_error() -> None:
     assert _parse({"input": nest(32)}, limits).input == nest(32)
     with pytest.raises(ValidationFailed) as refused:
         _parse({"input": nest(33)}, limits)
+    assert refused.value.errors is not None
     assert [e["field"] for e in refused.value.errors] == ["input"]
     assert "nested 33 levels" in refused.value.errors[0]["message"]
 
@@ -157,6 +158,7 @@ def test_input_past_the_size_limit_is_a_field_error() -> None:
     _parse({"input": "x" * 1000}, limits)
     with pytest.raises(ValidationFailed) as refused:
         _parse({"input": {"blob": "x" * 1024}, "correlation_id": "a b"}, limits)
+    assert refused.value.errors is not None
     assert sorted(e["field"] for e in refused.value.errors) == ["correlation_id", "input"]
     assert "bytes of JSON" in next(e["message"] for e in refused.value.errors if e["field"] == "input")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import TypedDict
 
 import pytest
 from hypothesis import given
@@ -32,7 +33,13 @@ from wire.channel_messages import (
     text_field,
 )
 
-LIMITS = {"max_bytes": 1000, "max_depth": 4}
+
+class _Limits(TypedDict):
+    max_bytes: int
+    max_depth: int
+
+
+LIMITS: _Limits = {"max_bytes": 1000, "max_depth": 4}
 
 
 def test_a_submit_command_is_its_envelope_and_body() -> None:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import requests
@@ -121,7 +121,7 @@ def test_submit_sends_only_the_given_fields_and_parses_the_task() -> None:
     assert (sent.method, sent.url) == ("POST", "http://liaison.test/api/v1/tasks")
     assert sent.headers["Authorization"] == "Bearer lk_secret_key"
     assert sent.headers["Idempotency-Key"] == "k-1"
-    assert json.loads(sent.body or b"") == {
+    assert json.loads(cast(bytes, sent.body or b"")) == {  # the client sends its JSON as bytes
         "input": {"sku": "A1"},
         "correlation_id": "order-42",
         "execution_deadline": "2030-01-01T12:00:00+00:00",
@@ -162,7 +162,7 @@ def test_cancel_sends_a_reason_only_when_given() -> None:
     client.cancel("order-42", reason="changed my mind", idempotency_key="c-1")
     first, second = adapter.sent
     assert first.url == "http://liaison.test/api/v1/tasks/order-42/cancel" and not first.body
-    assert json.loads(second.body or b"") == {"reason": "changed my mind"}
+    assert json.loads(cast(bytes, second.body or b"")) == {"reason": "changed my mind"}
     assert second.headers["Idempotency-Key"] == "c-1"
 
 

@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import cast
 
 import pytest
 
@@ -20,7 +21,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        server: CountingServer = self.server  # type: ignore[assignment]
+        server = cast(CountingServer, self.server)  # the server this handler class is given to
         with server.lock:
             server.connections += 1
 

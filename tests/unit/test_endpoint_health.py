@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.endpoint_health import Health, HealthPolicy, Verdict, admit, after_failure, after_success
+from core.endpoint_health import Admission, Health, HealthPolicy, Verdict, admit, after_failure, after_success
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 POLICY = HealthPolicy(failures_to_pause=3, pause_s=10.0, pause_cap_s=80.0, probe_s=20.0)
@@ -28,8 +28,7 @@ def test_an_endpoint_is_paused_after_failures_in_a_row_and_not_before():
     assert admit(health, at(5), POLICY) == admission_wait(health, at(13))
 
 
-def admission_wait(health: Health, until: datetime):  # type: ignore[no-untyped-def]
-    from core.endpoint_health import Admission
+def admission_wait(health: Health, until: datetime) -> Admission:
 
     return Admission(Verdict.WAIT, health, until)
 

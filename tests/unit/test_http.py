@@ -17,7 +17,8 @@ SECRETS = ("liaison", "pa55w0rd", "k3y-in-query", "api_key", "?")
 
 def refused() -> MaxRetryError:
     """What urllib3 raises when nothing listens: the NewConnectionError is the pool's ``reason``."""
-    return MaxRetryError(None, "/jobs", NewConnectionError(None, "Failed to establish a new connection"))
+    # urllib3 wants the pool and the connection that failed; the labels need neither
+    return MaxRetryError(None, "/jobs", NewConnectionError(None, "Failed to establish a new connection"))  # type: ignore[arg-type]
 
 
 def refused_as_requests_raises_it() -> requests.ConnectionError:
@@ -41,7 +42,7 @@ def refused_as_requests_raises_it() -> requests.ConnectionError:
         (requests.ReadTimeout("read timed out"), Failure.READ_TIMEOUT),
         # refused / DNS: requests wraps urllib3's MaxRetryError, whose reason is a NewConnectionError
         (requests.ConnectionError(refused()), Failure.CONNECT_ERROR),
-        (requests.ConnectionError(NewConnectionError(None, "refused")), Failure.CONNECT_ERROR),
+        (requests.ConnectionError(NewConnectionError(None, "refused")), Failure.CONNECT_ERROR),  # type: ignore[arg-type]  # no connection needed
         # dropped after the request may have left
         (
             requests.ConnectionError(ProtocolError("Connection aborted.", ConnectionResetError(104))),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -100,12 +102,12 @@ def test_a_url_is_within_its_own_origin_and_no_other_port(scheme: str, host: str
 # --- secrets and origins on a client (no database: the functions change the object) -----------
 
 
-def _client(**kw: object) -> Client:
+def _client(*, callback_url: str | None = None, origins: Iterable[str] = ()) -> Client:
     return Client(
         name="shop",
         callback_secrets=["whsec_old"],
-        callback_url=kw.get("callback_url"),
-        callback_origins=list(kw.get("origins", [])),
+        callback_url=callback_url,
+        callback_origins=list(origins),
     )
 
 

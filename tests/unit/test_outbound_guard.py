@@ -278,8 +278,12 @@ def test_every_resolved_address_is_checked():
         ["fe80::1%eth0"],
         [],
     ):
+
+        def resolver(_host: str, _port: int, mixed: list[str] = mixed) -> list[str]:
+            return mixed
+
         with pytest.raises(Refused) as info:
-            resolve(target, NOTHING, resolver=lambda h, p, mixed=mixed: mixed)
+            resolve(target, NOTHING, resolver=resolver)
         assert not any(address in str(info.value) for address in mixed)
 
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from models import Base, publishing
 from models.base import utcnow
+from models.client import Client
 from models.db import Database
 from models.messages import DeadLetter, OutboxKind, OutboxMessage
 from service.credentials import create_client
@@ -50,7 +52,7 @@ def _request(correlation_id: str) -> SubmitRequest:
     )
 
 
-def _submit(session, client, correlation_id: str) -> OutboxMessage:  # type: ignore[no-untyped-def]
+def _submit(session: Session, client: Client, correlation_id: str) -> OutboxMessage:
     return submit_task(session, client, _request(correlation_id), None, utcnow()).outbox[0]
 
 
@@ -105,14 +107,19 @@ def test_a_replayed_dead_letter_is_published_again_by_the_hook(db: tuple[Databas
         client, _, _ = create_client(session, "shop", None)
         row = _submit(session, client, "c")
     with database.transaction() as session:
-        dead_letter(session, session.get(OutboxMessage, row.id), "refused", "caller", utcnow())
+        submitted = session.get(OutboxMessage, row.id)
+        assert submitted is not None
+        dead_letter(session, submitted, "refused", "caller", utcnow())
     stub.batches.clear()
     with database.transaction() as session:
         letter = session.scalar(select(DeadLetter).where(DeadLetter.outbox_id == row.id))
+        assert letter is not None
         replay(session, letter, utcnow())
     assert stub.batches == [[row.id]]
     with database.transaction() as session:
-        assert session.get(OutboxMessage, row.id).kind == OutboxKind.SUBMIT
+        replayed = session.get(OutboxMessage, row.id)
+        assert replayed is not None
+        assert replayed.kind == OutboxKind.SUBMIT
 
 
 def test_the_publisher_sees_its_own_stamping_transaction_publish_nothing(db: tuple[Database, StubPublisher]) -> None:

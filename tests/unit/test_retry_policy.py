@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from random import Random
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -60,6 +61,7 @@ def test_delay_within_bounds_with_explicit_schedule(policy, schedule, failed, se
     if failed >= policy.max_attempts:
         assert delay is None
         return
+    assert delay is not None
     low, high = bounds(policy, failed)
     assert low <= delay <= high + EPS * max(1.0, high)
 
@@ -86,13 +88,15 @@ def test_never_zero_even_with_maximal_jitter():
     """Unlike full jitter, a positive nominal delay never becomes an immediate retry."""
     policy = RetryPolicy(jitter=0.99, base_s=1.0)
     rng = Random(7)
-    assert all(next_delay(1, policy, rng) >= 0.01 - EPS for _ in range(2000))
+    assert all(cast(float, next_delay(1, policy, rng)) >= 0.01 - EPS for _ in range(2000))  # below max_attempts
 
 
 def test_nominal_is_capped_for_very_many_attempts():
     policy = RetryPolicy(max_attempts=2000)
     assert policy.nominal_delay(1100) == policy.cap_s
-    assert next_delay(1100, policy, Random(0)) <= policy.cap_s
+    delay = next_delay(1100, policy, Random(0))
+    assert delay is not None
+    assert delay <= policy.cap_s
 
 
 # --- giving up ----------------------------------------------------------------------------
@@ -244,6 +248,7 @@ def test_production_relay_policy_within_twenty_percent(seed):
     elapsed = 0.0
     for failed, nominal in enumerate(RELAY_SCHEDULE, start=1):
         delay = next_delay(failed, policy, rng, elapsed_s=elapsed)
+        assert delay is not None
         assert nominal * 0.8 <= delay <= nominal * 1.2 * (1 + EPS)
         elapsed += delay
     assert next_delay(8, policy, rng, elapsed_s=elapsed) is None
@@ -345,7 +350,7 @@ def test_relay_schedule_capped_when_cap_below_entries():
     """With the default 300 s cap the long relay entries are clipped to the cap."""
     policy = RetryPolicy(max_attempts=8, schedule=RELAY_SCHEDULE, jitter=0.2, max_total_s=math.inf)
     rng = Random(3)
-    delays = [next_delay(n, policy, rng) for n in range(1, 8)]
+    delays = cast(list[float], [next_delay(n, policy, rng) for n in range(1, 8)])  # below max_attempts: no None
     assert 4 <= delays[0] <= 6
     assert all(240 <= d <= 300 for d in delays[1:])
 

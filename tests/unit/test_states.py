@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -121,7 +122,7 @@ def test_decide_is_forward_only(start, events):
     state = start
     for target in events:
         decision = decide(state, target)
-        new = decision.new_state if decision.applies else state
+        new = cast(State, decision.new_state) if decision.applies else state  # applies: new_state is set
         assert RANK[new] >= RANK[state]
         if state in TERMINAL:
             assert not decision.applies
@@ -136,6 +137,7 @@ def test_decide_from_requested_reaches_the_highest_event_seen(events):
     for target in events:
         decision = decide(state, target)
         if decision.applies:
+            assert decision.new_state is not None
             state = decision.new_state
     first_terminal = next((t for t in events if t in TERMINAL), None)
     if first_terminal is not None:

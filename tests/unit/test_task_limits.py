@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 
 import workers.tasks.beat
@@ -38,15 +39,15 @@ ENV = {
 
 
 @pytest.fixture(scope="module")
-def celery():
+def celery() -> Celery:
     return create_app(Settings.from_env(ENV)).extensions["celery"]
 
 
-def _ours(celery) -> dict[str, object]:
+def _ours(celery: Celery) -> dict[str, Task]:
     return {name: task for name, task in celery.tasks.items() if name.startswith("liaison.")}
 
 
-def test_every_task_has_soft_and_hard_limits_from_settings(celery) -> None:
+def test_every_task_has_soft_and_hard_limits_from_settings(celery: Celery) -> None:
     tasks = _ours(celery)
     assert set(CALL_TASKS) | {e["task"] for e in BEAT_SCHEDULE.values()} <= set(tasks)
     for name, task in tasks.items():
@@ -61,7 +62,7 @@ def test_every_task_has_soft_and_hard_limits_from_settings(celery) -> None:
     assert (celery.conf.task_soft_time_limit, celery.conf.task_time_limit) == (250, 270)
 
 
-def test_relays_and_vendor_calls_are_routed_to_their_own_queues(celery) -> None:
+def test_relays_and_vendor_calls_are_routed_to_their_own_queues(celery: Celery) -> None:
     route = celery.amqp.router.route
     for name in ("liaison.relay", "liaison.channel"):
         assert route({}, name)["queue"].name == "work.relay", name

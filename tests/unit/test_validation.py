@@ -443,6 +443,7 @@ def test_invalid_idempotency_key(value):
     with pytest.raises(ValidationFailed) as info:
         valid_idempotency_key(value)
     assert info.value.status == 422
+    assert info.value.errors is not None
     assert [e["field"] for e in info.value.errors] == ["Idempotency-Key"]
 
 

@@ -48,11 +48,13 @@ def test_without_the_token_a_scrape_is_refused_as_on_the_web(
     assert response.status_code == 401
     assert response.headers["Content-Type"] == "application/problem+json"
     assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert response.json is not None
     assert detail in response.json["detail"] and "liaison_" not in response.get_data(as_text=True)
 
 
 def test_only_metrics_is_served(client: Client) -> None:
     response = client.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.json is not None
     assert response.status_code == 404 and response.json["title"] == "Not Found"
 
 
