@@ -54,6 +54,11 @@ def find_client(session: Session, name: str, *, lock: bool = False) -> Client:
     return client
 
 
+def clients(session: Session) -> list[Client]:
+    """Every client, by name."""
+    return list(session.scalars(select(Client).order_by(Client.name)))
+
+
 def authenticate(session: Session, api_key: str) -> Client | None:
     """The client owning this key if the key is live (neither retired nor revoked): one lookup on
     the unique ``key_hash`` index. A disabled client is returned; refusing it is the caller's."""

@@ -1,4 +1,5 @@
-"""Read-side queries shared by the admin API, the CLI and the console (filters as plain data)."""
+"""Read-side queries shared by the admin API, the CLI, the console and the task API (filters as
+plain data)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy.orm import Session, defer, joinedload
 from core.states import TERMINAL
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.messages import DeadLetter, OutboxMessage
-from models.task import ExternalTask
+from models.task import ExternalTask, TaskEvent
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ def dead_letters(
     if after_id is not None:
         query = query.where(DeadLetter.id > after_id)
     return list(session.scalars(query.order_by(DeadLetter.id).limit(limit)))
+
+
+def dead_letter(session: Session, letter_id: int) -> DeadLetter | None:
+    return session.get(DeadLetter, letter_id)
 
 
 def incidents(
@@ -94,6 +99,34 @@ def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
             .order_by(CallbackEndpoint.id)
         )
     )
+
+
+def task_events(session: Session, task_id: int) -> list[TaskEvent]:
+    """One task's whole timeline, oldest first."""
+    return list(session.scalars(select(TaskEvent).where(TaskEvent.task_id == task_id).order_by(TaskEvent.id)))
+
+
+def newest_tasks(
+    session: Session,
+    limit: int,
+    *,
+    client_id: int | None = None,
+    state: str | None = None,
+    before_id: int | None = None,
+    with_client: bool = False,
+) -> list[ExternalTask]:
+    """Tasks newest first, of one client or all, in one state or any, before the cursor
+    ``before_id``; ``with_client`` loads each task's client with it."""
+    query = select(ExternalTask)
+    if client_id is not None:
+        query = query.where(ExternalTask.client_id == client_id)
+    if state is not None:
+        query = query.where(ExternalTask.state == state)
+    if before_id is not None:
+        query = query.where(ExternalTask.id < before_id)
+    if with_client:
+        query = query.options(joinedload(ExternalTask.client))
+    return list(session.scalars(query.order_by(ExternalTask.id.desc()).limit(limit)))
 
 
 @dataclass(frozen=True)

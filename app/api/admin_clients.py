@@ -10,10 +10,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from flask import Blueprint, Response, jsonify
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.admin import _json_object
+from app.api.admin_params import json_object
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
@@ -91,7 +90,7 @@ def _once(body: dict[str, Any], status: int = 200) -> tuple[Response, int, dict[
 @bp.get("")
 def list_clients() -> Response:
     session = db_session()
-    return jsonify({"items": [client_body(session, c) for c in session.scalars(select(Client).order_by(Client.name))]})
+    return jsonify({"items": [client_body(session, c) for c in credentials.clients(session)]})
 
 
 @bp.get("/<name>")
@@ -152,7 +151,7 @@ def retire_secrets(name: str) -> Response:
 @bp.put("/<name>/channel")
 def set_channel(name: str) -> Response:
     """Body ``{"channel": "amqp" | "redis" | null}``: the client's broker channel (issue 13)."""
-    body = _json_object()
+    body = json_object()
     unknown = sorted(set(body) - {"channel"})
     if unknown:
         raise ValidationFailed("unknown fields", errors=[{"field": f, "message": "unknown field"} for f in unknown])
@@ -185,7 +184,7 @@ def list_origins(name: str) -> Response:
 def change_origins(name: str) -> Response:
     """Body ``{"add": [...], "remove": [...]}``; refused (422) if the client's default callback_url
     would fall outside the result."""
-    body = _json_object()
+    body = json_object()
     unknown = sorted(set(body) - {"add", "remove"})
     if unknown:
         raise ValidationFailed("unknown fields", errors=[{"field": f, "message": "unknown field"} for f in unknown])

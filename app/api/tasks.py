@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -20,8 +19,8 @@ from foundation.logging import bind
 from models.base import utcnow
 from models.client import Client
 from models.endpoint_health import paused_endpoint
-from models.task import ExternalTask, TaskEvent
-from service import claims, intake
+from models.task import ExternalTask
+from service import claims, intake, queries
 from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from wire.bounded_json import InvalidJson, TooDeep, strict_loads
 from workers.runtime import liaison
@@ -135,8 +134,7 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
 def get_task(correlation_id: str) -> Response:
     session = db_session()
     task = find_task(session, current_client(), correlation_id)
-    events = session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)).all()
-    body = task_body(task, list(events))
+    body = task_body(task, queries.task_events(session, task.id))
     url = task.callback_url or current_client().callback_url
     body["callbacks_waiting"] = callbacks_waiting_body(paused_endpoint(session, task.client_id, url, utcnow()))
     return jsonify(body)
@@ -151,15 +149,12 @@ def list_tasks() -> Response:
         limit = 0
     if not 1 <= limit <= 200:
         raise ValidationFailed("bad limit", errors=[{"field": "limit", "message": "1 to 200"}])
-    query = select(ExternalTask).where(ExternalTask.client_id == client.id)
-    state = request.args.get("state")
-    if state:
-        if state not in set(State):
-            raise ValidationFailed("bad state", errors=[{"field": "state", "message": f"one of {', '.join(State)}"}])
-        query = query.where(ExternalTask.state == state)
-    if cursor := request.args.get("cursor"):
-        query = query.where(ExternalTask.id < decode_cursor(cursor))
-    tasks = db_session().scalars(query.order_by(ExternalTask.id.desc()).limit(limit + 1)).all()
+    state = request.args.get("state") or None
+    if state is not None and state not in set(State):
+        raise ValidationFailed("bad state", errors=[{"field": "state", "message": f"one of {', '.join(State)}"}])
+    cursor = request.args.get("cursor")
+    before_id = decode_cursor(cursor) if cursor else None
+    tasks = queries.newest_tasks(db_session(), limit + 1, client_id=client.id, state=state, before_id=before_id)
     page = tasks[:limit]
     next_cursor = encode_cursor(page[-1].id) if len(tasks) > limit else None
     return jsonify({"tasks": [task_body(t) for t in page], "next_cursor": next_cursor})

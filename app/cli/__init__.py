@@ -16,7 +16,7 @@ from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import startup
-from app.cli import channel_commands, clients, lifecycle, maintenance, repair, vendor_events
+from app.cli import channel_commands, clients, lifecycle, maintenance, repair, tasks, vendor_events
 from app.observability.migrations import alembic_config
 from workers.runtime import liaison
 
@@ -45,7 +45,7 @@ def group(ctx: click.Context) -> None:
         startup.fail(f"configuration error: {error}", startup.EXIT_CONFIG)
 
 
-for module in (clients, repair, lifecycle, maintenance, vendor_events, channel_commands):
+for module in (clients, repair, tasks, lifecycle, maintenance, vendor_events, channel_commands):
     module.register(group)
 
 __all__ = ["alembic_config", "group"]

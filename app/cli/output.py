@@ -42,6 +42,11 @@ def emit_one(row: dict[str, Any], as_json: bool) -> None:
         click.echo(f"{key.ljust(width)}  {text}")
 
 
+def echo_json(value: Any) -> None:
+    """One compact JSON document on one line (a command's result, for scripts)."""
+    click.echo(json.dumps(value))
+
+
 def cli_actor() -> str:
     """Who the CLI's actions are recorded as: the login running it."""
     try:

@@ -1,5 +1,5 @@
-"""Repair: dead letters, incidents (and their notifications), disabled callback endpoints, and tasks
-retrying right now."""
+"""Repair: dead letters, incidents (and their notifications) and disabled callback endpoints. The
+tasks retrying right now are ``tasks retrying`` (``app/cli/tasks.py``)."""
 
 from __future__ import annotations
 
@@ -8,25 +8,13 @@ from typing import Any, TypeVar
 
 import click
 from flask.cli import AppGroup
-from sqlalchemy import select
-from sqlalchemy.orm import joinedload
 
-from app.api.representation import (
-    dead_letter_body,
-    endpoint_body,
-    incident_body,
-    mute_body,
-    operator_task_body,
-    task_body,
-)
+from app.api.representation import dead_letter_body, endpoint_body, incident_body, mute_body
 from app.cli.output import cli_actor, emit, emit_one, json_option
-from core.states import State
 from core.urls import strip_url
 from models.base import utcnow
-from models.client import Client
-from models.messages import DEAD_LETTER_KINDS, DeadLetter
+from models.messages import DEAD_LETTER_KINDS
 from models.notifications import mutes
-from models.task import ExternalTask, TaskEvent
 from service import queries
 from service.incidents import IncidentKind
 from service.operator_actions import (
@@ -38,7 +26,6 @@ from service.operator_actions import (
     mute_notifications,
     replay_matching,
     replay_one,
-    task_for_operator,
     unmute_notifications,
     update_incident,
 )
@@ -47,7 +34,7 @@ from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:
-    for command in (dead_letters, incidents, notifications, endpoints, tasks):
+    for command in (dead_letters, incidents, notifications, endpoints):
         group.add_command(command)
 
 
@@ -115,7 +102,7 @@ def dl_list(state: str, limit: int, as_json: bool, **flt: Any) -> None:
 def dl_show(letter_id: int, as_json: bool) -> None:
     """Everything about one dead letter, payload included."""
     with liaison().db.transaction() as session:
-        letter = session.get(DeadLetter, letter_id)
+        letter = queries.dead_letter(session, letter_id)
         if letter is None:
             raise click.ClickException(f"no dead letter {letter_id}")
         emit_one(dead_letter_body(letter), as_json)
@@ -210,75 +197,6 @@ def ep_enable(url: str, client_name: str | None) -> None:
     """Re-enable a client's endpoint and deliver the relays that waited for it."""
     released = _run(enable_callback_endpoint, url, client_name=client_name)
     click.echo(f"{strip_url(url)} enabled; {released} waiting relays released")
-
-
-@click.group("tasks", cls=AppGroup)
-def tasks() -> None:
-    """Tasks across all clients."""
-
-
-@tasks.command("show")
-@click.argument("correlation_id")
-@click.option("--client", "client_name", help="Whose task (required when several clients use this correlation id).")
-@json_option
-def tasks_show(correlation_id: str, client_name: str | None, as_json: bool) -> None:
-    """One task with its whole timeline (every request, attempt, event and callback)."""
-    with liaison().db.transaction() as session:
-        try:
-            task = task_for_operator(session, correlation_id, client_name)
-        except (NotFoundError, Ambiguous) as exc:
-            raise click.ClickException(str(exc)) from None
-        events = list(session.scalars(select(TaskEvent).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)))
-        body = task_body(task, events)
-        body["client"] = task.client.name
-        body["reference"] = task.reference  # what the vendor knows it by
-    if as_json:
-        emit_one(body, True)
-        return
-    timeline = body.pop("timeline")
-    emit_one(body, False)
-    click.echo("")
-    emit([{"at": e["at"], "kind": e["kind"], "detail": e["detail"]} for e in timeline], ["at", "kind", "detail"], False)
-
-
-@tasks.command("list")
-@click.option("--state", type=click.Choice([s.value for s in State]), help="Only tasks in this state.")
-@click.option("--client", "client_name", help="Only this client's tasks.")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@json_option
-def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: bool) -> None:
-    """Newest tasks first."""
-    query = select(ExternalTask).order_by(ExternalTask.id.desc()).limit(limit)
-    if state:
-        query = query.where(ExternalTask.state == state)
-    with liaison().db.transaction() as session:
-        if client_name:
-            client = session.scalar(select(Client).where(Client.name == client_name))
-            if client is None:
-                raise click.ClickException(f"no client named {client_name!r}")
-            query = query.where(ExternalTask.client_id == client.id)
-        rows = [operator_task_body(t) for t in session.scalars(query.options(joinedload(ExternalTask.client)))]
-    emit(
-        rows,
-        ["correlation_id", "client", "state", "provider", "attempts", "updated_at", "last_error"],
-        as_json,
-        "no tasks",
-    )
-
-
-@tasks.command("retrying")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
-@json_option
-def tasks_retrying(limit: int, as_json: bool) -> None:
-    """Tasks with a failed attempt and another one scheduled."""
-    with liaison().db.transaction() as session:
-        rows = [operator_task_body(t) for t in queries.retrying_tasks(session, limit)]
-    emit(
-        rows,
-        ["correlation_id", "client", "state", "provider", "attempts", "next_attempt_at", "last_error"],
-        as_json,
-        "no task is retrying",
-    )
 
 
 @click.group("notifications", cls=AppGroup)

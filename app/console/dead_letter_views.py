@@ -8,7 +8,7 @@ from typing import Any
 from flask import redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
-from app.api.admin import CHOICES, dead_letter_filter
+from app.api.admin_params import CHOICES, dead_letter_filter
 from app.console import access
 from app.console.blueprint import ID, PAGE, act, bp, confirm, stored_json
 from app.errors import NotFound, ValidationFailed

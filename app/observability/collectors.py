@@ -25,21 +25,18 @@ from celery import Celery
 from kombu.exceptions import KombuError
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.observability.queue_probe import BrokerProbeError, QueueStats, filesystem_stats, queue_stats
 from core.beat_liveness import BeatLiveness
 from core.states import State
 from foundation import metrics
-from models.attention import Incident, OrphanEvent
 from models.base import utcnow
-from models.client import Client
 from models.db import Database
-from models.endpoint_health import UNHEALTHY_STATES, EndpointHealth, health_state
+from models.endpoint_health import UNHEALTHY_STATES, health_state
 from models.heartbeats import beat_liveness
-from models.messages import DEAD_LETTER_KINDS, DeadLetter, OutboxKind, OutboxMessage
-from models.task import QUEUED, ExternalTask
+from models.messages import DEAD_LETTER_KINDS, OutboxKind
+from service import gauges
 from service.incidents import IncidentKind
 
 log = logging.getLogger(__name__)
@@ -127,39 +124,8 @@ class BusinessCollector(Collector):
         now = utcnow()
         out = _Families()
         with self.db.engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                # A slow scrape must not pile up on a struggling database.
-                conn.execute(text(f"SET LOCAL statement_timeout = {int(self.statement_timeout_ms)}"))
-            tasks = conn.execute(
-                select(ExternalTask.state, ExternalTask.provider, func.count()).group_by(
-                    ExternalTask.state, ExternalTask.provider
-                )
-            ).all()
-            dead = conn.execute(
-                select(DeadLetter.kind, DeadLetter.fault, func.count())
-                .where(DeadLetter.state == "open")
-                .group_by(DeadLetter.kind, DeadLetter.fault)
-            ).all()
-            incidents = conn.execute(
-                select(Incident.kind, func.count()).where(Incident.resolved_at.is_(None)).group_by(Incident.kind)
-            ).all()
-            orphans = conn.scalar(select(func.count()).select_from(OrphanEvent).where(OrphanEvent.state == "open"))
-            outbox = conn.execute(
-                select(OutboxMessage.kind, func.count(), func.min(OutboxMessage.created_at))
-                .where(OutboxMessage.done_at.is_(None))
-                .group_by(OutboxMessage.kind)
-            ).all()
-            queued = conn.execute(
-                select(ExternalTask.provider, Client.name, func.count(), func.min(ExternalTask.created_at))
-                .join(Client, Client.id == ExternalTask.client_id)
-                .where(text(QUEUED))
-                .group_by(ExternalTask.provider, Client.name)
-            ).all()
-            unhealthy = conn.execute(
-                select(EndpointHealth.failures, EndpointHealth.paused_until, EndpointHealth.probe_until).where(
-                    EndpointHealth.failures > 0
-                )
-            ).all()
+            gauges.limit_statements(conn, self.statement_timeout_ms)
+            counts = gauges.read_counts(conn)
             try:  # last: a schema before migration 0008 costs the beat gauges only, not the scrape
                 beat: BeatLiveness | None = beat_liveness(conn, now)
             except SQLAlchemyError as exc:
@@ -169,13 +135,13 @@ class BusinessCollector(Collector):
         # Every known combination is reported, zeros included, so alerts and graphs never see a
         # series vanish when its count drops to 0.
         task_counts = {(state.value, provider): 0 for state in State for provider in self.providers}
-        task_counts.update({(state, provider): n for state, provider, n in tasks})
+        task_counts.update({(state, provider): n for state, provider, n in counts.tasks})
         family = out.gauge("liaison_tasks", "Tasks by state and provider.", ["state", "provider"])
         for (state, provider), n in sorted(task_counts.items()):
             family.add_metric([state, provider], n)
 
         dead_counts = {(kind, fault): 0 for kind in DEAD_LETTER_KINDS for fault in FAULTS}
-        dead_counts.update({(kind, fault): n for kind, fault, n in dead})
+        dead_counts.update({(kind, fault): n for kind, fault, n in counts.dead_letters_open})
         family = out.gauge(
             "liaison_dead_letters_open", "Dead letters not yet replayed or discarded.", ["kind", "fault"]
         )
@@ -183,17 +149,17 @@ class BusinessCollector(Collector):
             family.add_metric([kind, fault], n)
 
         incident_counts = dict.fromkeys(IncidentKind.ALL, 0)
-        incident_counts.update({row[0]: row[1] for row in incidents})
+        incident_counts.update(dict(counts.incidents_open))
         family = out.gauge("liaison_incidents_open", "Incidents not yet resolved, by kind.", ["kind"])
         for kind, n in sorted(incident_counts.items()):
             family.add_metric([kind], n)
 
         out.gauge("liaison_orphan_events_open", "Vendor events for jobs no task knows yet.").add_metric(
-            [], orphans or 0
+            [], counts.orphans_open
         )
 
-        pending = dict.fromkeys(OutboxKind.ALL, (0, None))
-        pending.update({kind: (n, oldest) for kind, n, oldest in outbox})
+        pending: dict[str, tuple[int, datetime | None]] = dict.fromkeys(OutboxKind.ALL, (0, None))
+        pending.update({kind: (n, oldest) for kind, n, oldest in counts.outbox_pending})
         count = out.gauge(
             "liaison_outbox_pending", "Outbox rows not done (to publish, in flight or awaiting a retry).", ["kind"]
         )
@@ -212,7 +178,7 @@ class BusinessCollector(Collector):
             ["provider", "client"],
         )
         first_queued: dict[str, datetime] = {}
-        for provider, client, n, first in queued:
+        for provider, client, n, first in counts.queued:
             backlog.add_metric([provider, client], n)
             first_queued[provider] = min(first, first_queued.get(provider, first))
         family = out.gauge(
@@ -224,7 +190,7 @@ class BusinessCollector(Collector):
             family.add_metric([provider], _age_s(now, first_queued.get(provider)))
 
         endpoint_counts = dict.fromkeys(UNHEALTHY_STATES, 0)
-        for failures, paused_until, probe_until in unhealthy:
+        for failures, paused_until, probe_until in counts.unhealthy:
             endpoint_counts[health_state(failures, paused_until, probe_until, now)] += 1
         family = out.gauge(
             "liaison_callback_endpoints_unhealthy",
