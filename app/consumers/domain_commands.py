@@ -19,7 +19,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -112,7 +111,7 @@ def _take(
 ) -> Handled:
     now = utcnow()
     settings = ctx.settings
-    client = session.scalars(select(Client).where(Client.id == ref.id)).one()
+    client = session.get_one(Client, ref.id)
 
     def reject(status: int, title: str, errors: list[dict[str, str]] | None, correlation_id: str | None) -> Handled:
         payload = rejection(
