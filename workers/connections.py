@@ -28,7 +28,7 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 from core.outbound_guard import IPAddress
 
 if TYPE_CHECKING:
-    from workers.transport import Call
+    from workers.call_deadlines import Call
 
 #: ``(address, timeout, source_address, socket_options) -> socket``; a stub in unit tests.
 Connector = Callable[..., socket.socket]

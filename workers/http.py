@@ -18,6 +18,7 @@ from core.classify import Failure, Kind, classify_failure, classify_status, pars
 from core.errors import CallError, OutboundRefused, PermanentError, TransientError, UncertainError
 from core.outbound_guard import AllowList, Refused
 from workers import transport
+from workers.call_deadlines import Call
 
 _ERRORS: dict[Kind, type[CallError]] = {
     Kind.TRANSIENT: TransientError,
@@ -47,7 +48,7 @@ def _wrapped(exc: BaseException) -> BaseException | None:
     return next((c for c in candidates if isinstance(c, BaseException)), None)
 
 
-def _failure_of(exc: BaseException, call: transport.Call | None = None) -> Failure:
+def _failure_of(exc: BaseException, call: Call | None = None) -> Failure:
     if call is not None and call.expired:  # the watchdog cut the socket: the deadline ended it
         return Failure.READ_TIMEOUT if call.connected else Failure.CONNECT_TIMEOUT
     if isinstance(exc, socket.gaierror):  # the guard's own lookup of a callback host failed
@@ -93,7 +94,7 @@ def call(
     headers or bodies; a refusal by the guard names not even the host.
     """
     target = f"{method} {_host(url)}"
-    with transport.Call(deadline_s) as state:
+    with Call(deadline_s) as state:
         try:
             response = transport.send(
                 state,

@@ -1,10 +1,8 @@
 """The socket side of one outbound HTTP call: a wall-clock deadline, a capped body, and (for a
 client-supplied URL) a connection pinned to the address the outbound guard checked.
 
-- **Deadline.** Connect and read timeouts bound each wait, not the call: a server that sends one
-  header every 2 s never trips a 10 s read timeout. A watchdog timer shuts the call's socket down
-  when the deadline passes, so any blocking read returns at once; ``Call.expired`` then tells the
-  classifier that the deadline, not the other side, ended it.
+- **Deadline.** The call runs inside a ``workers.call_deadlines.Call``: a watchdog shuts its sockets
+  down when the wall-clock deadline passes, whatever each read's timeout says.
 - **Body cap.** The response is streamed and read up to ``max_body_bytes``; a larger body is never
   buffered (``BodyTooLarge``).
 - **Pinning.** ``core.outbound_guard`` resolves the name once and checks every address; the
@@ -19,13 +17,7 @@ client-supplied URL) a connection pinned to the address the outbound guard check
 
 from __future__ import annotations
 
-import contextlib
-import heapq
-import itertools
-import os
 import socket
-import threading
-import time
 from typing import Any
 
 import requests
@@ -33,6 +25,7 @@ from urllib3.util import connection as urllib3_connection
 
 from core.outbound_guard import AllowList, IPAddress, Resolver, Target, parse_target, resolve
 from workers import connections
+from workers.call_deadlines import Call as Call  # the call's deadline, for callers of send()
 from workers.connections import Connector
 
 CHUNK_BYTES = 16 * 1024
@@ -49,85 +42,6 @@ class BodyTooLarge(Exception):
 def system_resolver(host: str, port: int) -> list[str]:
     """Every address ``getaddrinfo`` gives for ``host`` (IPv4 and IPv6, TCP)."""
     return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
-
-
-class _Watchdog:
-    """One thread per process ends every call at its deadline (a timer thread per call cost a thread
-    start on every outbound call). Calls that finish first are skipped when their time comes."""
-
-    def __init__(self) -> None:
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # the thread does not survive a fork
-
-    def _reset(self) -> None:
-        self._cond = threading.Condition()
-        self._due: list[tuple[float, int, Call]] = []
-        self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, call: Call) -> None:
-        with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="liaison-call-watchdog", daemon=True)
-                self._thread.start()
-            heapq.heappush(self._due, (call.ends_at, next(self._seq), call))
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                now = time.monotonic()
-                while not self._due or self._due[0][0] > now:
-                    self._cond.wait(self._due[0][0] - now if self._due else None)
-                    now = time.monotonic()
-                _, _, call = heapq.heappop(self._due)
-            if not call.finished:
-                call.expire()
-
-
-class Call:
-    """One call's deadline and the sockets it opened (so the watchdog can cut them)."""
-
-    def __init__(self, deadline_s: float) -> None:
-        self.deadline_s = deadline_s
-        self.ends_at = time.monotonic() + deadline_s
-        self.expired = False
-        self.finished = False
-        self.connected = False  # a socket was opened: the request may have been sent
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-
-    def remaining(self) -> float:
-        return max(0.0, self.ends_at - time.monotonic())
-
-    def register(self, sock: socket.socket) -> None:
-        with self._lock:
-            if self.expired:
-                sock.close()
-                raise TimeoutError("call deadline passed while connecting")
-            self._sockets.append(sock)
-            self.connected = True
-
-    def expire(self) -> None:
-        """The deadline passed: shut every socket down, so a blocked read returns now."""
-        with self._lock:
-            if self.finished:
-                return
-            self.expired = True
-            for sock in self._sockets:
-                with contextlib.suppress(OSError):  # already closed or never connected
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def __enter__(self) -> Call:
-        _watchdog.watch(self)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        with self._lock:
-            self.finished = True  # a kept connection's socket is the next call's now
-
-
-_watchdog = _Watchdog()
 
 
 def _read_capped(response: requests.Response, max_body_bytes: int, truncate: bool) -> tuple[bytes, bool]:
