@@ -5,7 +5,7 @@ commits once; the outbox rows it wrote are published after the commit by ``model
 a submission (``intake``), a state change (``transitions``), what vendors tell us
 (``vendor_events``), the lifecycle beyond the happy path (``lifecycle``, ``probes``,
 ``reconciliation``, ``orphans``), repair (``dead_letters``, ``operator_actions``), fair dispatch
-(``dispatch``), callbacks in order (``ordering``, ``progress``), credentials, incidents and
+(``admission``, ``dispatch``), callbacks in order (``ordering``, ``progress``), credentials, incidents and
 retention. The views read through ``queries`` and ``overview``.
 
 Callers (the Flask app, the CLI, the workers) import the module they need; nothing here imports
