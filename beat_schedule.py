@@ -10,7 +10,7 @@ BEAT_SCHEDULE = {
     # queued submissions with room are released as room frees; this catches any release a race missed
     "dispatch-queued": {"task": "liaison.dispatch", "schedule": timedelta(seconds=5)},
     "dispatch-notifications": {"task": "liaison.dispatch_notifications", "schedule": timedelta(seconds=10)},
-    # every kind of finished work past its retention, processed messages included (models/retention.py)
+    # every kind of finished work past its retention, processed messages included (service/retention.py)
     "retention": {"task": "liaison.retention", "schedule": timedelta(hours=1)},
     "flag-stale-orphans": {"task": "liaison.flag_stale_orphans", "schedule": timedelta(minutes=5)},
 }

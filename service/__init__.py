@@ -5,8 +5,8 @@ commits once; the outbox rows it wrote are published after the commit by ``model
 a submission (``intake``), a state change (``transitions``), what vendors tell us
 (``vendor_events``), the lifecycle beyond the happy path (``lifecycle``, ``probes``,
 ``reconciliation``, ``orphans``), repair (``dead_letters``, ``operator_actions``), fair dispatch
-(``dispatch``), callbacks in order (``ordering``, ``progress``), credentials, incidents and
-retention. The views read through ``queries`` and ``overview``, the console's pages through
+(``admission``, ``dispatch``), callbacks in order (``ordering``, ``progress``), credentials, incidents
+and retention. The views read through ``queries`` and ``overview``, the console's pages through
 ``console_reads`` and ``task_pages``.
 
 Callers (the Flask app, the CLI, the workers) import the module they need; nothing here imports

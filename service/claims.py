@@ -1,18 +1,25 @@
 """How a consumer takes its outbox row and its task: row locks, re-read under the lock, with the
-large columns left unloaded. Every statement is built once and reused with bound parameters.
+large columns left unloaded; a relay's row with what its delivery needs to know, in one statement;
+the client a channel row goes to.
+Every statement is built once and reused with bound parameters.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, Text, bindparam, cast, select, update
+from sqlalchemy import Select, Text, and_, bindparam, cast, select, update
 from sqlalchemy.orm import Session, defer
 
+from models.attention import CallbackEndpoint
+from models.client import Client
+from models.endpoint_health import EndpointHealth
 from models.messages import OutboxMessage
 from models.task import ExternalTask
+from service.ordering import held_by
 from wire.bounded_json import JsonLimits, check_bounds, strict_loads
 
 #: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader)
@@ -108,3 +115,71 @@ _FINISH = (
     .returning(OutboxMessage)
     .execution_options(synchronize_session=False, populate_existing=True)
 )
+
+
+@dataclass(frozen=True)
+class RelayClaim:
+    """A relay's outbox row, locked, with what its delivery needs: the task's own callback URL and
+    its client (None: the task is gone), the ``url_hash`` of the client's disabled endpoints and its
+    failing endpoints by origin hash (usually none of either), and the earlier relay of the task it
+    must wait for (usually none: ``service.ordering``)."""
+
+    row: OutboxMessage
+    callback_url: str | None
+    client: Client | None
+    held_by: int | None
+    disabled: set[str]
+    unhealthy: dict[str, EndpointHealth]
+
+
+def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
+    """The relay's start in one statement: the row locked and everything :class:`RelayClaim` holds
+    (one result row per disabled or failing endpoint of the client). The task's payload is not
+    read: the outbox row carries the callback's body. None when the row is gone or already done."""
+    found = session.execute(_relay_statement(), {"outbox_id": outbox_id}).all()
+    if not found or found[0][0].done_at is not None:
+        return None
+    row, task_url, client, earlier, _, _ = found[0]
+    return RelayClaim(
+        row,
+        task_url,
+        client,
+        earlier,
+        disabled={hashed for *_, hashed, _ in found if hashed is not None},
+        unhealthy={health.origin_hash: health for *_, health in found if health is not None},
+    )
+
+
+@cache
+def _relay_statement() -> Select[Any]:
+    """:func:`claim_relay`'s statement, built once: constructing it (and its cache key) on every call
+    cost more CPU than running it."""
+    return (
+        select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash, EndpointHealth)
+        .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
+        .outerjoin(Client, Client.id == ExternalTask.client_id)
+        .outerjoin(
+            CallbackEndpoint,
+            and_(CallbackEndpoint.client_id == Client.id, CallbackEndpoint.disabled_at.is_not(None)),
+        )
+        .outerjoin(EndpointHealth, and_(EndpointHealth.client_id == Client.id, EndpointHealth.failures > 0))
+        .where(OutboxMessage.id == bindparam("outbox_id"))
+        .with_for_update(of=OutboxMessage)
+        .execution_options(populate_existing=True)
+    )
+
+
+def channel_client(session: Session, row: OutboxMessage) -> Client | None:
+    """The client a channel row goes to: its task's, or the one a rejection names (it has no task)."""
+    if row.task_id is not None:
+        return session.scalar(_client_of_task(), {"task_id": row.task_id})
+    return session.get(Client, row.payload.get("client_id"))
+
+
+@cache
+def _client_of_task() -> Select[tuple[Client]]:
+    return (
+        select(Client)
+        .join(ExternalTask, ExternalTask.client_id == Client.id)
+        .where(ExternalTask.id == bindparam("task_id"))
+    )

@@ -3,10 +3,8 @@ and its concurrency key have room; otherwise it waits here, in the database, and
 room frees — in the order ``core.fair_share`` rules (priority with aging within a client, weighted
 fairness across clients for a vendor's capacity).
 
-- **At submit** (:func:`admit`, in the submit's transaction): room → the task is released at once
-  and its ``submit`` row published at commit as before; none → the task is *queued*
-  (``dispatched_at`` null, the row parked ``queued``: neither the publish hook nor the sweep
-  touches it) with its reason.
+- **At submit** (``service.admission``, in the submit's transaction): room → the task is released
+  at once; none → it is *queued* (``dispatched_at`` null, its submit row parked ``queued``).
 - **When room frees** (:func:`moved`, called by ``service.transitions.move`` in the transaction of the state
   change): a task reaching the vendor frees a place in its client's window; one becoming final frees
   the vendor's capacity and its concurrency key. The next queued tasks are released there and then:
@@ -28,31 +26,21 @@ the publish hook); a session without it releases every task at once, as before i
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from itertools import zip_longest
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, Table, and_, bindparam, case, func, select, text, update
+from sqlalchemy import BigInteger, Select, Table, bindparam, func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.fair_share import (
-    CLIENT_BACKLOG,
-    CONCURRENCY_KEY,
-    VENDOR_CAPACITY,
-    Candidate,
-    DispatchPolicy,
-    first_free,
-    plan,
-    rank,
-)
+from core.fair_share import Candidate, DispatchPolicy, first_free, plan
 from core.states import TERMINAL, State
 from foundation import metrics
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
-from models.task import OPEN, QUEUED, RELEASED_OPEN, ExternalTask, record_event
+from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
 
 POLICY = "liaison.dispatch_policy"
 #: the ``parked_reason`` of a queued task's submit row
@@ -70,74 +58,14 @@ def policy_of(session: Session) -> DispatchPolicy | None:
     return session.info.get(POLICY)
 
 
-@dataclass(frozen=True)
-class Load:
-    """What one client has for one provider, read under the dispatch lock: its tasks on their way
-    to the vendor (its window) and waiting in its queue, and, when asked, every open task of its
-    (its ``max_open_tasks`` cap, counted by the submit under the client's row lock)."""
-
-    on_the_way: int = 0
-    waiting: int = 0
-    open_tasks: int = 0
-
-
-def load(session: Session, provider: str, client_id: int, *, count_open: bool) -> Load:
-    """The client's :class:`Load`, before a new task of ``provider`` is inserted: one statement
-    (the cap's count and the window's in one scan of the client's open tasks), after the dispatch
-    lock on PostgreSQL, which :func:`admit` then decides under."""
-    policy = policy_of(session)
-    params = {"provider": provider, "client_id": client_id}
-    if policy is None:
-        return Load(open_tasks=session.scalar(_client_open(), params) or 0) if count_open else Load()
-    _lock(session, provider, client_id, policy)
-    if not count_open:
-        on_the_way, waiting = session.execute(_client_counts(), params).one()
-        return Load(on_the_way, waiting)
-    on_the_way, waiting, open_tasks = session.execute(_client_load(), params).one()
-    return Load(on_the_way, waiting, open_tasks)
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What :func:`admit` decided: ``reason`` None (released) or why the task waits; ``room``: the
-    client's window had room all the same (older tasks wait, a release was missed): the caller
-    releases the queue's most urgent tasks once the new one is in, the new one perhaps among them."""
-
-    reason: str | None
-    room: bool = False
-
-
-def admit(session: Session, task: ExternalTask, client: Client, now: datetime, found: Load) -> Admission:
-    """Before the new task is inserted, with the client's :func:`load`: release it or queue it. The
-    caller parks the submit row of a queued task (``service.outbox_rows.add_outbox(parked_reason=QUEUED_ROW)``)."""
-    policy = policy_of(session)
-    task.dispatch_rank = rank(now, task.priority, policy.aging_s if policy else 60.0)
-    if policy is None:
-        task.dispatched_at = now
-        return Admission(None)
-    params = {"provider": task.provider, "client_id": client.id}
-    on_the_way, waiting = found.on_the_way, found.waiting
-    # The reason named is the one furthest from the client's own hands: a vendor at capacity, then
-    # the task's key, then the client's own earlier work.
-    reason = None
-    if (cap := policy.cap(task.provider)) is not None and (
-        session.scalar(_open_at_vendor(), {"provider": task.provider}) or 0
-    ) >= cap:
-        reason = VENDOR_CAPACITY
-    elif (
-        task.concurrency_key is not None
-        and (session.scalar(_open_with_key(), {**params, "key": task.concurrency_key}) or 0)
-        >= client.concurrency_key_limit
-    ):
-        reason = CONCURRENCY_KEY
-    elif waiting or on_the_way >= policy.window * max(client.weight, 1):
-        reason = CLIENT_BACKLOG
-    if reason is None:
-        task.dispatched_at = now
-        metrics.dispatch_wait(task.provider, client.name, 0.0)
-        return Admission(None)
-    task.wait_reason = reason
-    return Admission(reason, room=reason == CLIENT_BACKLOG and on_the_way < policy.window * max(client.weight, 1))
+def lock_releases(session: Session, provider: str, client_id: int | None, policy: DispatchPolicy) -> None:
+    """Take the dispatch lock of ``provider`` (and of ``client_id`` when the provider has no capacity)
+    for the rest of the transaction: what releases, and what a submit decides, happen one at a time."""
+    if session.get_bind().dialect.name != "postgresql":
+        return  # SQLite: BEGIN IMMEDIATE serialises writers
+    name = f"dispatch\0{provider}" if policy.cap(provider) is not None else f"dispatch\0{provider}\0{client_id}"
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    session.execute(_LOCK, {"key": int.from_bytes(digest, "big", signed=True)})
 
 
 def moved(session: Session, task: ExternalTask, previous: str, target: State, now: datetime) -> None:
@@ -165,10 +93,10 @@ def release(session: Session, provider: str, client_id: int | None, now: datetim
     scope = {"provider": provider, "client_id": client_id}
     if not session.scalar(_any_queued(cap is None), scope):  # usually nothing waits: no lock taken
         return 0
-    _lock(session, provider, client_id, policy)
+    lock_releases(session, provider, client_id, policy)
     room: int | None = None
     if cap is not None:
-        room = min(BATCH, cap - (session.scalar(_open_at_vendor(), {"provider": provider}) or 0))
+        room = min(BATCH, cap - (session.scalar(open_at_vendor(), {"provider": provider}) or 0))
         if room <= 0:
             return 0
     found = session.execute(_candidates(cap is None), scope).all()
@@ -199,14 +127,6 @@ def queued_pairs(session: Session) -> list[tuple[str, int]]:
 
 
 # --- the steps ---------------------------------------------------------------------------------
-
-
-def _lock(session: Session, provider: str, client_id: int | None, policy: DispatchPolicy) -> None:
-    if session.get_bind().dialect.name != "postgresql":
-        return  # SQLite: BEGIN IMMEDIATE serialises writers
-    name = f"dispatch\0{provider}" if policy.cap(provider) is not None else f"dispatch\0{provider}\0{client_id}"
-    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-    session.execute(_LOCK, {"key": int.from_bytes(digest, "big", signed=True)})
 
 
 def _next_tasks(session: Session, provider: str, client_id: int, wanted: int, key_limit: int) -> list[int]:
@@ -268,56 +188,12 @@ _RELEASE = (
 
 
 @cache
-def _client_counts() -> Select[Any]:
-    """(on its way, waiting) of one client for one provider: its window and its queue."""
-    released = "dispatched_at IS NOT NULL"
-    return select(
-        func.coalesce(func.sum(text(f"CASE WHEN {released} THEN 1 ELSE 0 END")), 0),
-        func.coalesce(func.sum(text(f"CASE WHEN {released} THEN 0 ELSE 1 END")), 0),
-    ).where(
-        ExternalTask.provider == bindparam("provider"),
-        ExternalTask.client_id == bindparam("client_id"),
-        text("state = 'requested'"),
-    )
-
-
-@cache
-def _client_load() -> Select[Any]:
-    """:func:`_client_counts` and the client's open tasks, in one scan of those (the partial index
-    of its open tasks: its requested ones are among them)."""
-    requested = and_(ExternalTask.provider == bindparam("provider"), text("state = 'requested'"))
-    on_the_way = case((and_(requested, ExternalTask.dispatched_at.is_not(None)), 1), else_=0)
-    waiting = case((and_(requested, ExternalTask.dispatched_at.is_(None)), 1), else_=0)
-    return select(func.coalesce(func.sum(on_the_way), 0), func.coalesce(func.sum(waiting), 0), func.count()).where(
-        ExternalTask.client_id == bindparam("client_id"), text(OPEN)
-    )
-
-
-@cache
-def _client_open() -> Select[Any]:
-    return select(func.count()).where(ExternalTask.client_id == bindparam("client_id"), text(OPEN))
-
-
-@cache
-def _open_at_vendor() -> Select[Any]:
+def open_at_vendor() -> Select[Any]:
+    """How many released tasks of a provider are open at the vendor: what its capacity is spent on."""
     return (
         select(func.count())
         .select_from(ExternalTask)
         .where(ExternalTask.provider == bindparam("provider"), text(RELEASED_OPEN))
-    )
-
-
-@cache
-def _open_with_key() -> Select[Any]:
-    return (
-        select(func.count())
-        .select_from(ExternalTask)
-        .where(
-            ExternalTask.provider == bindparam("provider"),
-            ExternalTask.client_id == bindparam("client_id"),
-            ExternalTask.concurrency_key == bindparam("key"),
-            text(RELEASED_OPEN),
-        )
     )
 
 

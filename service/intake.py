@@ -1,5 +1,5 @@
 """A task's submission: its idempotent record, its client's open-task cap, and its admission
-(released to the broker now, or queued in the database by ``service.dispatch``).
+(released to the broker now, or queued in the database: ``service.admission``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from core.states import State
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask, new_reference
-from service import dispatch
+from service import admission, dispatch
 from service.errors import ServiceError
 from service.outbox_rows import add_event, add_outbox
 
@@ -99,7 +99,7 @@ def submit_task(
     capped = max_open_tasks is not None
     if capped:
         lock_client(session, client)
-    found = dispatch.load(session, req.provider, client.id, count_open=capped)
+    found = admission.load(session, req.provider, client.id, count_open=capped)
     if max_open_tasks is not None and found.open_tasks >= max_open_tasks:
         raise OpenTasksCapReached(max_open_tasks)
 
@@ -124,15 +124,15 @@ def submit_task(
         updated_at=now,
         checked_at=now,
     )
-    admission = dispatch.admit(session, task, client, now, found)  # released now, or queued in the database
+    decision = admission.admit(session, task, client, now, found)  # released now, or queued in the database
     session.add(task)
     session.flush()
     add_event(session, task, "requested", now, provider=req.provider)
-    if admission.reason is None:
+    if decision.reason is None:
         return SubmitResult(task, created=True, outbox=[add_outbox(session, OutboxKind.SUBMIT, task, now)])
-    add_event(session, task, "submit.queued", now, reason=admission.reason, priority=task.priority)
+    add_event(session, task, "submit.queued", now, reason=decision.reason, priority=task.priority)
     row = add_outbox(session, OutboxKind.SUBMIT, task, now, parked_reason=dispatch.QUEUED_ROW)
-    if admission.room:
+    if decision.room:
         dispatch.release(session, task.provider, client.id, now)  # room behind older ones: a missed release
     return SubmitResult(task, created=True, outbox=[row])
 
@@ -150,7 +150,7 @@ def _earlier_statement(with_key: bool) -> Select[tuple[ExternalTask]]:
 
 def lock_client(session: Session, client: Client) -> None:
     """Take the client's row lock before its open tasks are counted against its cap
-    (``dispatch.load``, in a statement of its own after this one).
+    (``admission.load``, in a statement of its own after this one).
 
     The lock (``FOR NO KEY UPDATE`` on PostgreSQL; SQLite's writers are serialised already) makes a
     client's concurrent submits count one after another, so the cap is exact: two racing requests

@@ -10,18 +10,22 @@ costs no statement: the check is a subquery of the relay's own start statement, 
 of a row already read. A held relay also carries a recheck time (``LIAISON_OUTBOX_LEASE_S``) the
 outbox sweep honours, should a release ever be missed.
 
+A task's channel rows keep their order another way (``workers.tasks.channel``): a row comes back
+while an earlier one is undone (:func:`earlier_channel_rows` says when those are next due).
+
 Each function runs in the caller's transaction.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, ScalarSelect, or_, select, update
+from sqlalchemy import ColumnElement, ScalarSelect, Select, bindparam, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from models.messages import OutboxMessage
+from models.messages import OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
 from models.task import record_event
 
@@ -125,3 +129,22 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
         held.parked_reason = None
         held.next_attempt_at = None
     publish_after_commit(session, waiting)
+
+
+def earlier_channel_rows(session: Session, row: OutboxMessage) -> list[datetime | None] | None:
+    """When the earlier channel rows of the same task not yet done are next due (None for one
+    queued or in flight now); None when there is none (rejections have no task)."""
+    if row.task_id is None:
+        return None
+    found = session.scalars(_earlier_channel_statement(), {"task_id": row.task_id, "id": row.id}).all()
+    return list(found) or None
+
+
+@cache
+def _earlier_channel_statement() -> Select[tuple[datetime | None]]:
+    return select(OutboxMessage.next_attempt_at).where(
+        OutboxMessage.task_id == bindparam("task_id"),
+        OutboxMessage.kind == OutboxKind.CHANNEL,
+        OutboxMessage.id < bindparam("id"),
+        OutboxMessage.done_at.is_(None),
+    )

@@ -14,8 +14,9 @@ from app.demo import run_demo
 from app.observability.migrations import alembic_config
 from models.base import utcnow
 from models.heartbeats import beat_liveness
-from service.retention import KINDS, ExportFailed, Retention
+from service.retention import KINDS, Retention
 from service.retention import prune as prune_all
+from service.retention_export import ExportFailed
 from workers.runtime import liaison
 
 

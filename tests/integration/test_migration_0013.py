@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import alembic_config
 from core.fair_share import DispatchPolicy
-from service import dispatch
+from service import admission, dispatch
 from tests.integration.migrations import rows
 
 NOW = "2026-12-01 06:00:00"
@@ -65,6 +65,6 @@ def test_0013_marks_tasks_in_flight_released(migration_url: str) -> None:
         assert dispatch.release(session, "sim", 1, datetime.now(UTC)) == 0
         # the requested task fills the client's window of 1; three are open at the vendor (its cap)
         params = {"provider": "sim", "client_id": 1}
-        assert tuple(session.execute(dispatch._client_counts(), params).one()) == (1, 0)
-        assert session.scalar(dispatch._open_at_vendor(), {"provider": "sim"}) == 3
+        assert tuple(session.execute(admission._client_counts(), params).one()) == (1, 0)
+        assert session.scalar(dispatch.open_at_vendor(), {"provider": "sim"}) == 3
     engine.dispose()

@@ -24,7 +24,9 @@ from models import DeadLetter, ExternalTask, Incident, OrphanEvent, OutboxMessag
 from models.base import Base, utcnow
 from models.notifications import Notification
 from service.credentials import authenticate
-from service.retention import KINDS, ExportFailed, Retention, due_query, prune, task_dependents
+from service.retention import KINDS, Retention, prune
+from service.retention_export import ExportFailed
+from service.retention_kinds import due_query, task_dependents
 from tests.integration.stack import Stack
 from tests.support.concurrency import twice_at_once
 

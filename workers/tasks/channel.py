@@ -20,16 +20,15 @@ import time
 from datetime import datetime, timedelta
 
 from celery import Task, shared_task
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.errors import CallError
 from foundation import metrics
 from models.base import utcnow
 from models.client import Client
-from models.messages import OutboxKind, OutboxMessage
-from models.task import ExternalTask
+from models.messages import OutboxMessage
 from service import claims, transitions
+from service.ordering import earlier_channel_rows
 from workers.channels import ChannelEvent
 from workers.policies import relay_policy
 from workers.runtime import Liaison, liaison
@@ -42,22 +41,6 @@ HELD_RECHECK_S = 0.2
 @shared_task(bind=True, name="liaison.channel", max_retries=None)
 def channel(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, ChannelDelivery())
-
-
-def earlier_pending(session: Session, row: OutboxMessage) -> list[datetime | None] | None:
-    """When the earlier channel rows of the same task not yet done are next due (None for one
-    queued or in flight now); None when there is none (rejections have no task)."""
-    if row.task_id is None:
-        return None
-    found = session.scalars(
-        select(OutboxMessage.next_attempt_at).where(
-            OutboxMessage.task_id == row.task_id,
-            OutboxMessage.kind == OutboxKind.CHANNEL,
-            OutboxMessage.id < row.id,
-            OutboxMessage.done_at.is_(None),
-        )
-    ).all()
-    return list(found) or None
 
 
 def held_for(due: list[datetime | None], now: datetime) -> float:
@@ -77,21 +60,14 @@ class ChannelDelivery(OutboxTask[ChannelEvent, str]):
         row = claims.claim_outbox(session, outbox_id)
         if row is None or stage != "start":
             return row
-        if row.task_id is not None:
-            self.client = session.scalar(
-                select(Client)
-                .join(ExternalTask, ExternalTask.client_id == Client.id)
-                .where(ExternalTask.id == row.task_id)
-            )
-        else:
-            self.client = session.get(Client, row.payload.get("client_id"))
+        self.client = claims.channel_client(session, row)
         return row
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
         """Wait for an earlier row of the task: shortly while it is queued or in flight; until its
         retry is due while it waits for one — in the database (the sweep publishes this row then)
         when that is past ``LIAISON_MAX_COUNTDOWN_S``, so a long outage costs no message churn."""
-        earlier = earlier_pending(session, row)
+        earlier = earlier_channel_rows(session, row)
         if earlier is None:
             return None
         metrics.relay_delivery("held")

@@ -7,12 +7,10 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import cache
 from random import Random
 from typing import Any
 
 from celery import Task, shared_task
-from sqlalchemy import Select, and_, bindparam, select
 from sqlalchemy.orm import Session
 
 from core.endpoint_health import Verdict, admit
@@ -20,16 +18,14 @@ from core.errors import CallError, OutboundRefused
 from core.origins import origin_of
 from core.urls import strip_url
 from foundation import metrics
-from models.attention import CallbackEndpoint
 from models.base import utcnow
 from models.client import Client
 from models.endpoint_health import EndpointHealth, claim_probe, origin_hash, record_failure, record_success
 from models.leases import give_back, release, take_slots
 from models.messages import OutboxMessage
-from models.task import ExternalTask
 from service import claims, transitions
 from service.dead_letters import disable_endpoint, park, url_hash
-from service.ordering import AWAITING_EARLIER, held_by, hold
+from service.ordering import AWAITING_EARLIER, hold
 from workers.delivery import deliver
 from workers.policies import relay_policy
 from workers.runtime import Liaison, liaison
@@ -77,25 +73,6 @@ def relay(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Relay())
 
 
-@cache
-def _start_statement() -> Select[Any]:
-    """The relay's start statement, built once: constructing it (and its cache key) on every call
-    cost more CPU than running it."""
-    return (
-        select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash, EndpointHealth)
-        .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
-        .outerjoin(Client, Client.id == ExternalTask.client_id)
-        .outerjoin(
-            CallbackEndpoint,
-            and_(CallbackEndpoint.client_id == Client.id, CallbackEndpoint.disabled_at.is_not(None)),
-        )
-        .outerjoin(EndpointHealth, and_(EndpointHealth.client_id == Client.id, EndpointHealth.failures > 0))
-        .where(OutboxMessage.id == bindparam("outbox_id"))
-        .with_for_update(of=OutboxMessage)
-        .execution_options(populate_existing=True)
-    )
-
-
 class Relay(OutboxTask[Callback, int]):
     def __init__(self) -> None:
         self.slots: list[str] = []
@@ -110,19 +87,18 @@ class Relay(OutboxTask[Callback, int]):
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         """At the start, with the row: the task's callback URL, its client, the client's disabled
         and failing endpoints (usually none) and the earlier relay of the task this one must wait
-        for (usually none), in one statement. The task's payload is not read: the outbox row
-        carries the callback's body. At the record, which only a delivered callback reaches, the
-        row is locked and marked done in one statement too."""
+        for (usually none), in one statement (``service.claims.claim_relay``). At the record, which
+        only a delivered callback reaches, the row is locked and marked done in one statement too."""
         if stage == "record":
             return claims.claim_finished(session, outbox_id, utcnow())
-        found = session.execute(_start_statement(), {"outbox_id": outbox_id}).all()
-        if not found or found[0][0].done_at is not None:
+        found = claims.claim_relay(session, outbox_id)
+        if found is None:
             return None
-        row, task_url, client, self.held_by, _, _ = found[0]
-        self.target = (task_url, client) if client is not None else None
-        self.disabled = {hashed for *_, hashed, _ in found if hashed is not None}
-        self.unhealthy = {health.origin_hash: health for *_, health in found if health is not None}
-        return row
+        self.held_by = found.held_by
+        self.target = (found.callback_url, found.client) if found.client is not None else None
+        self.disabled = found.disabled
+        self.unhealthy = found.unhealthy
+        return found.row
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
         settings = ctx.settings
