@@ -1,5 +1,11 @@
-"""The Flask application factory. No network I/O here: engines connect lazily, the broker on first
-publish. A bad setting, or a SQLite file that cannot be made, ends the process with one line (app/startup.py)."""
+"""The top of the house: the Flask application factory (:func:`create_app`), with the Celery app
+(``celery_app``, ``make_celery`` for ``celery -A``), the CLI (``cli``), the HTTP API (``api``), the
+console (``console``), the broker consumers (``consumers``) and the observability wiring.
+
+Processes start here (gunicorn ``app:create_app()``, ``flask --app app``, ``celery -A
+app.make_celery``); no other package imports ``app``. No network I/O at import: engines connect
+lazily, the broker on first publish. A bad setting, or a SQLite file that cannot be made, ends the
+process with one line (app/startup.py)."""
 
 from __future__ import annotations
 

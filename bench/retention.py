@@ -1,4 +1,4 @@
-"""Benchmark: retention (models/retention.py) on PostgreSQL with 1,000,000 finished tasks. Prints
+"""Benchmark: retention (service/retention.py) on PostgreSQL with 1,000,000 finished tasks. Prints
 figures; asserts nothing (targets live here, not in tests).
 
     .venv/bin/python bench/retention.py                   # 1,000,000 finished tasks, fresh scratch database

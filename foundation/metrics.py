@@ -235,7 +235,7 @@ def failed_attempt(kind: RetryKind, *, dead_lettered: bool, provider: str | None
 
 
 def dispatch_wait(provider: str, client: str, seconds: float) -> None:
-    """A task released to the broker after waiting ``seconds`` in the database (service.dispatch)."""
+    """A task released to the broker after waiting ``seconds`` in the database (service.dispatch, admission)."""
     DISPATCH_WAIT_SECONDS.labels(_provider(provider), client[:100]).observe(seconds)
 
 

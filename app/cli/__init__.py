@@ -1,5 +1,7 @@
-"""The operators' Flask CLI: ``flask --app app liaison <group> <verb>``. Every command has --help;
-listings print a table by default and JSON with --json.
+"""The operators' Flask CLI: ``flask --app app liaison <group> <verb>``, one module a group (clients
+and their credentials, tasks, repair, lifecycle, maintenance, and the two consumer processes). Every
+command has --help; listings print a table by default and JSON with --json. The app factory
+registers ``liaison``; nothing imports the command modules.
 
 A start-up problem is one line, never a traceback: a bad setting names its variable (only ``db``
 runs without the full configuration: migrations need just ``DATABASE_URL``), and a database or

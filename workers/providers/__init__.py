@@ -1,4 +1,8 @@
-"""External systems: the Provider protocol and the adapters that speak to real vendors."""
+"""External systems: the Provider protocol (``base``) and the adapters that speak to real vendors
+(``rest``, ``amqp``), each behind the shared rate limit (``limited``).
+
+Callers import :func:`adapter` / ``build_providers`` (the runtime builds one per configured
+provider) and the protocol's types; an adapter's own module is for its tests."""
 
 from __future__ import annotations
 
