@@ -36,12 +36,10 @@ def _settings_from_env() -> tuple[Settings, str | None]:
         if not startup.running_flask_cli():
             startup.config_failure(exc)
         try:
-            database_only = {
-                "DATABASE_URL": database_url_from_env(),
-                "LIAISON_VAR_DIR": os.environ.get("LIAISON_VAR_DIR", ""),
-            }
-        except ConfigError:
-            startup.config_failure(exc)
+            database_url_from_env()  # a bad DATABASE_URL stops even `db upgrade`
+        except ConfigError as bad_url:
+            startup.config_failure(bad_url)
+        database_only = {name: os.environ[name] for name in ("DATABASE_URL", "LIAISON_VAR_DIR") if name in os.environ}
         return Settings.from_env(database_only), str(exc)
 
 
@@ -55,7 +53,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     observability.configure_logging(settings.log_format, settings.log_level)
 
     try:
-        db = Database(settings.database_url)  # SQLite: creates its folder and file (0600) now
+        db = Database(settings.database_url)  # SQLite: creates its file (0600) now (LIAISON_VAR_DIR's too)
     except OSError as exc:
         startup.fail(startup.database_failure(settings.database_url, exc), startup.EXIT_UNAVAILABLE)
     celery = celery_init_app(app, settings)

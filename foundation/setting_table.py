@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from foundation.database_urls import DATABASE_URL
 from foundation.options import (
     ADDRESSES,
     ALLOW_LIST,
@@ -41,8 +42,9 @@ SECTIONS: tuple[Section, ...] = (
         "Storage and broker",
         Option("LIAISON_VAR_DIR", "var_dir", Parser(lambda n, raw: Path(raw).resolve(), "path"), "var",
                "where the embedded SQLite file and broker folders live"),
-        Option("DATABASE_URL", "database_url", TEXT, "sqlite:///<LIAISON_VAR_DIR>/liaison.db",
-               "production: postgresql+psycopg://user@host/db",
+        Option("DATABASE_URL", "database_url", DATABASE_URL, "sqlite:///<LIAISON_VAR_DIR>/liaison.db",
+               "production: postgres://user@host/db (postgresql:// too; both use psycopg 3); "
+               "a SQLite file's folder must exist",
                derive=lambda v: f"sqlite:///{v['var_dir'] / 'liaison.db'}"),
         Option("CELERY_BROKER_URL", "broker_url", TEXT, "filesystem://localhost//",
                "or redis://host:6379/0 or amqp://user:pass@host:5672//"),

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from core.endpoint_health import HealthPolicy
 from core.fair_share import DispatchPolicy
 from core.outbound_guard import AllowList
+from foundation.database_urls import require_sqlite_folder
 from foundation.option_reading import by_attr, masked_repr, read_options, secret_attrs
 from foundation.options import ConfigError
 
@@ -36,8 +37,17 @@ _REDIS_SCHEMES = ("redis://", "rediss://")
 
 def database_url_from_env(env: Mapping[str, str] | None = None) -> str:
     """All a migration needs: read no other setting, so a provider's missing secret cannot stop it."""
+    env = os.environ if env is None else env
     wanted = by_attr(OPTIONS)
-    return read_options(os.environ if env is None else env, (wanted["var_dir"], wanted["database_url"]))["database_url"]
+    return _checked_database_url(env, read_options(env, (wanted["var_dir"], wanted["database_url"]))["database_url"])
+
+
+def _checked_database_url(env: Mapping[str, str], url: str) -> str:
+    """A ``DATABASE_URL`` the environment sets must name a SQLite folder that exists; the default
+    file lives in ``LIAISON_VAR_DIR``, Liaison's own folder, which is made when missing."""
+    if env.get("DATABASE_URL", "").strip():
+        require_sqlite_folder("DATABASE_URL", url)
+    return url
 
 
 @dataclass(frozen=True, repr=False)
@@ -182,6 +192,7 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         values = read_options(env, OPTIONS)
+        _checked_database_url(env, values["database_url"])
         del values["var_dir"]  # only ever a default for others
         names = values.pop("provider_names")
         values["providers"] = {name: ProviderSettings.from_env(env, name) for name in names}

@@ -1,10 +1,13 @@
 """Alembic environment: URL from foundation.settings (or the caller's config), batch mode for SQLite."""
 
+import sys
 from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import create_engine
 
+from foundation.database_urls import normalise_database_url
+from foundation.options import ConfigError
 from foundation.settings import database_url_from_env
 from models import Base
 from models.db import ensure_private_sqlite_file
@@ -14,7 +17,12 @@ if config.config_file_name is not None and not config.attributes.get("skip_loggi
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 # Only the database URL: a migration must run even while a provider's secrets are still missing.
-url = config.attributes.get("database_url") or database_url_from_env()
+# A platform's postgres:// is mapped to Liaison's driver; a bad URL is one line naming the setting.
+try:
+    url = normalise_database_url("DATABASE_URL", config.attributes.get("database_url") or database_url_from_env())
+except ConfigError as exc:
+    print(f"liaison: configuration error: {exc}", file=sys.stderr)
+    raise SystemExit(78) from None  # EX_CONFIG, as app/startup.py
 if url.startswith("sqlite"):
     ensure_private_sqlite_file(url)  # 0600, before create_engine below can create it world-readable
 

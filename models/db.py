@@ -29,7 +29,8 @@ def ensure_private_sqlite_file(url: str) -> Path | None:
     """Create a SQLite database file (and its folder) owner-only, before SQLAlchemy or Alembic opens
     it: SQLite itself would create it with the process umask (usually world-readable). A file that
     exists already is tightened to 0600 too. Returns the file, or None for other databases and
-    in-memory SQLite."""
+    in-memory SQLite. (The folder made here is the default's, ``LIAISON_VAR_DIR``: the settings
+    refuse a ``DATABASE_URL`` whose folder does not exist, foundation/database_urls.py.)"""
     parsed = make_url(url)
     if (
         parsed.get_backend_name() != "sqlite"
