@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import click
 import kombu
 import kombu.exceptions
-from flask.cli import FlaskGroup
+from flask.cli import FlaskGroup, ScriptInfo
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -54,9 +54,13 @@ def load_settings() -> Settings:
 
 
 def running_flask_cli() -> bool:
-    """True while the ``flask`` command loads the app to find its commands."""
+    """True while the ``flask`` command, or the ``liaison`` one (app/cli/main.py, which hands the
+    group a ScriptInfo as ``flask`` does), loads the app to run a command."""
     ctx = click.get_current_context(silent=True)
-    return ctx is not None and isinstance(ctx.find_root().command, FlaskGroup)
+    if ctx is None:
+        return False
+    root = ctx.find_root()
+    return isinstance(root.command, FlaskGroup) or isinstance(root.obj, ScriptInfo)
 
 
 def where(url: str) -> str:

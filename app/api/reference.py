@@ -9,12 +9,12 @@ import json
 import re
 from functools import cache
 from html import escape
-from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, abort, jsonify
 
 from app.api.openapi import document
+from app.package_files import shipped
 
 bp = Blueprint("reference", __name__, url_prefix="/api/v1")
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -32,8 +32,8 @@ def openapi_json() -> Response:
     return jsonify(document())
 
 
-#: Shipped with the code (the repository's docs/), read once.
-ASYNCAPI = Path(__file__).resolve().parents[2] / "docs" / "asyncapi.yaml"
+#: Shipped with the code (a checkout's docs/, an installed server's app/docs: app/package_files.py), read once.
+ASYNCAPI = shipped("docs/asyncapi.yaml")
 
 
 @bp.get("/asyncapi.yaml")

@@ -1,4 +1,9 @@
-"""Maintenance commands: database schema, outbox sweep, pruning, the demo."""
+"""Maintenance commands: database schema, outbox sweep, pruning, the demo.
+
+The demo plays a domain app with the typed client, ``liaison_client``, a distribution of its own that
+a checkout has beside the server's packages but an installed server (``pip install .``) does not: so
+``demo`` imports ``app.demo`` when it runs, and says what to install when the client is missing,
+rather than every command of the CLI failing to load."""
 
 from __future__ import annotations
 
@@ -10,7 +15,6 @@ from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 
 from app.cli.output import json_option
-from app.demo import run_demo
 from app.observability.migrations import alembic_config
 from models.base import utcnow
 from models.heartbeats import beat_liveness
@@ -109,6 +113,14 @@ def beat_check(as_json: bool) -> None:
 )
 def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int) -> None:
     """Submit a handful of tasks (some set to fail) and follow each one to its final state."""
+    try:
+        from app.demo import run_demo  # needs liaison_client: see the module's docstring
+    except ModuleNotFoundError as exc:
+        if exc.name != "liaison_client":
+            raise
+        raise click.ClickException(
+            "the demo needs the typed client: pip install ./liaison_client from a checkout (or run bin/demo there)"
+        ) from None
     ok = run_demo(
         current_app._get_current_object(),  # type: ignore[attr-defined]  # the proxy is typed as Flask itself
         web_url=web_url,

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
 
+from app.package_files import shipped
+
 
 def alembic_config(database_url: str) -> Config:
-    """Alembic's configuration for this checkout's ``migrations/``, aimed at ``database_url``."""
-    root = Path(__file__).resolve().parents[2]
-    config = Config(str(root / "alembic.ini"))
-    config.set_main_option("script_location", str(root / "migrations"))
+    """Alembic's configuration for this release's migrations (a checkout's ``migrations/``, or the
+    installed package's: app/package_files.py), aimed at ``database_url``. No alembic.ini: its
+    logging is the command line's (``skip_logging``), and the script location is set here."""
+    config = Config()
+    config.set_main_option("script_location", str(shipped("migrations")))
+    config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = database_url
     config.attributes["skip_logging"] = True
     return config
