@@ -27,6 +27,17 @@ def _other(env: str, default: str, doc: str, example: str | None = None) -> Opti
 #: Variables other programs read (Liaison's code does not): documented here, so they are in one place.
 OTHER_SECTIONS = (
     Section(
+        "The web process (read by the Procfile's web line)",
+        (
+            _other("PORT", "5000", "the web's port; a PaaS sets it (Heroku and the like)"),
+            _other(
+                "WEB_ADDRESS",
+                "0.0.0.0",
+                "where the Procfile's web listens: all interfaces for a deploy (bin/demo: 127.0.0.1)",
+            ),
+        ),
+    ),
+    Section(
         "Metrics (read by prometheus-client itself; see docs/observability.md)",
         (
             _other(

@@ -30,9 +30,9 @@ def procfile(path: Path = ROOT / "Procfile") -> dict[str, str]:
 
 
 def on_loopback(command: str) -> str:
-    """The one change the suite makes to a Procfile line: ``web`` binds 0.0.0.0; the suite's run
-    listens on 127.0.0.1 only."""
-    return command.replace("--bind 0.0.0.0:", "--bind 127.0.0.1:")
+    """The one change the suite makes to a Procfile line: ``web`` binds 0.0.0.0 (unless
+    ``WEB_ADDRESS`` says otherwise); the suite's run listens on 127.0.0.1 only."""
+    return command.replace("--bind ${WEB_ADDRESS:-0.0.0.0}:", "--bind 127.0.0.1:")
 
 
 def descendants(pid: int) -> list[int]:
