@@ -1,0 +1,29 @@
+# One image for every process of the Procfile (docs/runbook.md, "Deploying"): this checkout's code on
+# a slim Python, the pinned requirements, a user without privileges. The default command is the
+# Procfile's web line; compose.yaml runs each other line on the same image. Each command runs as
+# `bash -c LINE`, as the Procfile's shell would, and bash execs a single command: the process is the
+# container's main one and gets its signals. tests/unit/test_container.py checks the commands are
+# the Procfile's and that every variable set here or in compose.yaml is a declared setting.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+# The dependencies in a layer of their own (a code change does not reinstall them), with the same
+# constraints bin/_venv.sh installs with: every transitive version pinned.
+COPY requirements.txt constraints.txt ./
+RUN pip install -r requirements.txt -c constraints.txt
+
+COPY . .
+# The `liaison` command (pyproject.toml), leaving the pinned dependencies as they are; the build
+# uses the image's own setuptools and wheel (python:3.11 images ship both), so nothing is fetched.
+RUN pip install --no-deps --no-build-isolation . && rm -rf build ./*.egg-info \
+    && useradd --system --create-home --uid 10001 liaison \
+    && mkdir -p var && chown liaison var
+USER liaison
+
+EXPOSE 5000
+CMD ["bash", "-c", "gunicorn -c gunicorn.conf.py --no-control-socket --bind ${WEB_ADDRESS:-0.0.0.0}:${PORT:-5000} --workers 2 --threads 4 --access-logfile - 'app:create_app()'"]
