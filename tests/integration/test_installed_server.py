@@ -1,13 +1,12 @@
 """The real wheel: ``pip wheel .`` builds it, ``pip install --no-deps --target`` installs it apart
 from the checkout, and its ``liaison`` command runs there: ``--help`` lists the groups and ``db
-upgrade`` migrates from the installed package. The dependencies are this venv's (no download); the
-build takes setuptools from this venv when it can build wheels, else, as ``pip install .`` would,
-from the package index pip is configured with. Slow (a build and an install), hence here.
+upgrade`` migrates from the installed package. Nothing is downloaded: the build runs on this venv's
+setuptools and ``wheel`` (requirements-dev.txt) without build isolation, the install takes the wheel
+alone, and pip is told to use no index. Slow (a build and an install), hence here.
 tests/unit/test_packaging.py checks the same layout without building."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -25,16 +24,14 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpr
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def _setuptools_builds_wheels() -> bool:
-    return importlib.util.find_spec("setuptools.command.bdist_wheel") is not None
+#: pip must not reach a package index from a test: only loopback traffic is allowed.
+OFFLINE = ["--no-index", "--no-build-isolation", "--no-deps", "--quiet"]
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    # setuptools builds wheels itself from 70.1 on; before that it needs the `wheel` package.
-    local = ["--no-build-isolation"] if importlib.util.find_spec("wheel") or _setuptools_builds_wheels() else []
-    built = _run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--quiet", "-w", str(out), *local], ROOT)
+    built = _run([sys.executable, "-m", "pip", "wheel", ".", *OFFLINE, "-w", str(out)], ROOT)
     assert built.returncode == 0, built.stdout + built.stderr
     (found,) = out.glob("liaison-*.whl")
     return found
@@ -54,9 +51,7 @@ def test_the_wheel_holds_the_server_and_the_liaison_command(wheel: Path) -> None
 
 def test_the_installed_liaison_command_runs_apart_from_the_checkout(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
-    installed = _run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target), str(wheel)], tmp_path
-    )
+    installed = _run([sys.executable, "-m", "pip", "install", *OFFLINE, "--target", str(target), str(wheel)], tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     env = {
         "PATH": os.environ["PATH"],
