@@ -44,7 +44,9 @@ def add_outbox(
     return row
 
 
-def add_relay(session: Session, task: ExternalTask, callback_type: str, now: datetime, **fields: Any) -> OutboxMessage:
+def add_relay(
+    session: Session, task: ExternalTask, callback_type: str, now: datetime, *, with_channel: bool = True, **fields: Any
+) -> OutboxMessage:
     """Every callback of a task is written here, under the task's row lock: it takes the next
     number of the task's sequence (``core.ordering``) and carries the task's state at that point,
     so a domain app can discard anything older than what it holds. A completion after an earlier
@@ -57,6 +59,8 @@ def add_relay(session: Session, task: ExternalTask, callback_type: str, now: dat
     ``channel``, with the same body and ``message_id`` (its own row id is derived from it:
     ``wire.channel_messages.row_message_id``) and no ``sequence`` column (that place is the
     HTTP relay's): the channel task publishes a task's rows in the order they were written.
+    ``with_channel=False``: the relay alone, when an unsent channel row takes this callback in
+    place (``service.progress``, a coalesced progress report).
     """
     task.relay_seq = next_sequence(task.relay_seq)
     message_id = new_message_id()
@@ -77,7 +81,7 @@ def add_relay(session: Session, task: ExternalTask, callback_type: str, now: dat
         occurred_at=now.isoformat(),
         **fields,
     )
-    if task.channel is not None:
+    if task.channel is not None and with_channel:
         add_channel_event(session, task.id, task.correlation_id, dict(relay.payload, message_id=message_id), now)
     return relay
 

@@ -379,6 +379,72 @@ def test_a_client_on_http_and_a_channel_gets_the_same_events_on_both(rig: Rig) -
     assert channel == http  # same bodies: message_id, sequence, state, outcome, occurred_at
 
 
+def _progress_recorded(stack: Stack, correlation_id: str) -> list[dict[str, Any]]:
+    """The reports the task took (``event.progress`` on its timeline), in the order it took them."""
+    with stack.db.transaction() as session:
+        task_id = session.scalar(select(ExternalTask.id).where(ExternalTask.correlation_id == correlation_id))
+        return list(
+            session.scalars(
+                select(TaskEvent.detail)
+                .where(TaskEvent.task_id == task_id, TaskEvent.kind == "event.progress")
+                .order_by(TaskEvent.id)
+            )
+        )
+
+
+def test_progress_over_a_slow_endpoint_and_a_channel_keeps_one_body_per_message_id(rig: Rig) -> None:
+    """Issue 22, point 4. A client on HTTP and the channel whose endpoint holds its callbacks (it
+    answers once every report was recorded, or after 2.5 s, under the 3 s relay deadline), and a
+    channel-only client, while the vendor sends nineteen progress reports: an HTTP callback and a
+    channel event with the same message_id carry the same body, each way's sequence only grows, and
+    each way's last progress is the last figure the task took."""
+    stack = rig.stack
+    api_key, secret, path = stack.new_client()
+    name = stack.client_name(api_key)
+    assert stack.admin("PUT", f"/clients/{name}/channel", json={"channel": rig.channel}).status_code == 200
+    both = DomainApp(rig.channel, name, secret, rig.prefix, rig.url)
+    both.setup()
+    only = rig.domain_app()
+    gate = stack.callbacks.hold(path, at_most_s=2.5)
+    reports = [5.0 * n for n in range(1, 20)]  # 5 % … 95 %
+    knobs = {"accept_delay_s": 0.1, "progress": reports, "progress_interval_s": 0.05, "complete_delay_s": 2.0}
+    cid, alone = f"prog-{uuid.uuid4().hex[:8]}", f"prog-only-{uuid.uuid4().hex[:8]}"
+    assert stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": knobs}}).status_code == 202
+    only.submit(alone, {"simulate": knobs})
+    deadline = time.monotonic() + 2.5
+    while len(_progress_recorded(stack, cid)) < len(reports) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gate.set()
+    both.wait_for(completed(both, cid), timeout=60, what="the channel's completion")
+    only.wait_for(completed(only, alone), timeout=60, what="the channel-only completion")
+    stack.callbacks.wait_for(
+        lambda reqs: any(r.path == path and r.json()["type"] == "task.completed" for r in reqs),
+        timeout=30,
+        message="the HTTP completion",
+    )
+    time.sleep(1.0)  # anything still on its way
+    both.poll()
+    only.poll()
+    http = [r.json() for r in stack.callbacks.posts_to(path) if 200 <= r.status < 300]
+    channel = [{k: v for k, v in e.items() if k != "_where"} for e in both.of(cid)]
+    lonely = [{k: v for k, v in e.items() if k != "_where"} for e in only.of(alone)]
+    for label, events in (("http", http), ("channel", channel), ("channel only", lonely)):
+        seen = [(e["type"], e["sequence"], e.get("percent")) for e in events]
+        print(f"\n{rig.channel} {label}: {seen}")
+    bodies: dict[str, dict[str, Any]] = {}
+    for body in http + channel:
+        assert bodies.setdefault(body["message_id"], body) == body, f"{body['message_id']} carried two bodies"
+    assert len({b["message_id"] for b in channel}) == len(channel), "an event was received twice"
+    for events, task in ((http, cid), (channel, cid), (lonely, alone)):
+        sequences = [e["sequence"] for e in events]
+        assert sequences == sorted(set(sequences))  # in order, each once
+        assert events[0]["type"] == "task.accepted" and events[-1]["type"] == "task.completed"
+        progress = [e for e in events if e["type"] == "task.progress"]
+        last = _progress_recorded(stack, task)[-1]["percent"]
+        assert progress and progress[-1]["percent"] == last, (task, [p["percent"] for p in progress], last)
+    assert len([e for e in http if e["type"] == "task.progress"]) < len(reports)  # HTTP was behind: coalesced
+
+
 def test_the_channel_commands_process_takes_commands(rig: Rig, tmp_path) -> None:
     """The Procfile's ``channel-commands`` line, as a real process: a task submitted over the channel
     completes through it alone (the in-test consumer is stopped first: this test runs last), and
