@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.representation import MAX_ID
+from app.api.representation import CURSOR, MAX_ID
 from app.api.validation import IDEMPOTENCY_KEY
 
 Schema = dict[str, Any]
@@ -38,6 +38,51 @@ ERRORS = {
         "The database or the broker is not answering (restarting); ask again after Retry-After.",
     ),
 }
+
+
+#: No string a request carries may hold U+0000: PostgreSQL text cannot store it, and
+#: ``wire.bounded_json.strict_loads`` refuses a JSON body with one anywhere, keys included (400).
+NO_NUL = "^[^\\x00]*$"
+#: Any JSON value the API can store (``StoredJson``): what free-form fields (a task's ``input``) and
+#: the members a body may carry besides its documented ones can hold.
+STORED_JSON: Schema = {
+    "description": "Any JSON value without U+0000 in a string or an object key (PostgreSQL cannot store it; "
+    "a body holding one anywhere is a 400).",
+    "anyOf": [
+        {"type": ["null", "boolean", "number"]},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": {"$ref": "#/components/schemas/StoredJson"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": {"$ref": "#/components/schemas/StoredJson"},
+        },
+    ],
+}
+
+
+def storable(schema: Schema) -> Schema:
+    """A request body's schema saying what the server refuses in any body (a copy): no string holds
+    U+0000, and an open object's other members are ``StoredJson`` under keys without it. A ``$ref``
+    is left as it is (its target says so itself)."""
+    if not isinstance(schema, dict) or "$ref" in schema:
+        return schema
+    out = dict(schema)
+    kinds = out.get("type", [])
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if "string" in kinds and not {"pattern", "enum", "const"} & out.keys():
+        out["pattern"] = NO_NUL
+    if "object" in kinds:
+        out["properties"] = {k: storable(v) for k, v in out.get("properties", {}).items()}
+        if out.get("additionalProperties") is not False:
+            out["propertyNames"] = {"pattern": NO_NUL}
+            out.setdefault("additionalProperties", {"$ref": "#/components/schemas/StoredJson"})
+    if "items" in out:
+        out["items"] = storable(out["items"])
+    for key in ("oneOf", "anyOf", "allOf"):
+        if key in out:
+            out[key] = [storable(s) for s in out[key]]
+    return out
 
 
 def ref(name: str) -> Schema:
@@ -105,6 +150,13 @@ IDEMPOTENCY = {
     "description": "The request's MessageId: the same key and body again is the same request.",
 }
 ROW_ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
+CURSOR_PARAM = {
+    "name": "cursor",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "pattern": CURSOR.pattern},
+    "description": f"`next_cursor` of the previous page, passed back as it came: `t` and a row id, 1 to {MAX_ID - 1}.",
+}
 LIMIT = query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50})
 AFTER_ID = query("after_id", {"type": "integer", "minimum": 0, "maximum": MAX_ID}, "`next_after_id` of the last page")
 
@@ -148,18 +200,18 @@ def op(
     if params:
         operation["parameters"] = list(params)
     if body is not None:
-        operation["requestBody"] = {"required": body_required, "content": {JSON: {"schema": body}}}
+        operation["requestBody"] = {"required": body_required, "content": {JSON: {"schema": storable(body)}}}
     return operation
 
 
 # --- shared by the operations of several modules ---
 CORRELATION = path("correlation_id", {"type": "string"})
-TEXT_FILTER = {"type": "string", "maxLength": 200, "pattern": "^[^\\x00]*$"}
+TEXT_FILTER = {"type": "string", "maxLength": 200, "pattern": NO_NUL}
 CLIENT_NAME = {
     "type": "string",
     "minLength": 1,
     "maxLength": 100,
-    "pattern": "^[^\\x00]*$",
+    "pattern": NO_NUL,
     "description": "Needed only where several clients share the name (a correlation id, a URL).",
 }
 NAME = path("name", {"type": "string"})

@@ -4,7 +4,7 @@ drift apart silently."""
 
 from __future__ import annotations
 
-from app.api.openapi_parts import STRING, TIME, nullable, obj, ref
+from app.api.openapi_parts import NO_NUL, STORED_JSON, STRING, TIME, nullable, obj, ref, storable
 from app.api.validation import CONCURRENCY_KEY, CORRELATION_ID, MAX_TIMEOUT_S
 from core.fair_share import ENDPOINT_PAUSED, MAX_PRIORITY, MIN_PRIORITY, REASONS
 from core.states import State
@@ -89,11 +89,26 @@ TASK = obj(
 )
 
 TIMEOUT = {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S}
-SUBMIT = obj(
+DEADLINE = {
+    "type": "string",
+    "format": "date-time",
+    "description": "In the future, with an offset. An acceptance deadline (given, or now plus its timeout) must "
+    "not be after the execution deadline.",
+}
+#: each deadline is given as a timeout or as a time, never both (``app.api.validation._deadline``)
+EXCLUSIVE = [("acceptance_timeout_s", "acceptance_deadline"), ("execution_timeout_s", "execution_deadline")]
+SUBMIT_FIELDS = obj(
     {
         "input": {
-            "type": ["object", "string"],
-            "description": "The work, passed to the vendor as is. At most "
+            "oneOf": [
+                {
+                    "type": "object",
+                    "propertyNames": {"pattern": NO_NUL},
+                    "additionalProperties": ref("StoredJson"),
+                },
+                {"type": "string", "pattern": NO_NUL},
+            ],
+            "description": "The work, passed to the vendor as is: an object or a string. At most "
             "LIAISON_MAX_JSON_DEPTH levels deep and LIAISON_MAX_INPUT_BYTES of canonical JSON.",
         },
         "correlation_id": {"type": "string", "pattern": ID_PATTERN, "description": "Yours; generated if absent."},
@@ -105,10 +120,10 @@ SUBMIT = obj(
             "description": "http(s); default: the client's. Must pass the outbound guard and lie "
             "within the client's callback origins, if it has any.",
         },
-        "acceptance_timeout_s": TIMEOUT,
-        "acceptance_deadline": {"type": "string", "format": "date-time"},
-        "execution_timeout_s": TIMEOUT,
-        "execution_deadline": {"type": "string", "format": "date-time"},
+        "acceptance_timeout_s": {**TIMEOUT, "description": "Or acceptance_deadline, not both."},
+        "acceptance_deadline": DEADLINE,
+        "execution_timeout_s": {**TIMEOUT, "description": "Or execution_deadline, not both."},
+        "execution_deadline": DEADLINE,
         "on_deadline": {"enum": ["escalate", "cancel"], "default": "escalate"},
         "heartbeat_timeout_s": {
             **TIMEOUT,
@@ -136,6 +151,10 @@ SUBMIT = obj(
     ("input",),
     closed=True,
 )
+SUBMIT = {
+    **storable(SUBMIT_FIELDS),
+    "not": {"anyOf": [{"required": list(pair)} for pair in EXCLUSIVE]},
+}
 
 DEAD_LETTER = obj(
     {
@@ -252,6 +271,7 @@ PROBLEM_SCHEMA = {
 SCHEMAS = {
     "Task": TASK,
     "SubmitTask": SUBMIT,
+    "StoredJson": STORED_JSON,
     "Problem": PROBLEM_SCHEMA,
     "DeadLetter": DEAD_LETTER,
     "Incident": INCIDENT,
