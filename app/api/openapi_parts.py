@@ -61,6 +61,23 @@ STORED_JSON: Schema = {
 }
 
 
+#: An http(s) URL as ``app.api.validation.is_http_url`` takes it: a scheme, an ASCII authority (an
+#: IPv6 literal or a non-ASCII host is taken too, but not described here), then anything without NUL.
+HTTP_URL: Schema = {
+    "type": "string",
+    "maxLength": 2000,
+    "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~%!$&'()*+,;=:@-]+(?:[/?#][^\\x00]*)?$",
+}
+_PORT = "(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+#: A callback origin as ``core.origins.parse_origin`` takes it: ``http(s)://host[:port]``, a trailing
+#: ``/`` at most, no userinfo (an IPv6 literal or a non-ASCII host is taken too, but not described).
+ORIGIN: Schema = {
+    "type": "string",
+    "maxLength": 2000,
+    "pattern": f"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~%!$&'()*+,;=-]+(?::{_PORT}?)?/?$",
+}
+
+
 def storable(schema: Schema) -> Schema:
     """A request body's schema saying what the server refuses in any body (a copy): no string holds
     U+0000, and an open object's other members are ``StoredJson`` under keys without it. A ``$ref``

@@ -4,7 +4,7 @@ drift apart silently."""
 
 from __future__ import annotations
 
-from app.api.openapi_parts import NO_NUL, STORED_JSON, STRING, TIME, nullable, obj, ref, storable
+from app.api.openapi_parts import HTTP_URL, NO_NUL, STORED_JSON, STRING, TIME, nullable, obj, ref, storable
 from app.api.validation import CONCURRENCY_KEY, CORRELATION_ID, MAX_TIMEOUT_S
 from core.fair_share import ENDPOINT_PAUSED, MAX_PRIORITY, MIN_PRIORITY, REASONS
 from core.states import State
@@ -114,9 +114,7 @@ SUBMIT_FIELDS = obj(
         "correlation_id": {"type": "string", "pattern": ID_PATTERN, "description": "Yours; generated if absent."},
         "provider": {"type": "string", "description": "Optional when exactly one provider is configured."},
         "callback_url": {
-            "type": "string",
-            "format": "uri",
-            "maxLength": 2000,
+            **HTTP_URL,
             "description": "http(s); default: the client's. Must pass the outbound guard and lie "
             "within the client's callback origins, if it has any.",
         },

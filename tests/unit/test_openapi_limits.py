@@ -12,13 +12,15 @@ from typing import Any
 
 import jsonschema_rs
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.api.openapi import document
+from app.api.openapi_parts import HTTP_URL, ORIGIN
 from app.api.representation import CURSOR, MAX_ID, decode_cursor, encode_cursor
-from app.api.validation import parse_submit
+from app.api.validation import is_http_url, parse_submit
 from app.errors import BadRequest, ValidationFailed
+from core.origins import BadOrigin, parse_origin
 from tests.unit.test_validation import PROVIDERS
 from wire.bounded_json import InvalidJson, strict_loads
 
@@ -50,7 +52,7 @@ def test_every_cursor_given_out_matches_the_documented_pattern(last_id: int) -> 
     assert CURSOR.fullmatch(encode_cursor(last_id)) and decode_cursor(encode_cursor(last_id)) == last_id
 
 
-@given(st.from_regex(CURSOR) | st.text(max_size=25) | st.from_regex(r"\At[0-9]{1,21}\Z"))
+@given(st.from_regex(CURSOR, fullmatch=True) | st.text(max_size=25) | st.from_regex(r"\At[0-9]{1,21}\Z"))
 def test_a_cursor_is_taken_exactly_when_the_document_allows_it(cursor: str) -> None:
     allowed = validator({"type": "string", "pattern": CURSOR.pattern}).is_valid(cursor)
     try:
@@ -108,3 +110,22 @@ def test_a_cancel_key_bound_to_another_task_is_documented_as_a_conflict() -> Non
     cancel = document()["paths"]["/api/v1/tasks/{correlation_id}/cancel"]["post"]
     (key,) = [p for p in cancel["parameters"] if p["name"] == "Idempotency-Key"]
     assert "409" in key["description"] and "409" in cancel["responses"]
+
+
+@settings(max_examples=300)
+@given(st.from_regex(HTTP_URL["pattern"], fullmatch=True).filter(lambda u: len(u) <= HTTP_URL["maxLength"]))
+def test_every_url_the_document_allows_is_one_the_server_takes(url: str) -> None:
+    assert is_http_url(url), url
+
+
+@settings(max_examples=300)
+@given(st.from_regex(ORIGIN["pattern"], fullmatch=True))
+def test_every_origin_the_document_allows_is_one_the_server_takes(origin: str) -> None:
+    assert parse_origin(origin), origin
+
+
+@pytest.mark.parametrize("value", ["ftp://x", "http://", "https://user@shop.example", "http://a:65536", "http://a/p"])
+def test_an_origin_the_server_refuses_the_document_refuses(value: str) -> None:
+    with pytest.raises(BadOrigin):
+        parse_origin(value)
+    assert not validator(ORIGIN).is_valid(value)
