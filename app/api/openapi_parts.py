@@ -90,7 +90,8 @@ def storable(schema: Schema) -> Schema:
     if "string" in kinds and not {"pattern", "enum", "const"} & out.keys():
         out["pattern"] = NO_NUL
     if "object" in kinds:
-        out["properties"] = {k: storable(v) for k, v in out.get("properties", {}).items()}
+        if "properties" in out:
+            out["properties"] = {k: storable(v) for k, v in out["properties"].items()}
         if out.get("additionalProperties") is not False:
             out["propertyNames"] = {"pattern": NO_NUL}
             out.setdefault("additionalProperties", {"$ref": "#/components/schemas/StoredJson"})

@@ -112,7 +112,10 @@ SUBMIT_FIELDS = obj(
             "LIAISON_MAX_JSON_DEPTH levels deep and LIAISON_MAX_INPUT_BYTES of canonical JSON.",
         },
         "correlation_id": {"type": "string", "pattern": ID_PATTERN, "description": "Yours; generated if absent."},
-        "provider": {"type": "string", "description": "Optional when exactly one provider is configured."},
+        "provider": {
+            "type": "string",
+            "description": "One of the configured providers (LIAISON_PROVIDERS); optional when exactly one is.",
+        },
         "callback_url": {
             **HTTP_URL,
             "description": "http(s); default: the client's. Must pass the outbound guard and lie "
