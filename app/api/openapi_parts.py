@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.representation import CURSOR, MAX_ID
+from app.api.representation import CURSOR_OR_EMPTY, MAX_ID
 from app.api.validation import IDEMPOTENCY_KEY
 
 Schema = dict[str, Any]
@@ -172,8 +172,9 @@ CURSOR_PARAM = {
     "name": "cursor",
     "in": "query",
     "required": False,
-    "schema": {"type": "string", "pattern": CURSOR.pattern},
-    "description": f"`next_cursor` of the previous page, passed back as it came: `t` and a row id, 1 to {MAX_ID - 1}.",
+    "schema": {"type": "string", "pattern": CURSOR_OR_EMPTY},
+    "description": f"`next_cursor` of the previous page, passed back as it came: `t` and a row id, 1 to {MAX_ID - 1} "
+    "(empty: the first page).",
 }
 LIMIT = query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50})
 AFTER_ID = query("after_id", {"type": "integer", "minimum": 0, "maximum": MAX_ID}, "`next_after_id` of the last page")

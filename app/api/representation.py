@@ -100,8 +100,9 @@ def _up_to(limit: int) -> str:
 #: A list's cursor, as the OpenAPI document states it: ``t`` and the last row's id (1 to
 #: ``MAX_ID - 1``). Opaque to clients, who pass ``next_cursor`` back as it came; its format is
 #: stated so that a malformed one is a schema violation, and every cursor the pattern allows is one
-#: the API takes (a page after it may be empty).
+#: the API takes (a page after it may be empty). An empty ``cursor=`` is no cursor: the first page.
 CURSOR = re.compile(f"^t(?:{_up_to(MAX_ID - 1)})$")
+CURSOR_OR_EMPTY = f"^(?:{CURSOR.pattern[1:-1]})?$"
 
 
 def encode_cursor(last_id: int) -> str:

@@ -75,3 +75,5 @@ def test_every_next_cursor_matches_the_documented_pattern_and_pages_on(api: tupl
     assert [t["correlation_id"] for t in rest["tasks"]] == ["task-0"] and rest["next_cursor"] is None
     assert client.get("/api/v1/tasks?cursor=t1", headers=auth).get_json()["tasks"] == []  # allowed: an empty page
     assert client.get("/api/v1/tasks?cursor=dDE", headers=auth).status_code == 400  # not the documented form
+    assert len(client.get("/api/v1/tasks?cursor=", headers=auth).get_json()["tasks"]) == 3  # empty: the first page
+    assert re.fullmatch(param["schema"]["pattern"], "")

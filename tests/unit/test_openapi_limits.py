@@ -15,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.api.admin_params import int_arg
 from app.api.openapi import document
 from app.api.openapi_parts import HTTP_URL, ORIGIN
-from app.api.representation import CURSOR, MAX_ID, decode_cursor, encode_cursor
-from app.api.validation import is_http_url, parse_submit
+from app.api.representation import CURSOR, CURSOR_OR_EMPTY, MAX_ID, decode_cursor, encode_cursor
+from app.api.validation import is_http_url, parse_submit, whole_number
 from app.errors import BadRequest, ValidationFailed
 from core.origins import BadOrigin, parse_origin
-from tests.unit.test_validation import PROVIDERS
+from tests.unit.test_validation import NOW, PROVIDERS, errors_of, submit
 from wire.bounded_json import InvalidJson, strict_loads
 
 NOW_ISO = "2030-01-01T12:00:00+00:00"
@@ -44,7 +45,7 @@ def bodies() -> list[tuple[str, dict[str, Any]]]:
 
 def test_the_list_cursor_is_documented_as_the_api_checks_it() -> None:
     (cursor,) = [p for p in document()["paths"]["/api/v1/tasks"]["get"]["parameters"] if p["name"] == "cursor"]
-    assert cursor["schema"]["pattern"] == CURSOR.pattern
+    assert cursor["schema"]["pattern"] == CURSOR_OR_EMPTY == f"^(?:{CURSOR.pattern[1:-1]})?$"
 
 
 @given(st.integers(min_value=1, max_value=MAX_ID - 1))
@@ -54,7 +55,7 @@ def test_every_cursor_given_out_matches_the_documented_pattern(last_id: int) -> 
 
 @given(st.from_regex(CURSOR, fullmatch=True) | st.text(max_size=25) | st.from_regex(r"\At[0-9]{1,21}\Z"))
 def test_a_cursor_is_taken_exactly_when_the_document_allows_it(cursor: str) -> None:
-    allowed = validator({"type": "string", "pattern": CURSOR.pattern}).is_valid(cursor)
+    allowed = validator({"type": "string", "pattern": CURSOR_OR_EMPTY}).is_valid(cursor) and cursor != ""
     try:
         decode_cursor(cursor)
         taken = True
@@ -129,3 +130,31 @@ def test_an_origin_the_server_refuses_the_document_refuses(value: str) -> None:
     with pytest.raises(BadOrigin):
         parse_origin(value)
     assert not validator(ORIGIN).is_valid(value)
+
+
+@pytest.mark.parametrize("field", ["acceptance_timeout_s", "execution_timeout_s", "heartbeat_timeout_s", "priority"])
+def test_a_whole_number_written_with_a_fraction_is_the_integer_the_document_calls_it(field: str) -> None:
+    """JSON Schema's ``integer`` takes ``3.0``; so does the server, as 3 (not ``3.5``, ``"3"`` or ``true``)."""
+    assert validator({"$ref": "#/components/schemas/SubmitTask"}).is_valid({"input": {}, field: 3.0})
+    request = submit({"input": {}, field: 3.0})
+    assert {
+        "priority": request.priority,
+        "heartbeat_timeout_s": request.heartbeat_timeout_s,
+        "acceptance_timeout_s": request.acceptance_deadline
+        and int((request.acceptance_deadline - NOW).total_seconds()),
+        "execution_timeout_s": request.execution_deadline and int((request.execution_deadline - NOW).total_seconds()),
+    }[field] == 3
+    for value in (3.5, "3", True):
+        assert field in {e["field"] for e in errors_of({"input": {}, field: value})}, value
+
+
+@pytest.mark.parametrize(("value", "whole"), [(5, 5), (5.0, 5), (-0.0, 0), (5.5, None), (True, None), ("5", None)])
+def test_whole_number(value: object, whole: int | None) -> None:
+    assert whole_number(value) == whole
+
+
+def test_an_admin_bodys_whole_numbers_take_the_same_forms() -> None:
+    assert int_arg({"limit": 5.0}, "limit", 1000, 1, 100, json=True) == 5
+    for value in (5.5, "5", True):
+        with pytest.raises(ValidationFailed):
+            int_arg({"limit": value}, "limit", 1000, 1, 100, json=True)
