@@ -108,6 +108,8 @@ def client_paths() -> dict[str, Schema]:
                 "Add and remove callback origins",
                 {200: origins},
                 body=obj({"add": origin_list, "remove": origin_list}, closed=True),
+                description="409 when the client would then hold more than 20 origins, or its default "
+                "callback_url would lie outside them (the problem's `errors` names `origin`).",
             ),
         },
     }

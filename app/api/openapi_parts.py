@@ -69,6 +69,20 @@ HTTP_URL: Schema = {
     "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~%!$&'()*+,;=:@-]+(?:[/?#][^\\x00]*)?$",
 }
 _PORT = "(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_PORT_1 = "(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_LABEL = "[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+#: A callback URL of the form the outbound guard takes offline (``core.outbound_guard.parse_target``):
+#: printable ASCII without space or backslash, no userinfo, a port 1 to 65535, and a host that is a
+#: name of at most three DNS labels (its last not a number, so within 253 characters) or a dotted
+#: IPv4 address (other address spellings are judged too, but not described here). Where it may
+#: point (a public address, within the client's origins) only the server knows.
+CALLBACK_URL: Schema = {
+    "type": "string",
+    "maxLength": 2000,
+    "pattern": f"^[Hh][Tt][Tt][Pp][Ss]?://(?:(?:{_LABEL}\\.){{0,2}}[A-Za-z_](?:[A-Za-z0-9_-]{{0,61}}[A-Za-z0-9_])?\\.?"
+    f"|{_OCTET}(?:\\.{_OCTET}){{3}})(?::{_PORT_1})?(?:[/?#][!-\\[\\]-~]*)?$",
+}
 #: A callback origin as ``core.origins.parse_origin`` takes it: ``http(s)://host[:port]``, a trailing
 #: ``/`` at most, no userinfo (an IPv6 literal or a non-ASCII host is taken too, but not described).
 ORIGIN: Schema = {
@@ -219,7 +233,9 @@ def op(
     if params:
         operation["parameters"] = list(params)
     if body is not None:
-        operation["requestBody"] = {"required": body_required, "content": {JSON: {"schema": storable(body)}}}
+        # A body with required members is itself required: without one, those members are missing (422).
+        required = body_required or bool(body.get("required"))
+        operation["requestBody"] = {"required": required, "content": {JSON: {"schema": storable(body)}}}
     return operation
 
 

@@ -13,7 +13,8 @@ three rules depend on the server's state instead, and no schema can state them:
 
 So a submission that names a provider, a callback URL or a deadline names the configured provider,
 a URL on the recorder (its generated path kept) and deadlines from now. Every other field goes as
-generated, and every other operation is untouched.
+generated; cases generated to break the document (negative ones) and every other operation are
+left as they are.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SUBMIT = "POST /api/v1/tasks"
 def before_call(context: Any, case: Any, **kwargs: Any) -> None:
     if case.operation.label != SUBMIT or not isinstance(case.body, dict):
         return
+    if case.meta is None or not case.meta.generation.mode.is_positive:
+        return  # a case made to break a rule keeps what it broke
     body: dict[str, Any] = case.body
     if "provider" in body:
         body["provider"] = os.environ["LIAISON_CONTRACT_PROVIDER"]
@@ -50,7 +53,7 @@ def _deadlines_from_now(body: dict[str, Any], now: datetime) -> None:
         if f"{name}_deadline" in body:
             body[f"{name}_deadline"] = (now + delta).isoformat()
             when[name] = now + delta
-        elif isinstance(body.get(f"{name}_timeout_s"), int):
+        elif isinstance(body.get(f"{name}_timeout_s"), (int, float)):  # 60 or 60.0, as the document allows
             when[name] = now + timedelta(seconds=body[f"{name}_timeout_s"])
     if len(when) == 2 and when["acceptance"] > when["execution"]:
         for form in ("timeout_s", "deadline"):

@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 
 from app.api.admin_params import int_arg
 from app.api.openapi import document
-from app.api.openapi_parts import HTTP_URL, ORIGIN
+from app.api.openapi_parts import CALLBACK_URL, HTTP_URL, ORIGIN
 from app.api.representation import CURSOR, CURSOR_OR_EMPTY, MAX_ID, decode_cursor, encode_cursor
 from app.api.validation import is_http_url, parse_submit, whole_number
 from app.errors import BadRequest, ValidationFailed
 from core.origins import BadOrigin, parse_origin
+from core.outbound_guard import parse_target
 from tests.unit.test_validation import NOW, PROVIDERS, errors_of, submit
 from wire.bounded_json import InvalidJson, strict_loads
 
@@ -158,3 +159,24 @@ def test_an_admin_bodys_whole_numbers_take_the_same_forms() -> None:
     for value in (5.5, "5", True):
         with pytest.raises(ValidationFailed):
             int_arg({"limit": value}, "limit", 1000, 1, 100, json=True)
+
+
+@settings(max_examples=300)
+@given(st.from_regex(CALLBACK_URL["pattern"], fullmatch=True).filter(lambda u: len(u) <= CALLBACK_URL["maxLength"]))
+def test_every_callback_url_the_document_allows_has_a_form_the_outbound_guard_takes(url: str) -> None:
+    parse_target(url)  # raises Refused for a form it does not take; where it points is another matter
+    assert is_http_url(url)
+
+
+@pytest.mark.parametrize("field", ["correlation_id", "callback_url", "concurrency_key", "priority"])
+def test_a_null_optional_field_is_left_out_by_the_server_and_allowed_by_the_document(field: str) -> None:
+    assert validator({"$ref": "#/components/schemas/SubmitTask"}).is_valid({"input": {}, field: None})
+    submit({"input": {}, field: None})  # taken: the same as leaving it out
+
+
+@pytest.mark.parametrize(("operation", "schema"), bodies(), ids=[name for name, _ in bodies()])
+def test_a_body_with_required_members_is_itself_required(operation: str, schema: dict[str, Any]) -> None:
+    """Without a body its required members are missing, which the server refuses (422)."""
+    resolved = document()["components"]["schemas"]["SubmitTask"] if "$ref" in schema else schema
+    (op,) = [o for item in document()["paths"].values() for o in item.values() if o["operationId"] == operation]
+    assert op["requestBody"]["required"] == bool(resolved.get("required")), operation
