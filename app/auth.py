@@ -13,19 +13,23 @@ from models.client import Client
 from service.credentials import authenticate
 from workers.runtime import liaison
 
+#: what each bearer token is called when it is missing: the credential the caller must send
+API_KEY, ADMIN_TOKEN, METRICS_TOKEN = "API key", "LIAISON_ADMIN_TOKEN", "LIAISON_METRICS_TOKEN"
 
-def _bearer(header: str | None = None) -> str:
-    """The token of an ``Authorization: Bearer <token>`` header (this request's, unless given)."""
+
+def _bearer(expected: str, header: str | None = None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header (this request's, unless given);
+    without one, a 401 naming the ``expected`` credential."""
     header = request.headers.get("Authorization", "") if header is None else header
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("send Authorization: Bearer <API key>")
+        raise Unauthorized(f"send Authorization: Bearer <{expected}>")
     return token.strip()
 
 
 def current_client() -> Client:
     if "client" not in g:
-        client = authenticate(db_session(), _bearer())
+        client = authenticate(db_session(), _bearer(API_KEY))
         if client is None:
             raise Unauthorized("unknown, retired or revoked API key")
         if client.disabled_at is not None:
@@ -38,7 +42,7 @@ def require_admin() -> None:
     token = liaison().settings.admin_token
     if not token:
         raise NotFound("the admin API is disabled (LIAISON_ADMIN_TOKEN is not set)")
-    if not hmac.compare_digest(_bearer().encode(), token.encode()):
+    if not hmac.compare_digest(_bearer(ADMIN_TOKEN).encode(), token.encode()):
         raise Unauthorized("bad admin token")
 
 
@@ -54,5 +58,5 @@ def check_metrics_token(authorization: str, token: str) -> None:
     Unauthorized when the header does not carry it."""
     if not token:
         raise NotFound("not found")
-    if not hmac.compare_digest(_bearer(authorization).encode(), token.encode()):
+    if not hmac.compare_digest(_bearer(METRICS_TOKEN, authorization).encode(), token.encode()):
         raise Unauthorized("bad metrics token")

@@ -20,7 +20,7 @@ from liaison_client.errors import (
     UnexpectedResponse,
     ValidationFailed,
 )
-from liaison_client.models import FINAL_STATES, STATES, Callback, Page, Task, TimelineEntry
+from liaison_client.models import FINAL_STATES, STATES, Callback, Page, Task, TaskState, TimelineEntry
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -36,6 +36,7 @@ __all__ = [
     "Page",
     "ProblemError",
     "Task",
+    "TaskState",
     "TimelineEntry",
     "TooManyRequests",
     "TransportError",

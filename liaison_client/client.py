@@ -15,7 +15,7 @@ from urllib.parse import quote
 import requests
 
 from liaison_client.errors import TransportError, UnexpectedResponse, problem_from
-from liaison_client.models import Page, Task
+from liaison_client.models import Page, Task, TaskState
 
 __version__ = "0.1.0"
 USER_AGENT = f"liaison-client/{__version__}"
@@ -117,7 +117,7 @@ class LiaisonClient:
         """The task with its ``timeline`` (``GET /api/v1/tasks/<id>``); NotFound if it is not yours."""
         return self._task(self._request("GET", f"/api/v1/tasks/{quote(correlation_id, safe='')}"))
 
-    def list(self, state: str | None = None, limit: int = 50, cursor: str | None = None) -> Page:
+    def list(self, state: TaskState | None = None, limit: int = 50, cursor: str | None = None) -> Page:
         """One page of your tasks, newest first (``limit`` 1 to 200). Pass the page's
         ``next_cursor`` back as ``cursor`` for the next one, or use :meth:`iter_tasks`."""
         params: dict[str, str | int] = {"limit": limit}
@@ -131,7 +131,7 @@ class LiaisonClient:
         except (ValueError, TypeError) as exc:
             raise UnexpectedResponse(f"GET /api/v1/tasks: {exc}") from None
 
-    def iter_tasks(self, state: str | None = None, page_size: int = 100) -> Iterator[Task]:
+    def iter_tasks(self, state: TaskState | None = None, page_size: int = 100) -> Iterator[Task]:
         """Every task (in ``state``, if given), newest first, fetching pages as it goes."""
         cursor: str | None = None
         while True:

@@ -77,7 +77,8 @@ class NotFound(ProblemError):
 
 
 class Conflict(ProblemError):
-    """409: the Idempotency-Key was used with a different body, or the task is already final."""
+    """409: the Idempotency-Key was used with a different body (or, on a cancel, for another task),
+    or the task is already final."""
 
     @property
     def state(self) -> str | None:

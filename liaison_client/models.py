@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
-#: The states a task can be in; the last three are final.
-STATES = ("requested", "submitted", "accepted", "cancel_requested", "succeeded", "failed", "canceled")
+#: The states a task can be in, the last three final: a type, so a misspelt state (``"cancelled"``)
+#: is a type checker's error. The same as the OpenAPI document's (tests/unit/test_client_states.py).
+TaskState = Literal["requested", "submitted", "accepted", "cancel_requested", "succeeded", "failed", "canceled"]
+STATES: tuple[TaskState, ...] = get_args(TaskState)
 #: A task in one of these will not change again.
-FINAL_STATES = frozenset({"succeeded", "failed", "canceled"})
+FINAL_STATES: frozenset[TaskState] = frozenset({"succeeded", "failed", "canceled"})
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -32,6 +34,15 @@ def _str(data: Mapping[str, Any], name: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} is missing or not a string")
     return value
+
+
+def _state(data: Mapping[str, Any]) -> TaskState:
+    """The task's ``state``: one of :data:`STATES`, or the answer is not one this client understands."""
+    value = data.get("state")
+    for state in STATES:
+        if value == state:
+            return state
+    raise TypeError(f"state is not one of {', '.join(STATES)}: {value!r}")
 
 
 def _opt_str(data: Mapping[str, Any], name: str) -> str | None:
@@ -64,7 +75,7 @@ class Task:
     (lists and submits leave it empty)."""
 
     correlation_id: str
-    state: str
+    state: TaskState
     provider: str | None
     input: Any
     outcome: Any
@@ -97,7 +108,7 @@ class Task:
         timeline = data.get("timeline")
         return cls(
             correlation_id=_str(data, "correlation_id"),
-            state=_str(data, "state"),
+            state=_state(data),
             provider=_opt_str(data, "provider"),
             input=data.get("input"),
             outcome=data.get("outcome"),

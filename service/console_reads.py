@@ -63,6 +63,20 @@ def dead_letter_page(session: Session, letter_id: int) -> DeadLetterPage | None:
     )
 
 
+def letter_tasks(session: Session, letters: list[DeadLetter]) -> dict[int, int]:
+    """The task of each of these dead letters that has one, by dead letter id (one query)."""
+    outbox_ids = {d.outbox_id for d in letters if d.outbox_id is not None}
+    if not outbox_ids:
+        return {}
+    rows = session.execute(
+        select(OutboxMessage.id, OutboxMessage.task_id).where(
+            OutboxMessage.id.in_(outbox_ids), OutboxMessage.task_id.is_not(None)
+        )
+    ).tuples()
+    task_of = {outbox_id: task_id for outbox_id, task_id in rows if task_id is not None}
+    return {d.id: task_of[d.outbox_id] for d in letters if d.outbox_id in task_of}
+
+
 def open_matching(session: Session, flt: queries.DeadLetterFilter, now: datetime) -> int:
     """How many open dead letters match the filter now: what a replay of every match would take."""
     count = session.scalar(

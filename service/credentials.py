@@ -35,7 +35,12 @@ class KeyNotFound(CredentialError):
 
 
 class OriginRefused(CredentialError):
-    pass
+    """Not an origin (``core.origins.BadOrigin``); the API answers 422."""
+
+
+class OriginsConflict(OriginRefused):
+    """Refused for what the client would end up with, not for the form of what was sent: more than
+    ``MAX_ORIGINS`` origins, or its default callback_url outside them; the API answers 409."""
 
 
 @dataclass(frozen=True)
@@ -90,8 +95,7 @@ def create_client(
     now = now or utcnow()
     if session.scalar(select(Client.id).where(Client.name == name)) is not None:
         raise CredentialError(f"a client named {name!r} exists already")
-    normalized = _normalized(origins)
-    _check_default_url(callback_url, normalized)
+    normalized = _registrable(callback_url, _normalized(origins))
     secret = generate_secret()
     client = Client(
         name=name, callback_secrets=[secret], callback_url=callback_url, callback_origins=normalized, created_at=now
@@ -182,26 +186,27 @@ def retire_secrets(client: Client) -> int:
 
 def _normalized(origins: tuple[str, ...] | list[str]) -> list[str]:
     try:
-        result = list(dict.fromkeys(normalize_origin(o) for o in origins))
+        return list(dict.fromkeys(normalize_origin(o) for o in origins))
     except BadOrigin as exc:
         raise OriginRefused(str(exc)) from None
-    if len(result) > MAX_ORIGINS:
-        raise OriginRefused(f"at most {MAX_ORIGINS} callback origins")
-    return result
 
 
-def _check_default_url(callback_url: str | None, origins: list[str]) -> None:
+def _registrable(callback_url: str | None, origins: list[str]) -> list[str]:
+    """``origins`` as a client may hold them: at most ``MAX_ORIGINS``, its default callback_url within."""
+    if len(origins) > MAX_ORIGINS:
+        raise OriginsConflict(f"at most {MAX_ORIGINS} callback origins")
     if callback_url and not within(callback_url, origins):
-        raise OriginRefused("the client's default callback_url must lie within its callback origins")
+        raise OriginsConflict("the client's default callback_url must lie within its callback origins")
+    return origins
 
 
 def change_origins(client: Client, add: tuple[str, ...] = (), remove: tuple[str, ...] = ()) -> list[str]:
-    """Add and remove callback origins; refused if the client's default callback_url would fall
-    outside them. Returns the origins now registered."""
+    """Add and remove callback origins; refused (``OriginsConflict``) if the client would hold more
+    than ``MAX_ORIGINS`` or its default callback_url would fall outside them. Returns the origins
+    now registered."""
     gone = set(_normalized(remove))
     result = [o for o in _normalized([*client.callback_origins, *add]) if o not in gone]
-    _check_default_url(client.callback_url, result)
-    client.callback_origins = result
+    client.callback_origins = _registrable(client.callback_url, result)
     return result
 
 

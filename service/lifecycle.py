@@ -42,7 +42,7 @@ class AlreadyFinal(ServiceError):
 
 
 class CancelKeyReused(ServiceError):
-    """The cancel's Idempotency-Key was already used to cancel another task (→ 422)."""
+    """The cancel's Idempotency-Key was already used to cancel another task (→ 409)."""
 
 
 #: ``message_type`` of the inbox rows written before cancel keys named their task: such a key is

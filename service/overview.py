@@ -22,6 +22,7 @@ from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
 from models.task import ExternalTask, TaskEvent
+from service.queries import retrying_task_ids
 
 #: Below this many tasks (the planner's own estimate of the table) finished tasks are counted exactly.
 ESTIMATE_ABOVE_ROWS = 200_000
@@ -109,14 +110,8 @@ def outbox_backlog(session: Session) -> list[OutboxBacklog]:
 
 
 def retrying_count(session: Session) -> int:
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(ExternalTask)
-            .where(ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.in_(OPEN_STATES))
-        )
-        or 0
-    )
+    """Tasks retrying now (``service.queries.retrying_task_ids``): vendor calls and failing callbacks."""
+    return session.scalar(select(func.count()).select_from(retrying_task_ids().subquery())) or 0
 
 
 def open_dead_letters(session: Session) -> dict[tuple[str, str], int]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, select
+from sqlalchemy import CompoundSelect, Select, select, union
 from sqlalchemy.orm import Session, defer, joinedload
 
 from core.states import TERMINAL
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
-from models.messages import DeadLetter, OutboxMessage
+from models.messages import DeadLetter, OutboxKind, OutboxMessage
 from models.task import ExternalTask, TaskEvent
 
 
@@ -129,6 +129,41 @@ def newest_tasks(
     return list(session.scalars(query.order_by(ExternalTask.id.desc()).limit(limit)))
 
 
+#: the outbox rows that are a task's callbacks: HTTP relays and broker channel events
+CALLBACK_KINDS = (OutboxKind.RELAY, OutboxKind.CHANNEL)
+
+
+def failing_callbacks() -> Select:
+    """The task ids of callbacks that failed an attempt and have the next one scheduled: not done,
+    not held for an earlier one (``parked_reason``), not merely waiting their turn (no attempt
+    made). Read on the outbox's pending index, like its backlog."""
+    return select(OutboxMessage.task_id).where(
+        OutboxMessage.done_at.is_(None),
+        OutboxMessage.next_attempt_at.is_not(None),
+        OutboxMessage.parked_reason.is_(None),
+        OutboxMessage.attempts > 0,
+        OutboxMessage.kind.in_(CALLBACK_KINDS),
+        OutboxMessage.task_id.is_not(None),
+    )
+
+
+def retrying_task_ids() -> CompoundSelect:
+    """Tasks retrying right now, as the console counts them: an open task with a failed attempt and
+    another scheduled (its submit, its cancel), or any task, final ones included, whose callback is
+    failing (a succeeded task whose domain app does not answer is retrying its callback)."""
+    open_retrying = select(ExternalTask.id).where(
+        ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL])
+    )
+    return union(open_retrying, failing_callbacks())
+
+
+def callbacks_failing_of(session: Session, task_ids: list[int]) -> set[int]:
+    """Which of these tasks have a failing callback (``failing_callbacks``)."""
+    if not task_ids:
+        return set()
+    return set(session.scalars(failing_callbacks().where(OutboxMessage.task_id.in_(task_ids)).distinct()))
+
+
 @dataclass(frozen=True)
 class TaskFilter:
     """The operators' task list: any of these, newest first (the console's filters)."""
@@ -136,7 +171,7 @@ class TaskFilter:
     state: str | None = None
     provider: str | None = None
     client_id: int | None = None
-    retrying: bool = False
+    retrying: bool = False  # retrying_task_ids(): failing callbacks included
     correlation_id: str | None = None  # exact: the (correlation_id, client_id) unique index leads with it
 
 
@@ -155,9 +190,7 @@ def operator_tasks(session: Session, flt: TaskFilter, limit: int, before_id: int
     if flt.correlation_id is not None:
         query = query.where(ExternalTask.correlation_id == flt.correlation_id)
     if flt.retrying:
-        query = query.where(
-            ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL])
-        )
+        query = query.where(ExternalTask.id.in_(retrying_task_ids()))
     if before_id is not None:
         query = query.where(ExternalTask.id < before_id)
     return list(session.scalars(query.order_by(ExternalTask.id.desc()).limit(limit)))

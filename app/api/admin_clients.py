@@ -74,6 +74,9 @@ def _change(name: str, action: Callable[[Session, Client], T], *, lock: bool = T
     except credentials.KeyNotFound as exc:
         session.rollback()
         raise NotFound(str(exc)) from None
+    except credentials.OriginsConflict as exc:  # what the client would hold, not the form of the request
+        session.rollback()
+        raise Conflict(str(exc), errors=[{"field": "origin", "message": str(exc)}]) from None
     except credentials.OriginRefused as exc:
         session.rollback()
         raise ValidationFailed(str(exc), errors=[{"field": "origin", "message": str(exc)}]) from None

@@ -9,6 +9,7 @@ from typing import Any
 from flask import request
 
 from app.api.tasks import json_body
+from app.api.validation import whole_number
 from app.errors import ValidationFailed
 from models.messages import DEAD_LETTER_KINDS
 from service.incidents import IncidentKind
@@ -24,14 +25,17 @@ CHOICES = {
 def int_arg(
     source: dict[str, Any], name: str, default: int | None, lo: int, hi: int, *, json: bool = False
 ) -> int | None:
-    """A whole number from the query string (text) or, with ``json``, a JSON body (a JSON integer
-    only: not "5", 5.5 or true)."""
+    """A whole number from the query string (text) or, with ``json``, a JSON body (a JSON integer,
+    ``5`` or ``5.0``: not "5", 5.5 or true)."""
     value = source.get(name, default)
     if value is None:
         return None
     try:
-        if json and (isinstance(value, bool) or not isinstance(value, int)):
-            raise TypeError(name)
+        if json:
+            whole = whole_number(value)
+            if whole is None:
+                raise TypeError(name)
+            value = whole
         number = int(value)
     except (TypeError, ValueError, OverflowError):
         number = lo - 1

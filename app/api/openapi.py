@@ -20,6 +20,7 @@ from app.api.openapi_parts import (
     ADMIN,
     API_KEY,
     CORRELATION,
+    CURSOR_PARAM,
     ERRORS,
     IDEMPOTENCY,
     JSON,
@@ -37,6 +38,12 @@ from core.states import State
 
 Schema = dict[str, Any]
 VERSION = "1.0.0"
+#: a cancel's key is bound to the task it first canceled (``service.lifecycle.cancel_key_first_time``)
+CANCEL_KEY = {
+    **IDEMPOTENCY,
+    "description": "Bound to the task it first canceled: the same key on that task again is the same request "
+    "(202, nothing more done); on another of the client's tasks it is a 409.",
+}
 
 
 def _tasks() -> dict[str, Schema]:
@@ -83,7 +90,7 @@ def _tasks() -> dict[str, Schema]:
                 params=(
                     query("state", {"enum": [s.value for s in State]}),
                     query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}),
-                    query("cursor", STRING, "`next_cursor` of the previous page"),
+                    CURSOR_PARAM,
                 ),
             ),
         },
@@ -109,9 +116,10 @@ def _tasks() -> dict[str, Schema]:
                     409: None,
                 },
                 tag="tasks",
-                params=(CORRELATION, IDEMPOTENCY),
+                params=(CORRELATION, CANCEL_KEY),
                 body=obj({"reason": {"type": "string", "minLength": 1, "maxLength": 500}}),
-                description="409 when the task is already final (the problem names its `state`).",
+                description="409 when the task is already final (the problem names its `state`), or when the "
+                "Idempotency-Key already canceled another task of the client (`errors` names `Idempotency-Key`).",
             ),
         },
         "/api/v1/openapi.json": {

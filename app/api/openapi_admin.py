@@ -7,6 +7,7 @@ from app.api.openapi_parts import (
     AFTER_ID,
     CLIENT_NAME,
     COUNTS,
+    HTTP_URL,
     LIMIT,
     OPERATOR_TASK,
     ROW_ID,
@@ -211,9 +212,7 @@ def admin_paths() -> dict[str, Schema]:
                     409: None,
                 },
                 tag="callback endpoints",
-                body=obj(
-                    {"url": {"type": "string", "format": "uri", "maxLength": 2000}, "client": CLIENT_NAME}, ("url",)
-                ),
+                body=obj({"url": HTTP_URL, "client": CLIENT_NAME}, ("url",)),
             )
         },
         "/admin/v1/tasks": {

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.openapi_parts import NAME, NO_STORE, STRING, Schema, obj, ok, op, path, ref
+from app.api.openapi_parts import NAME, NO_STORE, ORIGIN, STRING, Schema, obj, ok, op, path, ref
 
 
 def client_paths() -> dict[str, Schema]:
     client, key_row = ref("Client"), ref("ApiKeyRow")
     base = "/admin/v1/clients/{name}"
     origins = ok("The client's callback origins.", obj({"origins": {"type": "array", "items": STRING}}, ("origins",)))
-    origin_list = {"oneOf": [STRING, {"type": "array", "items": STRING, "maxItems": 100}]}
+    origin_list = {"oneOf": [ORIGIN, {"type": "array", "items": ORIGIN, "maxItems": 100}]}
 
     def change(operation_id: str, summary: str, responses: dict[int, Schema | None], **kw: Any) -> Schema:
         return op(
@@ -108,6 +108,8 @@ def client_paths() -> dict[str, Schema]:
                 "Add and remove callback origins",
                 {200: origins},
                 body=obj({"add": origin_list, "remove": origin_list}, closed=True),
+                description="409 when the client would then hold more than 20 origins, or its default "
+                "callback_url would lie outside them (the problem's `errors` names `origin`).",
             ),
         },
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.representation import MAX_ID
+from app.api.representation import CURSOR_OR_EMPTY, MAX_ID
 from app.api.validation import IDEMPOTENCY_KEY
 
 Schema = dict[str, Any]
@@ -38,6 +38,83 @@ ERRORS = {
         "The database or the broker is not answering (restarting); ask again after Retry-After.",
     ),
 }
+
+
+#: No string a request carries may hold U+0000: PostgreSQL text cannot store it, and
+#: ``wire.bounded_json.strict_loads`` refuses a JSON body with one anywhere, keys included (400).
+NO_NUL = "^[^\\x00]*$"
+#: Any JSON value the API can store (``StoredJson``): what free-form fields (a task's ``input``) and
+#: the members a body may carry besides its documented ones can hold.
+STORED_JSON: Schema = {
+    "description": "Any JSON value without U+0000 in a string or an object key (PostgreSQL cannot store it; "
+    "a body holding one anywhere is a 400).",
+    "anyOf": [
+        {"type": ["null", "boolean", "number"]},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": {"$ref": "#/components/schemas/StoredJson"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": {"$ref": "#/components/schemas/StoredJson"},
+        },
+    ],
+}
+
+
+#: An http(s) URL as ``app.api.validation.is_http_url`` takes it: a scheme, an ASCII authority (an
+#: IPv6 literal or a non-ASCII host is taken too, but not described here), then anything without NUL.
+HTTP_URL: Schema = {
+    "type": "string",
+    "maxLength": 2000,
+    "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~%!$&'()*+,;=:@-]+(?:[/?#][^\\x00]*)?$",
+}
+_PORT = "(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_PORT_1 = "(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+_LABEL = "[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+#: A callback URL of the form the outbound guard takes offline (``core.outbound_guard.parse_target``):
+#: printable ASCII without space or backslash, no userinfo, a port 1 to 65535, and a host that is a
+#: name of at most three DNS labels (its last not a number, so within 253 characters) or a dotted
+#: IPv4 address (other address spellings are judged too, but not described here). Where it may
+#: point (a public address, within the client's origins) only the server knows.
+CALLBACK_URL: Schema = {
+    "type": "string",
+    "maxLength": 2000,
+    "pattern": f"^[Hh][Tt][Tt][Pp][Ss]?://(?:(?:{_LABEL}\\.){{0,2}}[A-Za-z_](?:[A-Za-z0-9_-]{{0,61}}[A-Za-z0-9_])?\\.?"
+    f"|{_OCTET}(?:\\.{_OCTET}){{3}})(?::{_PORT_1})?(?:[/?#][!-\\[\\]-~]*)?$",
+}
+#: A callback origin as ``core.origins.parse_origin`` takes it: ``http(s)://host[:port]``, a trailing
+#: ``/`` at most, no userinfo (an IPv6 literal or a non-ASCII host is taken too, but not described).
+ORIGIN: Schema = {
+    "type": "string",
+    "maxLength": 2000,
+    "pattern": f"^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~%!$&'()*+,;=-]+(?::{_PORT}?)?/?$",
+}
+
+
+def storable(schema: Schema) -> Schema:
+    """A request body's schema saying what the server refuses in any body (a copy): no string holds
+    U+0000, and an open object's other members are ``StoredJson`` under keys without it. A ``$ref``
+    is left as it is (its target says so itself)."""
+    if not isinstance(schema, dict) or "$ref" in schema:
+        return schema
+    out = dict(schema)
+    kinds = out.get("type", [])
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if "string" in kinds and not {"pattern", "enum", "const"} & out.keys():
+        out["pattern"] = NO_NUL
+    if "object" in kinds:
+        if "properties" in out:
+            out["properties"] = {k: storable(v) for k, v in out["properties"].items()}
+        if out.get("additionalProperties") is not False:
+            out["propertyNames"] = {"pattern": NO_NUL}
+            out.setdefault("additionalProperties", {"$ref": "#/components/schemas/StoredJson"})
+    if "items" in out:
+        out["items"] = storable(out["items"])
+    for key in ("oneOf", "anyOf", "allOf"):
+        if key in out:
+            out[key] = [storable(s) for s in out[key]]
+    return out
 
 
 def ref(name: str) -> Schema:
@@ -105,6 +182,14 @@ IDEMPOTENCY = {
     "description": "The request's MessageId: the same key and body again is the same request.",
 }
 ROW_ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
+CURSOR_PARAM = {
+    "name": "cursor",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "pattern": CURSOR_OR_EMPTY},
+    "description": f"`next_cursor` of the previous page, passed back as it came: `t` and a row id, 1 to {MAX_ID - 1} "
+    "(empty: the first page).",
+}
 LIMIT = query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50})
 AFTER_ID = query("after_id", {"type": "integer", "minimum": 0, "maximum": MAX_ID}, "`next_after_id` of the last page")
 
@@ -148,18 +233,20 @@ def op(
     if params:
         operation["parameters"] = list(params)
     if body is not None:
-        operation["requestBody"] = {"required": body_required, "content": {JSON: {"schema": body}}}
+        # A body with required members is itself required: without one, those members are missing (422).
+        required = body_required or bool(body.get("required"))
+        operation["requestBody"] = {"required": required, "content": {JSON: {"schema": storable(body)}}}
     return operation
 
 
 # --- shared by the operations of several modules ---
 CORRELATION = path("correlation_id", {"type": "string"})
-TEXT_FILTER = {"type": "string", "maxLength": 200, "pattern": "^[^\\x00]*$"}
+TEXT_FILTER = {"type": "string", "maxLength": 200, "pattern": NO_NUL}
 CLIENT_NAME = {
     "type": "string",
     "minLength": 1,
     "maxLength": 100,
-    "pattern": "^[^\\x00]*$",
+    "pattern": NO_NUL,
     "description": "Needed only where several clients share the name (a correlation id, a URL).",
 }
 NAME = path("name", {"type": "string"})

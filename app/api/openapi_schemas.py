@@ -4,7 +4,7 @@ drift apart silently."""
 
 from __future__ import annotations
 
-from app.api.openapi_parts import STRING, TIME, nullable, obj, ref
+from app.api.openapi_parts import CALLBACK_URL, NO_NUL, STORED_JSON, STRING, TIME, nullable, obj, ref, storable
 from app.api.validation import CONCURRENCY_KEY, CORRELATION_ID, MAX_TIMEOUT_S
 from core.fair_share import ENDPOINT_PAUSED, MAX_PRIORITY, MIN_PRIORITY, REASONS
 from core.states import State
@@ -89,26 +89,47 @@ TASK = obj(
 )
 
 TIMEOUT = {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S}
-SUBMIT = obj(
+DEADLINE = {
+    "type": "string",
+    "format": "date-time",
+    "description": "In the future, with an offset. An acceptance deadline (given, or now plus its timeout) must "
+    "not be after the execution deadline.",
+}
+#: each deadline is given as a timeout or as a time, never both (``app.api.validation._deadline``)
+EXCLUSIVE = [("acceptance_timeout_s", "acceptance_deadline"), ("execution_timeout_s", "execution_deadline")]
+SUBMIT_FIELDS = obj(
     {
         "input": {
-            "type": ["object", "string"],
-            "description": "The work, passed to the vendor as is. At most "
+            "oneOf": [
+                {
+                    "type": "object",
+                    "propertyNames": {"pattern": NO_NUL},
+                    "additionalProperties": ref("StoredJson"),
+                },
+                {"type": "string", "pattern": NO_NUL},
+            ],
+            "description": "The work, passed to the vendor as is: an object or a string. At most "
             "LIAISON_MAX_JSON_DEPTH levels deep and LIAISON_MAX_INPUT_BYTES of canonical JSON.",
         },
-        "correlation_id": {"type": "string", "pattern": ID_PATTERN, "description": "Yours; generated if absent."},
-        "provider": {"type": "string", "description": "Optional when exactly one provider is configured."},
-        "callback_url": {
+        "correlation_id": {
+            "type": ["string", "null"],
+            "pattern": ID_PATTERN,
+            "description": "Yours; generated if absent or null.",
+        },
+        "provider": {
             "type": "string",
-            "format": "uri",
-            "maxLength": 2000,
-            "description": "http(s); default: the client's. Must pass the outbound guard and lie "
+            "description": "One of the configured providers (LIAISON_PROVIDERS); optional when exactly one is.",
+        },
+        "callback_url": {
+            **CALLBACK_URL,
+            "type": ["string", "null"],
+            "description": "http(s); absent or null: the client's default. Must pass the outbound guard and lie "
             "within the client's callback origins, if it has any.",
         },
-        "acceptance_timeout_s": TIMEOUT,
-        "acceptance_deadline": {"type": "string", "format": "date-time"},
-        "execution_timeout_s": TIMEOUT,
-        "execution_deadline": {"type": "string", "format": "date-time"},
+        "acceptance_timeout_s": {**TIMEOUT, "description": "Or acceptance_deadline, not both."},
+        "acceptance_deadline": DEADLINE,
+        "execution_timeout_s": {**TIMEOUT, "description": "Or execution_deadline, not both."},
+        "execution_deadline": DEADLINE,
         "on_deadline": {"enum": ["escalate", "cancel"], "default": "escalate"},
         "heartbeat_timeout_s": {
             **TIMEOUT,
@@ -118,24 +139,28 @@ SUBMIT = obj(
             "LIAISON_PROVIDER_<NAME>_HEARTBEAT_TIMEOUT_S, if set.",
         },
         "priority": {
-            "type": "integer",
+            "type": ["integer", "null"],
             "minimum": MIN_PRIORITY,
             "maximum": MAX_PRIORITY,
-            "description": "1 (most urgent) to 5; default: the client's default priority (3 unless set). Orders "
+            "description": "1 (most urgent) to 5; null or absent: the client's default priority (3 unless set). Orders "
             "the client's own waiting tasks: a task ranks as if created (priority - 1) x "
             "LIAISON_PRIORITY_AGING_S later, so a priority-5 task is never starved. It buys no share of "
             "other clients' capacity.",
         },
         "concurrency_key": {
-            "type": "string",
+            "type": ["string", "null"],
             "pattern": CONCURRENCY_KEY.pattern,
             "description": "At most the client's concurrency-key limit (1 unless set) of its tasks with this key "
-            "are open at the vendor at once; later ones wait, in order. E.g. a customer account.",
+            "are open at the vendor at once; later ones wait, in order. E.g. a customer account. Null: none.",
         },
     },
     ("input",),
     closed=True,
 )
+SUBMIT = {
+    **storable(SUBMIT_FIELDS),
+    "not": {"anyOf": [{"required": list(pair)} for pair in EXCLUSIVE]},
+}
 
 DEAD_LETTER = obj(
     {
@@ -252,6 +277,7 @@ PROBLEM_SCHEMA = {
 SCHEMAS = {
     "Task": TASK,
     "SubmitTask": SUBMIT,
+    "StoredJson": STORED_JSON,
     "Problem": PROBLEM_SCHEMA,
     "DeadLetter": DEAD_LETTER,
     "Incident": INCIDENT,

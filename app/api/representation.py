@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
+import re
 from datetime import datetime
 from typing import Any
 
@@ -84,19 +83,36 @@ def operator_task_body(task: ExternalTask) -> dict[str, Any]:
     return {**task_body(task), "client": task.client.name}
 
 
+def _up_to(limit: int) -> str:
+    """A regular expression for the whole numbers 1 to ``limit``, written without leading zeros."""
+    digits = str(limit)
+    shorter = [f"[1-9][0-9]{{0,{len(digits) - 2}}}"] if len(digits) > 1 else []
+    same_length = []
+    for i, d in enumerate(digits):
+        low = "1" if i == 0 else "0"
+        if int(d) > int(low):
+            rest = len(digits) - i - 1
+            below = low if int(d) - 1 == int(low) else f"[{low}-{int(d) - 1}]"
+            same_length.append(digits[:i] + below + (f"[0-9]{{{rest}}}" if rest else ""))
+    return "|".join([*shorter, *same_length, digits])
+
+
+#: A list's cursor, as the OpenAPI document states it: ``t`` and the last row's id (1 to
+#: ``MAX_ID - 1``). Opaque to clients, who pass ``next_cursor`` back as it came; its format is
+#: stated so that a malformed one is a schema violation, and every cursor the pattern allows is one
+#: the API takes (a page after it may be empty). An empty ``cursor=`` is no cursor: the first page.
+CURSOR = re.compile(f"^t(?:{_up_to(MAX_ID - 1)})$")
+CURSOR_OR_EMPTY = f"^(?:{CURSOR.pattern[1:-1]})?$"
+
+
 def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"t{last_id}".encode()).decode().rstrip("=")
+    return f"t{last_id}"
 
 
 def decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        last_id = int(raw[1:]) if raw.startswith("t") else 0
-        if not 0 < last_id < MAX_ID:
-            raise ValueError
-        return last_id
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise BadRequest("cursor is not one this API gave out") from None
+    if not CURSOR.fullmatch(cursor):
+        raise BadRequest("cursor is not one this API gave out")
+    return int(cursor[1:])
 
 
 def dead_letter_body(letter: DeadLetter) -> dict[str, Any]:

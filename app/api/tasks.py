@@ -118,9 +118,9 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
     try:
         if key is not None and not cancel_key_first_time(session, client.id, task, key, utcnow()):
             return jsonify(task_body(task)), 202  # the same request again: same answer, nothing more done
-    except CancelKeyReused as exc:
+    except CancelKeyReused as exc:  # bound to the task it first canceled: a conflict, like a submit key's
         session.rollback()
-        raise ValidationFailed(str(exc), errors=[{"field": "Idempotency-Key", "message": str(exc)}]) from None
+        raise Conflict(str(exc), errors=[{"field": "Idempotency-Key", "message": str(exc)}]) from None
     try:
         request_cancel(session, task, reason, utcnow())
     except AlreadyFinal as exc:

@@ -45,6 +45,18 @@ def fingerprint(body: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def whole_number(value: Any) -> int | None:
+    """A JSON integer as JSON Schema (and so the OpenAPI document) counts them: ``5`` and ``5.0``
+    alike, never ``true``, ``"5"`` or ``5.5``; None when ``value`` is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def is_http_url(value: Any) -> TypeGuard[str]:
     if not isinstance(value, str) or len(value) > 2000:
         return False
@@ -83,8 +95,8 @@ def _deadline(
         errors.append({"field": deadline_key, "message": f"give {timeout_key} or {deadline_key}, not both"})
         return None
     if timeout_key in body:
-        value = body[timeout_key]
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_TIMEOUT_S:
+        value = whole_number(body[timeout_key])
+        if value is None or not 0 < value <= MAX_TIMEOUT_S:
             errors.append({"field": timeout_key, "message": f"a whole number of seconds, 1 to {MAX_TIMEOUT_S}"})
             return None
         return now + timedelta(seconds=value)
@@ -187,19 +199,19 @@ def parse_submit(
 
     heartbeat_s = provider_settings.heartbeat_timeout_s if provider_settings else None
     if "heartbeat_timeout_s" in body:
-        heartbeat_s = body["heartbeat_timeout_s"]
-        if isinstance(heartbeat_s, bool) or not isinstance(heartbeat_s, int) or not 0 < heartbeat_s <= MAX_TIMEOUT_S:
+        heartbeat_s = whole_number(body["heartbeat_timeout_s"])
+        if heartbeat_s is None or not 0 < heartbeat_s <= MAX_TIMEOUT_S:
             errors.append(
                 {"field": "heartbeat_timeout_s", "message": f"a whole number of seconds, 1 to {MAX_TIMEOUT_S}"}
             )
 
     priority = body.get("priority")
-    if priority is not None and (
-        isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY
-    ):
-        errors.append(
-            {"field": "priority", "message": f"a whole number, {MIN_PRIORITY} (most urgent) to {MAX_PRIORITY}"}
-        )
+    if priority is not None:
+        priority = whole_number(priority)
+        if priority is None or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            errors.append(
+                {"field": "priority", "message": f"a whole number, {MIN_PRIORITY} (most urgent) to {MAX_PRIORITY}"}
+            )
     concurrency_key = body.get("concurrency_key")
     if concurrency_key is not None and (
         not isinstance(concurrency_key, str) or not CONCURRENCY_KEY.fullmatch(concurrency_key)

@@ -34,6 +34,7 @@ NOTICES = {
     "discarded": "Dead letter discarded.",
     "canceled": "Cancel requested.",
     "task_replayed": "The task's open dead letters were replayed.",
+    "ambiguous": "Several clients have a task with this correlation id: pick one (or add ?client= to its address).",
     "assigned": "Incident assigned.",
     "resolved": "Incident resolved.",
     "attached": "Orphan event attached and applied.",

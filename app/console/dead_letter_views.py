@@ -46,6 +46,7 @@ def dead_letters() -> str:
     return render_template(
         "console/dead_letters.html",
         items=items,
+        letter_tasks=console_reads.letter_tasks(db_session(), items),
         args=args,
         choices=CHOICES,
         ages=AGES,

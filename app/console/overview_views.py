@@ -35,13 +35,15 @@ def overview_page() -> str:
     except (KombuError, OSError, BrokerProbeError) as exc:
         queues, broker_error = None, type(exc).__name__
     dead = overview.open_dead_letters(session)
+    retrying_tasks = queries.operator_tasks(session, queries.TaskFilter(retrying=True), 10)
     return render_template(
         "console/overview.html",
         states=[s.value for s in State],
         providers=providers,
         counts=counts,
         retrying=overview.retrying_count(session),
-        retrying_tasks=queries.operator_tasks(session, queries.TaskFilter(retrying=True), 10),
+        retrying_tasks=retrying_tasks,
+        callbacks_failing=queries.callbacks_failing_of(session, [t.id for t in retrying_tasks]),
         outbox=overview.outbox_backlog(session),
         dead=dead,
         dead_total=sum(dead.values()),

@@ -1,5 +1,7 @@
 """The console's tasks: the filtered list, a task's page (its timeline, outbox rows, dead letters,
-incidents, input and outcome; ``service.task_pages`` reads them), and its cancel and replay."""
+incidents, input and outcome, where its callbacks go; ``service.task_pages`` reads them), a task
+found by its correlation id (``/console/tasks/<correlation id>``, ``?client=`` when several clients
+used it, or ``/console/clients/<client>/tasks/<correlation id>``), and its cancel and replay."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from flask import redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
 from app.api.representation import callbacks_waiting_body, decode_cursor, encode_cursor, waiting_body
+from app.api.validation import CORRELATION_ID
 from app.console.blueprint import ID, PAGE, act, bp, confirm, stored_json, text_arg
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
@@ -31,17 +34,10 @@ def tasks() -> str:
     if state is not None and state not in {s.value for s in State}:
         raise ValidationFailed(f"state: one of {', '.join(s.value for s in State)}")
     provider = text_arg(args, "provider", 100)
-    client = text_arg(args, "client", 100)
-    client_id = None
-    if client is not None:
-        try:
-            client_id = client_named(session, client).id
-        except NotFoundError as exc:
-            raise NotFound(str(exc)) from None
     flt = queries.TaskFilter(
         state=state,
         provider=provider,
-        client_id=client_id,
+        client_id=_client_id(text_arg(args, "client", 100)),
         retrying=args.get("retrying") in ("1", "true", "on"),
         correlation_id=text_arg(args, "correlation_id"),
     )
@@ -54,6 +50,7 @@ def tasks() -> str:
     return render_template(
         "console/tasks.html",
         items=items,
+        callbacks_failing=queries.callbacks_failing_of(session, [t.id for t in items]),
         filters=flt,
         args=args,
         states=[s.value for s in State],
@@ -86,12 +83,51 @@ def task(task_id: int) -> str:
         open_letters=[d for d in page.letters if d.state == "open"],
         incidents=page.incidents,
         final=found.state in {s.value for s in TERMINAL},
-        retrying=found.next_attempt_at is not None and found.state not in {s.value for s in TERMINAL},
+        retrying=page.retrying,
+        callbacks_retrying=page.callbacks_retrying,
+        callbacks=page.callbacks,
+        callback_kinds=queries.CALLBACK_KINDS,
+        error_source=page.error_source,
         waiting=waiting_body(found),
         callbacks_waiting=callbacks_waiting_body(page.paused),
         input_text=stored_json(page.input_text),
         outcome_text=stored_json(page.outcome_text),
     )
+
+
+def _client_id(name: str | None) -> int | None:
+    if name is None:
+        return None
+    if "\x00" in name:  # no client has one (and PostgreSQL refuses it in text)
+        raise NotFound(f"no client named {name!r}")
+    try:
+        return client_named(db_session(), name).id
+    except NotFoundError as exc:
+        raise NotFound(str(exc)) from None
+
+
+@bp.get("/tasks/<string(maxlength=200):correlation_id>")
+def task_named(correlation_id: str) -> BaseResponse:
+    """A task by its correlation id (an id of digits only is a task id: ask under the client)."""
+    return _open_named(correlation_id, text_arg(request.args, "client", 100))
+
+
+@bp.get("/clients/<string(maxlength=100):client>/tasks/<string(maxlength=200):correlation_id>")
+def client_task(client: str, correlation_id: str) -> BaseResponse:
+    """A client's task by its correlation id."""
+    return _open_named(correlation_id, client)
+
+
+def _open_named(correlation_id: str, client: str | None) -> BaseResponse:
+    """One task: its page; tasks of several clients: the list of them; none: 404."""
+    found = []
+    if CORRELATION_ID.fullmatch(correlation_id):
+        found = task_pages.tasks_named(db_session(), correlation_id, _client_id(client), 2)
+    if not found:
+        raise NotFound(f"no task {correlation_id}" + (f" of client {client}" if client else ""))
+    if len(found) == 1:
+        return redirect(url_for("console.task", task_id=found[0].id))
+    return redirect(url_for("console.tasks", correlation_id=correlation_id, done="ambiguous"))
 
 
 @bp.route(f"/tasks/<{ID}:task_id>/cancel", methods=["GET", "POST"])

@@ -156,7 +156,7 @@ def test_callback_urls_outside_the_clients_origins_are_refused(pair_stack: Stack
 
     # the default callback_url must stay within the origins
     refused = pair_stack.admin("POST", f"/clients/{name}/origins", json={"add": [elsewhere]})
-    assert refused.status_code == 422 and "default callback_url" in refused.json()["detail"]
+    assert refused.status_code == 409 and "default callback_url" in refused.json()["detail"]
     assert pair_stack.admin("POST", f"/clients/{name}/origins", json={"add": ["ftp://x"]}).status_code == 422
     changed = pair_stack.admin("POST", f"/clients/{name}/origins", json={"add": [ours + "/"]})
     assert changed.status_code == 200 and changed.json() == {"origins": [ours]}
@@ -177,7 +177,7 @@ def test_callback_urls_outside_the_clients_origins_are_refused(pair_stack: Stack
     both = pair_stack.admin("POST", f"/clients/{name}/origins", json={"add": [elsewhere]}).json()["origins"]
     assert both == [ours, elsewhere]
     removed = pair_stack.admin("POST", f"/clients/{name}/origins", json={"remove": [ours]})
-    assert removed.status_code == 422  # the default callback_url would fall outside the rest
+    assert removed.status_code == 409  # the default callback_url would fall outside the rest
     # removing every origin lifts the restriction
     assert pair_stack.admin("POST", f"/clients/{name}/origins", json={"remove": [ours, elsewhere]}).json() == {
         "origins": []

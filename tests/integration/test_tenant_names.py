@@ -180,7 +180,7 @@ def _cancel(stack: Stack, api_key: str, cid: str, key: str | None) -> requests.R
     return requests.post(f"{stack.web.url}/api/v1/tasks/{cid}/cancel", headers=headers, timeout=10)
 
 
-def test_a_cancel_key_reused_on_another_task_is_422_and_that_task_is_untouched(pair_stack: Stack) -> None:
+def test_a_cancel_key_reused_on_another_task_is_409_and_that_task_is_untouched(pair_stack: Stack) -> None:
     api_key, _, _ = pair_stack.new_client()
     stays = {"input": {"simulate": {"complete_delay_s": 60}}}  # accepted, and stays so while we look
     first, second = (f"cancel-{n}-{uuid.uuid4().hex[:8]}" for n in ("one", "two"))
@@ -191,7 +191,7 @@ def test_a_cancel_key_reused_on_another_task_is_422_and_that_task_is_untouched(p
 
     assert _cancel(pair_stack, api_key, first, key).status_code == 202
     reused = _cancel(pair_stack, api_key, second, key)
-    assert reused.status_code == 422 and reused.headers["Content-Type"] == PROBLEM
+    assert reused.status_code == 409 and reused.headers["Content-Type"] == PROBLEM
     assert [e["field"] for e in reused.json()["errors"]] == ["Idempotency-Key"]
     assert second not in reused.text and first not in reused.text
 

@@ -508,3 +508,114 @@ def test_a_task_whose_stored_input_is_too_deep_to_decode_still_shows(
         )
     page = client.get(f"/console/tasks/{world['done']}")
     assert page.status_code == 200 and "shown as stored: deeper than LIAISON_MAX_JSON_DEPTH" in page.text
+
+
+# --- where people tripped (issue 22) -------------------------------------------------------------
+
+
+def _relay_rows(session: Any, task_id: int) -> list[Any]:
+    from models.messages import OutboxMessage
+
+    query = select(OutboxMessage).where(OutboxMessage.task_id == task_id, OutboxMessage.kind == "relay")
+    return list(session.scalars(query.order_by(OutboxMessage.id)))
+
+
+def test_a_failing_callback_is_retrying_even_once_its_task_is_final(
+    app: Flask, signed_in: tuple[FlaskClient, str]
+) -> None:
+    """The domain app's endpoint fails the acceptance callback; the task then succeeds (its own
+    retry time is cleared), but its callback still retries: the overview counts it, says it is
+    the callback, and the list's "retrying now" finds it."""
+    client, _ = signed_in
+    now = utcnow()
+    with _ctx(app).db.transaction() as session:
+        shop = new_client(session, "shop")
+        task = at_vendor(session, shop, "order-callback-down", now=now)
+        receive_event(session, "sim", "m-acc", VendorEvent(EventType.ACCEPTED, "job-order-callback-down", None), now)
+        accepted = _relay_rows(session, task.id)[0]
+        record_attempt_failure(session, accepted, "callback answered 503", now + timedelta(seconds=98), now)
+        receive_event(
+            session, "sim", "m-ok", VendorEvent(EventType.COMPLETED, "job-order-callback-down", "succeeded", {}), now
+        )
+        session.flush()
+        assert (task.state, task.next_attempt_at) == ("succeeded", None)
+        task_id = task.id
+    overview = client.get("/console/").text
+    assert re.search(r'id="retrying-total">1<', overview)
+    retrying = overview.split('<section id="retrying">', 1)[1].split("</section>", 1)[0]
+    assert "order-callback-down" in retrying and "callback answered 503" in retrying
+    assert '<td class="retrying-what">callback</td>' in retrying
+    listed = client.get("/console/tasks?retrying=1").text
+    assert "order-callback-down" in listed and "callback retrying" in listed
+    page = client.get(f"/console/tasks/{task_id}").text
+    assert 'id="callback-retrying"' in page and "callback (relay) retrying: attempt 2" in page
+    assert 'id="retrying"' not in page  # its submission is not retrying
+    assert '<dt id="last-error-label">callback error</dt>' in page
+
+
+def test_a_task_page_says_where_its_callbacks_go_and_whose_error_it_shows(
+    app: Flask, signed_in: tuple[FlaskClient, str]
+) -> None:
+    client, _ = signed_in
+    now = utcnow()
+    with _ctx(app).db.transaction() as session:
+        shop = new_client(session, "shop", callback_url="https://user:pw@shop.example/default?token=s3cret")
+        default = submit(session, shop, "order-default", now=now)
+        record_attempt_failure(session, default.outbox[0], "vendor answered 503", now + timedelta(seconds=30), now)
+        own = submit(session, shop, "order-own", now=now).task
+        own.callback_url = "https://own.example/hook?key=k3y#frag"
+        quiet = new_client(session, "quiet", callback_url=None)
+        none = submit(session, quiet, "order-nowhere", now=now).task
+        session.flush()
+        ids = {"default": default.task.id, "own": own.id, "none": none.id}
+    default_page = client.get(f"/console/tasks/{ids['default']}").text
+    assert (
+        '<dd id="callbacks-to"><code>https://shop.example/default</code> (the client\'s default URL)</dd>'
+        in default_page
+    )
+    assert "s3cret" not in default_page and "user:pw" not in default_page
+    assert '<dt id="last-error-label">vendor error</dt>' in default_page and "vendor answered 503" in default_page
+    assert "submit retrying: attempt 2" in default_page
+    own_page = client.get(f"/console/tasks/{ids['own']}").text
+    assert '<dd id="callbacks-to"><code>https://own.example/hook</code></dd>' in own_page and "k3y" not in own_page
+    # no error: nothing at all where it would be, not a red dash
+    assert '<dt id="last-error-label">last error</dt><dd id="last-error"></dd>' in own_page
+    assert 'id="callbacks-to">no HTTP callback</dd>' in client.get(f"/console/tasks/{ids['none']}").text
+
+
+def test_a_task_opens_by_its_correlation_id(app: Flask, signed_in: tuple[FlaskClient, str]) -> None:
+    """``/console/tasks/<correlation id>`` opens the task (``?client=`` or ``/console/clients/<client>/
+    tasks/<id>`` when several clients used the name); an unknown one is the console's 404 page."""
+    client, _ = signed_in
+    with _ctx(app).db.transaction() as session:
+        shop, other = new_client(session, "shop"), new_client(session, "other")
+        mine = submit(session, shop, "order-42", now=utcnow()).task
+        twin = submit(session, shop, "order-twin", now=utcnow()).task
+        theirs = submit(session, other, "order-twin", now=utcnow()).task
+        digits = submit(session, other, "4242", now=utcnow()).task
+        session.flush()
+        ids = {"mine": mine.id, "twin": twin.id, "theirs": theirs.id, "digits": digits.id}
+    one = client.get("/console/tasks/order-42")
+    assert one.status_code == 302 and one.location == f"/console/tasks/{ids['mine']}"
+    assert "order-42" in client.get("/console/tasks/order-42", follow_redirects=True).text
+    both = client.get("/console/tasks/order-twin")
+    assert both.status_code == 302 and "correlation_id=order-twin" in both.location
+    listed = client.get(both.location).text
+    assert "Several clients have a task with this correlation id" in listed
+    assert f"/console/tasks/{ids['twin']}" in listed and f"/console/tasks/{ids['theirs']}" in listed
+    assert client.get("/console/tasks/order-twin?client=other").location == f"/console/tasks/{ids['theirs']}"
+    assert client.get("/console/clients/shop/tasks/order-twin").location == f"/console/tasks/{ids['twin']}"
+    assert client.get("/console/clients/other/tasks/4242").location == f"/console/tasks/{ids['digits']}"
+    for missing in ("/console/tasks/no-such", "/console/tasks/order-42?client=other", "/console/clients/x/tasks/a"):
+        response = client.get(missing)
+        assert response.status_code == 404 and response.mimetype == "text/html", missing
+        assert 'id="error"' in response.text, missing
+    assert client.get("/console/tasks/bad%00id").status_code == 404
+
+
+def test_dead_letters_link_to_their_task(signed_in: tuple[FlaskClient, str], world: dict[str, int]) -> None:
+    client, _ = signed_in
+    link = f'<a class="task-link" href="/console/tasks/{world["dead"]}">order-dead</a>'
+    assert link in client.get("/console/dead-letters").text
+    page = client.get(f"/console/dead-letters/{world['letter']}").text
+    assert f'<a id="letter-task" href="/console/tasks/{world["dead"]}">order-dead</a>' in page

@@ -38,3 +38,19 @@ def test_replay_filters_in_a_body_are_json_integers(app: Flask, value: object) -
         response = app.test_client().post("/admin/v1/dead-letters/replay", json={field: value}, headers=ADMIN)
         assert response.status_code == 422, (field, value)
         assert response.get_json()["errors"][0]["field"] == field
+
+
+def test_a_missing_bearer_token_names_the_credential_each_route_takes() -> None:
+    """``/readyz`` and ``/metrics`` take the metrics token, ``/admin/v1`` the admin token, ``/api/v1``
+    a client's API key: a 401 without one says which (issue 22)."""
+    metrics_token = "edge-metrics-token-" + "m" * 32
+    client = create_app(Settings.from_env({**ENV, "LIAISON_METRICS_TOKEN": metrics_token})).test_client()
+    for path, credential in (
+        ("/readyz", "LIAISON_METRICS_TOKEN"),
+        ("/metrics", "LIAISON_METRICS_TOKEN"),
+        ("/admin/v1/incidents", "LIAISON_ADMIN_TOKEN"),
+        ("/api/v1/tasks", "API key"),
+    ):
+        response = client.get(path)
+        assert response.status_code == 401, path
+        assert response.get_json()["detail"] == f"send Authorization: Bearer <{credential}>", path
