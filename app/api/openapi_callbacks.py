@@ -30,7 +30,9 @@ CALLBACK = obj(
             "minimum": 1,
             "description": "This callback's place in its task's order: 1, 2, 3 … A task's callbacks are delivered "
             "in this order (a later one waits while an earlier one is retried); one that was dead-lettered or "
-            "parked is skipped, leaving a gap. Keep the highest you have handled and discard anything lower.",
+            "parked is skipped, leaving a gap, and so is a progress report that reached a task's broker channel "
+            "first and was coalesced there (clients on HTTP and a channel at once). Keep the highest you have "
+            "handled and discard anything lower.",
         },
         "state": {"enum": [s.value for s in State], "description": "The task's state when the event happened."},
         "supersedes": nullable(
