@@ -30,8 +30,8 @@ CALLBACK = obj(
             "minimum": 1,
             "description": "This callback's place in its task's order: 1, 2, 3 … A task's callbacks are delivered "
             "in this order (a later one waits while an earlier one is retried); one that was dead-lettered or "
-            "parked is skipped, leaving a gap, and so is a progress report that reached a task's broker channel "
-            "first and was coalesced there (clients on HTTP and a channel at once). Keep the highest you have "
+            "parked is skipped, leaving a gap; for a client on HTTP and a broker channel at once, progress reports "
+            "coalesced while one way was behind can skip numbers on the other. Keep the highest you have "
             "handled and discard anything lower.",
         },
         "state": {"enum": [s.value for s in State], "description": "The task's state when the event happened."},
