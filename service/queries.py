@@ -78,11 +78,10 @@ def orphans(session: Session, state: str | None, limit: int, after_id: int | Non
 
 
 def retrying_tasks(session: Session, limit: int, after_id: int | None = None) -> list[ExternalTask]:
-    """Tasks with a failed attempt and another one scheduled: retrying right now."""
+    """Tasks retrying right now, as the console counts them (:func:`retrying_task_ids`): a vendor call
+    with another attempt scheduled, or a callback failing, final tasks included."""
     query = (
-        select(ExternalTask)
-        .options(joinedload(ExternalTask.client))
-        .where(ExternalTask.next_attempt_at.is_not(None), ExternalTask.state.not_in([s.value for s in TERMINAL]))
+        select(ExternalTask).options(joinedload(ExternalTask.client)).where(ExternalTask.id.in_(retrying_task_ids()))
     )
     if after_id is not None:
         query = query.where(ExternalTask.id > after_id)

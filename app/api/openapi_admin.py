@@ -218,7 +218,7 @@ def admin_paths() -> dict[str, Schema]:
         "/admin/v1/tasks": {
             "get": op(
                 "listRetryingTasks",
-                "Tasks retrying right now, across clients",
+                "Tasks retrying right now (vendor calls and failing callbacks), across clients",
                 {200: ok("One page.", page(OPERATOR_TASK)), 422: None},
                 tag="tasks (operators)",
                 params=(

@@ -72,7 +72,7 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
 @json_option
 def tasks_retrying(limit: int, as_json: bool) -> None:
-    """Tasks with a failed attempt and another one scheduled."""
+    """Tasks retrying right now: a vendor call or a callback failing (final tasks too)."""
     with liaison().db.transaction() as session:
         rows = [operator_task_body(t) for t in queries.retrying_tasks(session, limit)]
     emit(

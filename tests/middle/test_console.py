@@ -5,6 +5,7 @@ security headers, and escaping of what tenants and vendors wrote. The browser te
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -520,13 +521,8 @@ def _relay_rows(session: Any, task_id: int) -> list[Any]:
     return list(session.scalars(query.order_by(OutboxMessage.id)))
 
 
-def test_a_failing_callback_is_retrying_even_once_its_task_is_final(
-    app: Flask, signed_in: tuple[FlaskClient, str]
-) -> None:
-    """The domain app's endpoint fails the acceptance callback; the task then succeeds (its own
-    retry time is cleared), but its callback still retries: the overview counts it, says it is
-    the callback, and the list's "retrying now" finds it."""
-    client, _ = signed_in
+def _final_task_with_a_failing_callback(app: Flask) -> int:
+    """A task that succeeded while its acceptance callback fails (the endpoint answered 503)."""
     now = utcnow()
     with _ctx(app).db.transaction() as session:
         shop = new_client(session, "shop")
@@ -539,7 +535,17 @@ def test_a_failing_callback_is_retrying_even_once_its_task_is_final(
         )
         session.flush()
         assert (task.state, task.next_attempt_at) == ("succeeded", None)
-        task_id = task.id
+        return task.id
+
+
+def test_a_failing_callback_is_retrying_even_once_its_task_is_final(
+    app: Flask, signed_in: tuple[FlaskClient, str]
+) -> None:
+    """The domain app's endpoint fails the acceptance callback; the task then succeeds (its own
+    retry time is cleared), but its callback still retries: the overview counts it, says it is
+    the callback, and the list's "retrying now" finds it."""
+    client, _ = signed_in
+    task_id = _final_task_with_a_failing_callback(app)
     overview = client.get("/console/").text
     assert re.search(r'id="retrying-total">1<', overview)
     retrying = overview.split('<section id="retrying">', 1)[1].split("</section>", 1)[0]
@@ -551,6 +557,17 @@ def test_a_failing_callback_is_retrying_even_once_its_task_is_final(
     assert 'id="callback-retrying"' in page and "callback (relay) retrying: attempt 2" in page
     assert 'id="retrying"' not in page  # its submission is not retrying
     assert '<dt id="last-error-label">callback error</dt>' in page
+
+
+def test_the_admin_api_and_the_cli_list_a_final_task_whose_callback_is_failing(app: Flask) -> None:
+    """The operators' other two views of "retrying now" count as the console does."""
+    _final_task_with_a_failing_callback(app)
+    listed = app.test_client().get("/admin/v1/tasks?retrying=true", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert listed.status_code == 200, listed.text
+    assert [t["correlation_id"] for t in (listed.json or {})["items"]] == ["order-callback-down"]
+    printed = app.test_cli_runner().invoke(args=["liaison", "tasks", "retrying", "--json"])
+    assert printed.exit_code == 0, printed.output
+    assert [t["correlation_id"] for t in json.loads(printed.output)] == ["order-callback-down"]
 
 
 def test_a_task_page_says_where_its_callbacks_go_and_whose_error_it_shows(
