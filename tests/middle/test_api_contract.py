@@ -7,7 +7,6 @@ back pages on."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,12 +14,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app import create_app
 from app.api.openapi import document
 from app.errors import PROBLEM
-from foundation.settings import Settings
 from service.credentials import create_client
-from webhooks.signing import generate_secret
+from tests.middle.apps import in_process_app
 
 ADMIN_TOKEN = "contract-admin-token-" + "a" * 32
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -28,18 +25,7 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 @pytest.fixture
 def app(migrated_template: Path, tmp_path: Path) -> Iterator[Flask]:
-    path = tmp_path / "liaison.db"
-    shutil.copyfile(migrated_template, path)
-    env = {
-        "DATABASE_URL": f"sqlite:///{path}",
-        "LIAISON_VAR_DIR": str(tmp_path),
-        "LIAISON_PROVIDERS": "sim",
-        "LIAISON_PROVIDER_SIM_BASE_URL": "http://127.0.0.1:9",
-        "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": generate_secret(),
-        "LIAISON_LOG_LEVEL": "warning",
-        "LIAISON_ADMIN_TOKEN": ADMIN_TOKEN,
-    }
-    app = create_app(Settings.from_env(env))
+    app = in_process_app(migrated_template, tmp_path, LIAISON_ADMIN_TOKEN=ADMIN_TOKEN)
     yield app
     app.extensions["liaison"].db.dispose()
 

@@ -32,9 +32,9 @@ from models.task import ExternalTask, TaskEvent
 from service.dead_letters import dead_letter, disable_endpoint
 from service.transitions import record_attempt_failure
 from service.vendor_events import receive_event
+from tests.middle.apps import in_process_app
 from tests.middle.builders import at_vendor, new_client, submit
 from webhooks.events import VendorEvent
-from webhooks.signing import generate_secret
 
 TOKEN = "console-admin-token-" + "x" * 32
 XSS = "<script>alert('x')</script>"
@@ -42,19 +42,9 @@ XSS = "<script>alert('x')</script>"
 
 @pytest.fixture
 def app(migrated_template: Path, tmp_path: Path) -> Iterator[Flask]:
-    path = tmp_path / "liaison.db"
-    shutil.copyfile(migrated_template, path)
-    env = {
-        "DATABASE_URL": f"sqlite:///{path}",
-        "LIAISON_VAR_DIR": str(tmp_path),
-        "LIAISON_ADMIN_TOKEN": TOKEN,
-        "LIAISON_PROVIDERS": "sim",
-        "LIAISON_PROVIDER_SIM_BASE_URL": "http://127.0.0.1:9",
-        "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": generate_secret(),
-        "LIAISON_FLOWER_URL": "http://127.0.0.1:5555",
-        "LIAISON_LOG_LEVEL": "warning",
-    }
-    app = create_app(Settings.from_env(env))
+    app = in_process_app(
+        migrated_template, tmp_path, LIAISON_ADMIN_TOKEN=TOKEN, LIAISON_FLOWER_URL="http://127.0.0.1:5555"
+    )
     yield app
     app.extensions["liaison"].db.dispose()
 
