@@ -6,9 +6,9 @@ atomically to one number per key:
 
 - ``RedisLimiter``: a Lua script (Redis runs it atomically), the key expiring once the bucket is full
   again. The default when the broker is Redis.
-- ``DatabaseLimiter``: a ``rate_limits`` row read ``FOR UPDATE`` (PostgreSQL) or under SQLite's
-  ``BEGIN IMMEDIATE``, updated in the same short transaction. One transaction per call: fine at the
-  rates a vendor or a domain app is allowed, and it needs no other server.
+- ``DatabaseLimiter``: a ``rate_limits`` row upserted by one conditional statement
+  (``models.rate_limits.take``), in a short transaction of its own or in the caller's
+  (``acquire_in``). Fine at the rates a vendor or a domain app is allowed, and it needs no other server.
 
 **Fails open.** When the storage cannot be reached, the call is allowed and a warning logged: a
 Redis or database outage must not turn every submit into a 500 (the outbox promises a submit
@@ -26,12 +26,12 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
-from core.rate_limit import EPSILON_S, Decision, Limit, gcra
+from core.rate_limit import EPSILON_S, Decision, Limit
 from models.db import Database
-from models.rate_limits import RateLimitState
+from models.rate_limits import take
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +70,20 @@ class DatabaseLimiter:
 
     def _acquire(self, key: str, limit: Limit, max_wait_s: float, now: float) -> Decision:
         with self.db.transaction() as session:
-            row = session.scalar(select(RateLimitState).where(RateLimitState.key == key).with_for_update())
-            if row is None:
-                try:
-                    with session.begin_nested():  # two first callers meet at the primary key
-                        row = RateLimitState(key=key, tat=now)
-                        session.add(row)
-                except IntegrityError:
-                    row = session.scalar(select(RateLimitState).where(RateLimitState.key == key).with_for_update())
-                    assert row is not None  # the other inserter committed it
-            tat, decision = gcra(row.tat, now, limit, max_wait_s)
-            if decision.allowed:
-                row.tat = tat  # type: ignore[assignment]
-        return decision
+            return take(session, key, limit, now, max_wait_s)
+
+    def acquire_in(
+        self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None
+    ) -> Decision:
+        """:meth:`acquire` in the caller's transaction, which commits it (with whatever it read
+        before: the submit's authentication, so the two share a commit). Fails open as
+        :meth:`acquire` does, rolling that transaction back first."""
+        now = self.clock() if now is None else now
+        try:
+            return take(session, key, limit, now, max_wait_s)
+        except OperationalError as exc:
+            session.rollback()
+            return _fail_open(key, exc)
 
 
 # The same arithmetic as ``gcra`` (keep them in step; tests/integration/test_limits.py compares them).

@@ -40,15 +40,16 @@ NO_CACHE_KEY = CacheStats.NO_CACHE_KEY
 #: for queued work its place could release): 54/56. Then the relay's two slots were taken in one
 #: statement on PostgreSQL (a data-modifying WITH) and given back in one, its record locked and
 #: finished its row in one UPDATE … RETURNING, and the submit counted its open tasks and its window
-#: in one scan: 49/49.
-BUDGET = {"sqlite": (49, 10), "postgresql": (49, 12)}
+#: in one scan: 49/49. Issue 23: the database rate limit (the submit's and the vendor call's) is
+#: one upsert, 5 statements to 1 for a key's first call: 49/41.
+BUDGET = {"sqlite": (49, 10), "postgresql": (41, 12)}
 #: ORM flushes (unit-of-work cycles that wrote something) and the objects they wrote, for the same
 #: job: the unit of work costs more CPU than the statements it sends, so the hot paths write what they
 #: need not read back (timeline events) as Core INSERTs. Before issue 10's last step the flushes
 #: were the same (10 on SQLite, 14 on PostgreSQL: the events shared flushes with the task's update)
 #: but they carried 19 and 23 objects; then 13 and 17; since the relay's record finishes its row in
-#: its locking statement, 8 of 11 and 12 of 15.
-FLUSH_BUDGET = {"sqlite": (8, 11), "postgresql": (12, 15)}
+#: its locking statement, 8 of 11 and 12 of 15; since the rate limit is one statement (no ORM), 8 of 11 on both.
+FLUSH_BUDGET = {"sqlite": (8, 11), "postgresql": (8, 11)}
 
 
 @dataclass
@@ -77,6 +78,8 @@ class Tally:
 
     def commit(self) -> None:
         with self.lock:
+            if TRACE:
+                print(threading.current_thread().name[:12], "COMMIT")
             self.commits += 1
 
     def checkout(self) -> None:
