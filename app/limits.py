@@ -4,12 +4,14 @@ tasks. The deployment's defaults (``LIAISON_CLIENT_*``) apply unless the client 
 
 from __future__ import annotations
 
+from sqlalchemy.orm import Session
+
 from app.errors import TooManyRequests
 from core.rate_limit import Limit, retry_after_header
 from foundation import metrics
 from foundation.settings import Settings
 from models.client import Client
-from workers.limiter import Limiter
+from workers.limiter import DatabaseLimiter, Limiter
 
 
 def submit_limit(settings: Settings, client: Client) -> Limit:
@@ -23,11 +25,21 @@ def max_open_tasks(settings: Settings, client: Client) -> int:
     return client.max_open_tasks if client.max_open_tasks is not None else settings.client_max_open_tasks
 
 
-def check_submit_rate(limiter: Limiter, settings: Settings, client: Client) -> None:
+def check_submit_rate(limiter: Limiter, settings: Settings, client: Client, session: Session | None = None) -> None:
     """Take one of the client's submit slots, or raise a 429 saying when the next one is free.
-    Every authenticated POST counts, valid or not and replay or not: a flood is a flood."""
+    Every authenticated POST counts, valid or not and replay or not: a flood is a flood.
+
+    ``session``: the request's, its authentication read in it. A database limiter takes the slot in
+    that transaction and commits it there (one commit for both: the slot is durable whatever becomes
+    of the request); another storage leaves the transaction open, and the submit goes on in it.
+    Without a session, a database limiter takes its own short transaction."""
     limit = submit_limit(settings, client)
-    decision = limiter.acquire(f"submit:client:{client.id}", limit)
+    key = f"submit:client:{client.id}"
+    if session is not None and isinstance(limiter, DatabaseLimiter):
+        decision = limiter.acquire_in(session, key, limit)
+        session.commit()
+    else:
+        decision = limiter.acquire(key, limit)
     if not decision.allowed:
         metrics.rate_limited("submit")
         raise TooManyRequests(

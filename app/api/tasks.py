@@ -59,10 +59,9 @@ def find_task(session: Session, client: Client, correlation_id: str) -> External
 def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     ctx = liaison()
     client = current_client()
-    # End authentication's read first: the limiter takes its own short transaction (with SQLite's
-    # BEGIN IMMEDIATE, the request's open one would hold the write lock it waits for).
-    db_session().commit()
-    check_submit_rate(ctx.limiter, ctx.settings, client)  # before any parsing: junk counts too
+    # Before any parsing (junk counts too), in the transaction of authentication's read: a database
+    # limiter commits the two together, another leaves it open for the submit (app.limits).
+    check_submit_rate(ctx.limiter, ctx.settings, client, db_session())
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     now = utcnow()
     req = parse_submit(
