@@ -21,14 +21,14 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, case, func, select, text
+from sqlalchemy import BigInteger, Select, and_, bindparam, case, func, select, text
 from sqlalchemy.orm import Session
 
-from core.fair_share import CLIENT_BACKLOG, CONCURRENCY_KEY, VENDOR_CAPACITY, rank
+from core.fair_share import CLIENT_BACKLOG, CONCURRENCY_KEY, VENDOR_CAPACITY, DispatchPolicy, rank
 from foundation import metrics
 from models.client import Client
 from models.task import OPEN, RELEASED_OPEN, ExternalTask
-from service.dispatch import lock_releases, open_at_vendor, policy_of
+from service.dispatch import lock_releases, open_at_vendor, policy_of, release_lock_key
 
 
 @dataclass(frozen=True)
@@ -43,19 +43,44 @@ class Load:
 
 
 def load(session: Session, provider: str, client_id: int, *, count_open: bool) -> Load:
-    """The client's :class:`Load`, before a new task of ``provider`` is inserted: one statement
-    (the cap's count and the window's in one scan of the client's open tasks), after the dispatch
-    lock on PostgreSQL, which :func:`admit` then decides under."""
+    """The client's :class:`Load`, before a new task of ``provider`` is inserted: its locks
+    (:func:`_lock`), then one statement (the cap's count and the window's in one scan of the
+    client's open tasks), which :func:`admit` then decides under."""
     policy = policy_of(session)
     params = {"provider": provider, "client_id": client_id}
+    _lock(session, provider, client_id, policy, lock_client=count_open)
     if policy is None:
         return Load(open_tasks=session.scalar(_client_open(), params) or 0) if count_open else Load()
-    lock_releases(session, provider, client_id, policy)
     if not count_open:
         on_the_way, waiting = session.execute(_client_counts(), params).one()
         return Load(on_the_way, waiting)
     on_the_way, waiting, open_tasks = session.execute(_client_load(), params).one()
     return Load(on_the_way, waiting, open_tasks)
+
+
+def _lock(session: Session, provider: str, client_id: int, policy: DispatchPolicy | None, *, lock_client: bool) -> None:
+    """On PostgreSQL, what the load is read under: the client's row lock when its open tasks are
+    counted against its cap, and the dispatch lock when a policy decides (``service.dispatch``),
+    in that order and in one statement when both are taken.
+
+    The row lock (``FOR NO KEY UPDATE``) makes a client's concurrent submits count one after
+    another, so the cap is exact: two racing requests cannot both see ``cap - 1``. It costs nothing
+    across clients, and task inserts (which only take ``KEY SHARE`` on the client) from other
+    transactions do not wait on it. The count cannot go in the locking statement: it would read the
+    snapshot taken before the lock was granted (PostgreSQL re-checks only the locked row), and miss
+    the task the lock's previous holder just committed. SQLite's ``BEGIN IMMEDIATE`` serialises
+    writers already: nothing to take (its ``SELECT`` took no lock, and cost a statement)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    if not lock_client:
+        if policy is not None:
+            lock_releases(session, provider, client_id, policy)
+        return
+    if policy is None:
+        session.execute(_LOCK_CLIENT, {"client_id": client_id})
+        return
+    key = release_lock_key(provider, client_id, policy)
+    session.execute(_LOCK_CLIENT_THEN_RELEASES, {"client_id": client_id, "key": key})
 
 
 @dataclass(frozen=True)
@@ -103,6 +128,14 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime, f
 
 
 # --- statements, built once ---------------------------------------------------------------------
+
+_LOCK_CLIENT = select(Client.id).where(Client.id == bindparam("client_id")).with_for_update(key_share=True)
+#: the row lock, then the dispatch lock: MATERIALIZED keeps the order (the locked row is produced
+#: before the outer SELECT calls the function on it), the order every submit has always taken them in
+_LOCKED_CLIENT = _LOCK_CLIENT.cte("locked_client").prefix_with("MATERIALIZED")
+_LOCK_CLIENT_THEN_RELEASES = select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger))).select_from(
+    _LOCKED_CLIENT
+)
 
 
 @cache

@@ -63,9 +63,14 @@ def lock_releases(session: Session, provider: str, client_id: int | None, policy
     for the rest of the transaction: what releases, and what a submit decides, happen one at a time."""
     if session.get_bind().dialect.name != "postgresql":
         return  # SQLite: BEGIN IMMEDIATE serialises writers
+    session.execute(_LOCK, {"key": release_lock_key(provider, client_id, policy)})
+
+
+def release_lock_key(provider: str, client_id: int | None, policy: DispatchPolicy) -> int:
+    """The advisory lock key :func:`lock_releases` takes (the submit takes it in a statement of its own)."""
     name = f"dispatch\0{provider}" if policy.cap(provider) is not None else f"dispatch\0{provider}\0{client_id}"
     digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-    session.execute(_LOCK, {"key": int.from_bytes(digest, "big", signed=True)})
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def moved(session: Session, task: ExternalTask, previous: str, target: State, now: datetime) -> None:

@@ -82,7 +82,8 @@ def submit_task(
 
     A race between two identical requests ends at the unique constraints: the loser's commit raises
     IntegrityError, and the caller retries once, which then finds the winner's row here.
-    A new task past ``max_open_tasks`` raises ``OpenTasksCapReached`` (a replay still answers).
+    A new task past ``max_open_tasks`` raises ``OpenTasksCapReached`` (a replay still answers); its
+    open tasks are counted under the client's row lock (``service.admission``).
     """
     correlation_id = req.correlation_id or str(uuid.uuid4())
     # One query for both ways this request may have been made before: its Idempotency-Key, or its
@@ -96,10 +97,7 @@ def submit_task(
         return SubmitResult(by_key, created=False)
     if earlier:
         return SubmitResult(earlier[0], created=False)
-    capped = max_open_tasks is not None
-    if capped:
-        lock_client(session, client)
-    found = admission.load(session, req.provider, client.id, count_open=capped)
+    found = admission.load(session, req.provider, client.id, count_open=max_open_tasks is not None)
     if max_open_tasks is not None and found.open_tasks >= max_open_tasks:
         raise OpenTasksCapReached(max_open_tasks)
 
@@ -146,20 +144,3 @@ def _earlier_statement(with_key: bool) -> Select[tuple[ExternalTask]]:
     if with_key:
         same = or_(ExternalTask.idempotency_key == bindparam("key"), same)
     return select(ExternalTask).where(ExternalTask.client_id == bindparam("client_id"), same)
-
-
-def lock_client(session: Session, client: Client) -> None:
-    """Take the client's row lock before its open tasks are counted against its cap
-    (``admission.load``, in a statement of its own after this one).
-
-    The lock (``FOR NO KEY UPDATE`` on PostgreSQL; SQLite's writers are serialised already) makes a
-    client's concurrent submits count one after another, so the cap is exact: two racing requests
-    cannot both see ``cap - 1``. It costs nothing across clients, and task inserts (which only take
-    ``KEY SHARE`` on the client) from other transactions do not wait on it. The count cannot go in
-    the locking SELECT: it would read the snapshot taken before the lock was granted (PostgreSQL
-    re-checks only the locked row), and miss the task the lock's previous holder just committed.
-    """
-    session.execute(_LOCK_CLIENT, {"client_id": client.id})
-
-
-_LOCK_CLIENT = select(Client.id).where(Client.id == bindparam("client_id")).with_for_update(key_share=True)
