@@ -32,6 +32,8 @@ from models.base import utcnow
 from models.messages import OutboxMessage
 
 PENDING = "liaison.outbox.pending"
+#: in the info of every session whose maker has the hook (:func:`install`)
+INSTALLED = "liaison.outbox.publishes"
 
 
 def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> None:
@@ -42,6 +44,20 @@ def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> Non
     for row in rows:
         row.dispatched_at = now
     _note(session, rows)
+
+
+def stamp_unflushed(session: Session, row: OutboxMessage) -> None:
+    """A new row about to be inserted outside the unit of work (``models.row_writes``): stamped as
+    :func:`_stamp_new_rows` stamps one before its flush, when this session publishes at all."""
+    new = row.dispatched_at is None and row.next_attempt_at is None and row.parked_reason is None
+    if session.info.get(INSTALLED) and new:
+        row.dispatched_at = row.created_at or utcnow()
+
+
+def note_inserted(session: Session, row: OutboxMessage) -> None:
+    """That row, inserted: published at commit as a flushed one is (:func:`_note_new_rows`)."""
+    if session.info.get(INSTALLED) and row.parked_reason is None:
+        _note(session, [row])
 
 
 def _note(session: Session, rows: list[OutboxMessage]) -> None:
@@ -104,6 +120,7 @@ def install(maker: sessionmaker[Session], publish: Callable[[list[OutboxMessage]
         if rows:
             publish(rows)
 
+    maker.configure(info={**maker.kw.get("info", {}), INSTALLED: True})
     event.listen(maker, "before_flush", _stamp_new_rows)
     event.listen(maker, "after_flush", _note_new_rows)
     event.listen(maker, "after_commit", _after_commit)

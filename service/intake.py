@@ -125,11 +125,13 @@ def submit_task(
     decision = admission.admit(session, task, client, now, found)  # released now, or queued in the database
     session.add(task)
     session.flush()
-    add_event(session, task, "requested", now, provider=req.provider)
+    requested = ("requested", {"provider": req.provider})
     if decision.reason is None:
-        return SubmitResult(task, created=True, outbox=[add_outbox(session, OutboxKind.SUBMIT, task, now)])
-    add_event(session, task, "submit.queued", now, reason=decision.reason, priority=task.priority)
-    row = add_outbox(session, OutboxKind.SUBMIT, task, now, parked_reason=dispatch.QUEUED_ROW)
+        row = add_outbox(session, OutboxKind.SUBMIT, task, now, event=requested)
+        return SubmitResult(task, created=True, outbox=[row])
+    add_event(session, task, requested[0], now, **requested[1])
+    queued = ("submit.queued", {"reason": decision.reason, "priority": task.priority})
+    row = add_outbox(session, OutboxKind.SUBMIT, task, now, parked_reason=dispatch.QUEUED_ROW, event=queued)
     if decision.room:
         dispatch.release(session, task.provider, client.id, now)  # room behind older ones: a missed release
     return SubmitResult(task, created=True, outbox=[row])

@@ -13,8 +13,12 @@ from sqlalchemy.orm import Session
 from core.ordering import next_sequence
 from core.states import COMPLETED_CALLBACK
 from models.messages import OutboxKind, OutboxMessage
+from models.row_writes import insert_outbox_with
 from models.task import ExternalTask, record_event
 from wire.channel_messages import row_message_id
+
+#: a timeline entry written with an outbox row: its kind and detail
+Event = tuple[str, dict[str, Any]]
 
 
 def new_message_id() -> str:
@@ -26,9 +30,19 @@ def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **
 
 
 def add_outbox(
-    session: Session, kind: str, task: ExternalTask, now: datetime, *, parked_reason: str | None = None, **payload: Any
+    session: Session,
+    kind: str,
+    task: ExternalTask,
+    now: datetime,
+    *,
+    parked_reason: str | None = None,
+    event: Event | None = None,
+    **payload: Any,
 ) -> OutboxMessage:
-    """``parked_reason``: the row waits unpublished until something releases it (a queued submission)."""
+    """``parked_reason``: the row waits unpublished until something releases it (a queued submission).
+    ``event``: the timeline entry (kind, detail) that goes with the row, written with it; on
+    PostgreSQL the two and the task's pending changes go in one statement (``models.row_writes``),
+    elsewhere one each."""
     row = OutboxMessage(
         message_id=payload.pop("message_id", None) or new_message_id(),
         kind=kind,
@@ -39,13 +53,24 @@ def add_outbox(
         created_at=now,
         parked_reason=parked_reason,
     )
+    if event is not None:
+        if session.get_bind().dialect.name == "postgresql":
+            return insert_outbox_with(session, row, (task.id, event[0], now, event[1]), task)
+        record_event(session, task.id, event[0], now, event[1])
     session.add(row)
     session.flush()
     return row
 
 
 def add_relay(
-    session: Session, task: ExternalTask, callback_type: str, now: datetime, *, with_channel: bool = True, **fields: Any
+    session: Session,
+    task: ExternalTask,
+    callback_type: str,
+    now: datetime,
+    *,
+    with_channel: bool = True,
+    event: Event | None = None,
+    **fields: Any,
 ) -> OutboxMessage:
     """Every callback of a task is written here, under the task's row lock: it takes the next
     number of the task's sequence (``core.ordering``) and carries the task's state at that point,
@@ -60,7 +85,7 @@ def add_relay(
     ``wire.channel_messages.row_message_id``) and no ``sequence`` column (that place is the
     HTTP relay's): the channel task publishes a task's rows in the order they were written.
     ``with_channel=False``: the relay alone, when an unsent channel row takes this callback in
-    place (``service.progress``, a coalesced progress report).
+    place (``service.progress``, a coalesced progress report). ``event``: as for :func:`add_outbox`.
     """
     task.relay_seq = next_sequence(task.relay_seq)
     message_id = new_message_id()
@@ -72,6 +97,7 @@ def add_relay(
         OutboxKind.RELAY,
         task,
         now,
+        event=event,
         message_id=message_id,
         type=callback_type,
         correlation_id=task.correlation_id,

@@ -29,12 +29,16 @@ def move(session: Session, task: ExternalTask, target: State, now: datetime, **d
     task.updated_at = task.checked_at = now
     if target in TERMINAL:
         task.next_attempt_at = None
-    add_event(session, task, f"state.{target.value}", now, previous=previous, **detail)
-    dispatch.moved(session, task, previous, target, now)  # room in its client's window, its vendor, its key
+    event = (f"state.{target.value}", {"previous": previous, **detail})
     callback_type = RELAYED.get(target)
     if callback_type is None:
+        add_event(session, task, event[0], now, **event[1])
+        dispatch.moved(session, task, previous, target, now)  # room in its client's window, its vendor, its key
         return []
-    return [add_relay(session, task, callback_type, now, outcome=_relayed_outcome(task, target))]
+    # the event, the relay and the task's changes so far in one statement where the database can
+    relay = add_relay(session, task, callback_type, now, event=event, outcome=_relayed_outcome(task, target))
+    dispatch.moved(session, task, previous, target, now)
+    return [relay]
 
 
 def _relayed_outcome(task: ExternalTask, target: State) -> Any:
