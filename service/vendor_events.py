@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, bindparam, func, select
+from sqlalchemy import BigInteger, Select, bindparam, column, func, select
 from sqlalchemy.orm import Session
 
 from core.deadlines import heartbeat_due
@@ -176,13 +176,16 @@ _RECORD_MESSAGE = upsert(
 )
 
 
-def _note_duplicate(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> None:
+def _note_duplicate(session: Session, message_id: str, event: VendorEvent, now: datetime, task_id: int | None) -> None:
     """A message received again goes on its task's timeline (operators see every webhook, the
-    duplicates too), unlocked: it changes nothing of the task. Unknown job: nothing to note it on."""
-    task_id = session.scalar(_task_id_for_job_statement(), {"source": source, "job_id": event.job_id})
+    duplicates too): it changes nothing of the task. Unknown job: nothing to note it on."""
     if task_id is not None:
         detail = {"event": event.type.value, "message_id": message_id, "reason": "message id already received"}
         record_event(session, task_id, "event.duplicate", now, detail)
+
+
+def _task_id_for_job(session: Session, source: str, job_id: str) -> int | None:
+    return session.scalar(_task_id_for_job_statement(), {"source": source, "job_id": job_id})
 
 
 @cache
@@ -192,12 +195,50 @@ def _task_id_for_job_statement() -> Select[tuple[int]]:
     )
 
 
+def _record_and_find(
+    session: Session, source: str, message_id: str, event: VendorEvent, now: datetime
+) -> tuple[bool, ExternalTask | None]:
+    """PostgreSQL: :func:`first_time` and :func:`_task_for_job` in one statement (the inbox row
+    in a data-modifying WITH, the task row-locked in another, joined to one row whichever is
+    missing): whether the message is new, and its task. A duplicate's task is locked too, for
+    the moment its note takes: the inbox insert already waited for the first one's commit."""
+    params = {"source": source, "message_id": message_id, "message_type": event.type.value, "processed_at": now}
+    task, inbox_id = session.execute(_record_and_find_statement(), {**params, "job_id": event.job_id}).one()
+    return inbox_id is not None, task
+
+
+#: the columns :func:`_task_for_job` loads (not the payloads)
+_FOUND_COLUMNS = tuple(c for c in ExternalTask.__table__.columns if c.key not in ("input", "outcome"))
+
+
+@cache
+def _record_and_find_statement() -> Any:
+    listed = ", ".join(c.name for c in _FOUND_COLUMNS)
+    found = upsert(
+        "WITH inbox AS (INSERT INTO processed_messages (source, message_id, message_type, processed_at)"
+        " VALUES (:source, :message_id, :message_type, :processed_at)"
+        " ON CONFLICT (source, message_id) DO NOTHING RETURNING id),"
+        f" task AS (SELECT {listed} FROM external_tasks"
+        " WHERE provider = :source AND vendor_job_id = :job_id FOR NO KEY UPDATE)"
+        f" SELECT {', '.join('task.' + c.name for c in _FOUND_COLUMNS)}, inbox.id AS inbox_id"
+        " FROM (SELECT 1) AS one LEFT JOIN inbox ON true LEFT JOIN task ON true",
+        processed_at=ProcessedMessage.processed_at.type,
+    ).columns(*_FOUND_COLUMNS, column("inbox_id", BigInteger))
+    return select(ExternalTask, found.selected_columns.inbox_id).from_statement(found)
+
+
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
     """Store and apply one verified vendor event, at most once per (source, message_id)."""
-    if not first_time(session, source, message_id, event.type.value, now):
-        _note_duplicate(session, source, message_id, event, now)
+    if session.get_bind().dialect.name == "postgresql":
+        first, task = _record_and_find(session, source, message_id, event, now)
+        if not first:
+            _note_duplicate(session, message_id, event, now, task.id if task is not None else None)
+            return EventResult("duplicate")
+    elif not first_time(session, source, message_id, event.type.value, now):
+        _note_duplicate(session, message_id, event, now, _task_id_for_job(session, source, event.job_id))
         return EventResult("duplicate")
-    task = _task_for_job(session, source, event.job_id)
+    else:
+        task = _task_for_job(session, source, event.job_id)
     if task is None and lock_job(session, source, event.job_id):
         # The submission may be setting this job id right now: once it has committed, look again.
         # Only a miss takes the lock: a task found under its row lock is settled already.

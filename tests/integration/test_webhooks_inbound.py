@@ -11,7 +11,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from models import OrphanEvent, ProcessedMessage
+from models import ExternalTask, OrphanEvent, ProcessedMessage, TaskEvent
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
 from webhooks.signing import generate_secret, sign
@@ -152,3 +152,28 @@ def test_webhook_id_with_a_nul_byte_is_malformed(pair_stack: Stack, vendor_secre
     assert response.status_code == 400, response.text
     assert response.headers["Content-Type"] == "application/problem+json"
     assert _stored(pair_stack) == before
+
+
+def test_a_duplicate_for_a_known_task_changes_nothing_and_is_noted_on_its_timeline(
+    pair_stack: Stack, vendor_secret: str
+) -> None:
+    """The inbox and the task are found in one statement on PostgreSQL: a duplicate must still be
+    told apart from the first delivery, and noted on the task it names."""
+    stack = pair_stack
+    api_key, _, _ = stack.new_client()
+    cid = f"dup-{uuid.uuid4().hex[:8]}"
+    silent = {"drop": ["job.accepted", "job.completed"]}
+    assert stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": silent}}).status_code == 202
+    stack.wait_for_task(api_key, cid, until=lambda body: body["state"] == "submitted")
+    with stack.db.transaction() as session:
+        task = session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == cid)).one()
+        job_id, task_id = task.vendor_job_id, task.id
+    body = {"type": "job.accepted", "job_id": job_id, "status": "accepted"}
+    first = post_event(stack.web.url, vendor_secret, body)
+    assert first.json()["status"] == "applied"
+    again = post_event(stack.web.url, vendor_secret, body, message_id=first.json()["message_id"])
+    assert again.status_code == 200 and again.json()["status"] == "duplicate"
+    with stack.db.transaction() as session:
+        kinds = session.scalars(select(TaskEvent.kind).where(TaskEvent.task_id == task_id).order_by(TaskEvent.id))
+        assert [k for k in kinds if k.startswith(("state.", "event."))][-2:] == ["state.accepted", "event.duplicate"]
+        assert session.get_one(ExternalTask, task_id).state == "accepted"
