@@ -1,11 +1,13 @@
 """Gunicorn settings for Liaison's web process: ``gunicorn -c gunicorn.conf.py 'app:create_app()'``.
 
 Bind address, worker and thread counts stay on the command line (Procfile); this file holds what
-must be code: structured logging for gunicorn's own lines, and the prometheus-client multiprocess
-hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md).
+must be code: structured logging for gunicorn's own lines, the prometheus-client multiprocess
+hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md), and OpenTelemetry's start in each
+worker after the fork (``OTEL_EXPORTER_OTLP_ENDPOINT``: app/observability/tracing.py).
 """
 
 from app import startup
+from app.observability import tracing
 from app.observability.gunicorn import StructuredLogger
 from foundation import metrics
 from foundation.logging import configure_logging
@@ -27,3 +29,14 @@ def on_starting(server):
 def child_exit(server, worker):
     """A dead worker's live gauges must stop counting; its counters keep their totals."""
     metrics.mark_process_dead(worker.pid)
+
+
+def post_fork(server, worker):
+    """The span exporter's thread must be the worker's own: started after the fork (a no-op unless
+    OTEL_EXPORTER_OTLP_ENDPOINT is set)."""
+    tracing.start(_settings, "liaison-web")
+
+
+def worker_exit(server, worker):
+    """Flush the worker's buffered spans before it goes."""
+    tracing.shutdown()

@@ -16,6 +16,7 @@ from flask import Flask
 from app import cli, console, errors, observability, session, startup
 from app.api import admin, admin_clients, health, inbound, reference, tasks
 from app.celery_app import celery_init_app
+from app.observability import tracing
 from foundation.settings import ConfigError, Settings, database_url_from_env
 from models import publishing
 from models.db import Database
@@ -83,4 +84,5 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     app.register_blueprint(console.bp)
     app.cli.add_command(cli.group)
     observability.init_app(app)
+    tracing.register(app, db.engine, settings)  # only with OTEL_EXPORTER_OTLP_ENDPOINT set
     return app

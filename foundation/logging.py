@@ -4,7 +4,8 @@ Flask, werkzeug, Celery, gunicorn, SQLAlchemy and our own modules mostly log thr
 ``logging``; routing every record through structlog's ``ProcessorFormatter`` makes all of them come
 out in one format -- ``console`` (readable, for people) or ``json`` (one object per line, for
 machines) -- with the same context: whatever was bound for the current request or Celery task
-(``request_id``, ``correlation_id``, ``message_id``, ``task_id``, ``attempt``...) via contextvars.
+(``request_id``, ``correlation_id``, ``message_id``, ``task_id``, ``attempt``...) via contextvars,
+and the task's ``trace_id`` (:func:`add_trace_id`).
 
 Secrets never reach the output: :func:`redact_secrets` runs last before rendering, on every line,
 whatever produced it.
@@ -23,6 +24,8 @@ from typing import Any, TextIO
 import structlog
 from structlog.contextvars import bind_contextvars, clear_contextvars, merge_contextvars
 from structlog.types import EventDict, Processor, WrappedLogger
+
+from foundation.tracing import current_trace_id
 
 __all__ = ["bind", "clear", "configure_logging", "get_logger", "redact", "redact_secrets"]
 
@@ -73,11 +76,23 @@ def _redacting_traceback(
     sio.write("\n" + redact("".join(traceback.format_exception(*exc_info))).rstrip("\n"))
 
 
+def add_trace_id(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: ``trace_id`` beside ``correlation_id`` -- the current span's with tracing
+    on, the task's stored trace at a seam while it is off (``foundation.tracing``), or whatever a
+    view bound (the submit binds the caller's)."""
+    if "trace_id" not in event_dict:
+        trace_id = current_trace_id()
+        if trace_id is not None:
+            event_dict["trace_id"] = trace_id
+    return event_dict
+
+
 def _shared_processors() -> list[Processor]:
     """What every line gets, from structlog or from stdlib; ``merge_contextvars`` first so the
     request/task context is there for everything after it."""
     return [
         merge_contextvars,
+        add_trace_id,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.ExtraAdder(),  # stdlib ``extra={...}`` fields become keys

@@ -275,6 +275,15 @@ SECTIONS: tuple[Section, ...] = (
                "connect and publish-confirm timeout of one event"),
     ),
     section(
+        "Traces (issue 22; docs/observability.md)",
+        Option("OTEL_EXPORTER_OTLP_ENDPOINT", "otlp_endpoint", OPTIONAL_HTTP_URL, "",
+               "an OpenTelemetry collector's OTLP/HTTP base URL (spans go to <it>/v1/traces); "
+               "unset = no tracing: no SDK, no instrumentation"),
+        Option("OTEL_SERVICE_NAME", "otel_service_name", TEXT, "",
+               "service.name of this process's spans; unset = liaison-web, liaison-worker, liaison-calls, "
+               "liaison-relay, liaison-beat or liaison-cli, by process"),
+    ),
+    section(
         "Logs",
         Option("LIAISON_LOG_LEVEL", "log_level", choice("debug", "info", "warning", "error", upper=True), "info",
                "debug, info, warning or error"),

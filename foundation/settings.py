@@ -145,6 +145,8 @@ class Settings:
     channel_timeout_s: float
     console_session_s: int
     flower_url: str
+    otlp_endpoint: str
+    otel_service_name: str
 
     @property
     def input_limits(self) -> JsonLimits:

@@ -122,6 +122,10 @@ class ExternalTask(Base):
     dispatched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     dispatch_rank: Mapped[datetime | None] = mapped_column(UtcDateTime)
     wait_reason: Mapped[str | None] = mapped_column(String(32))
+    # The W3C traceparent the task was submitted in (core.trace_context; issue 22): with tracing on,
+    # the submit's own server span; off, the caller's header as received. Every span Liaison makes
+    # for the task continues it, and vendor calls and callbacks carry it.
+    traceparent: Mapped[str | None] = mapped_column(String(55))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, onupdate=utcnow)
 

@@ -130,6 +130,7 @@ class RelayClaim:
     held_by: int | None
     disabled: set[str]
     unhealthy: dict[str, EndpointHealth]
+    traceparent: str | None = None  # the task's (core.trace_context): the callback continues its trace
 
 
 def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
@@ -139,14 +140,15 @@ def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
     found = session.execute(_relay_statement(), {"outbox_id": outbox_id}).all()
     if not found or found[0][0].done_at is not None:
         return None
-    row, task_url, client, earlier, _, _ = found[0]
+    row, task_url, client, earlier, _, _, traceparent = found[0]
     return RelayClaim(
         row,
         task_url,
         client,
         earlier,
-        disabled={hashed for *_, hashed, _ in found if hashed is not None},
-        unhealthy={health.origin_hash: health for *_, health in found if health is not None},
+        disabled={hashed for *_, hashed, _, _ in found if hashed is not None},
+        unhealthy={health.origin_hash: health for *_, health, _ in found if health is not None},
+        traceparent=traceparent,
     )
 
 
@@ -155,7 +157,15 @@ def _relay_statement() -> Select[Any]:
     """:func:`claim_relay`'s statement, built once: constructing it (and its cache key) on every call
     cost more CPU than running it."""
     return (
-        select(OutboxMessage, ExternalTask.callback_url, Client, held_by(), CallbackEndpoint.url_hash, EndpointHealth)
+        select(
+            OutboxMessage,
+            ExternalTask.callback_url,
+            Client,
+            held_by(),
+            CallbackEndpoint.url_hash,
+            EndpointHealth,
+            ExternalTask.traceparent,
+        )
         .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
         .outerjoin(Client, Client.id == ExternalTask.client_id)
         .outerjoin(

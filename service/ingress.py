@@ -44,6 +44,7 @@ class Refused(Exception):
 class Received:
     status: str  # applied | ignored | duplicate | orphan
     message_id: str
+    traceparent: str | None = None  # the task's (core.trace_context), for the span of the commit
 
 
 def arrived(provider: str) -> None:
@@ -97,4 +98,4 @@ def receive(
     result = vendor_events.receive_event(session, name, message_id, event, utcnow())
     if result.status == "duplicate":
         metrics.webhook_rejected(name, "duplicate")
-    return Received(result.status, message_id)
+    return Received(result.status, message_id, result.traceparent)

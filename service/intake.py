@@ -77,6 +77,7 @@ def submit_task(
     idempotency_key: str | None,
     now: datetime,
     max_open_tasks: int | None = None,
+    traceparent: str | None = None,
 ) -> SubmitResult:
     """Record a task and its ``submit`` outbox row, or return the task this request already made.
 
@@ -84,6 +85,7 @@ def submit_task(
     IntegrityError, and the caller retries once, which then finds the winner's row here.
     A new task past ``max_open_tasks`` raises ``OpenTasksCapReached`` (a replay still answers); its
     open tasks are counted under the client's row lock (``service.admission``).
+    ``traceparent`` (valid, or None) is kept with a new task: every span made for it continues it.
     """
     correlation_id = req.correlation_id or str(uuid.uuid4())
     # One query for both ways this request may have been made before: its Idempotency-Key, or its
@@ -118,6 +120,7 @@ def submit_task(
         channel=client.channel,
         priority=req.priority or client.default_priority,
         concurrency_key=req.concurrency_key,
+        traceparent=traceparent,
         created_at=now,
         updated_at=now,
         checked_at=now,

@@ -26,13 +26,20 @@ class QuietTask:
     task_id: int
     correlation_id: str
     vendor_job_id: str
+    traceparent: str | None = None  # the task's: asking the vendor about it continues its trace
 
 
 def quiet_query(provider: str, quiet_s: int, now: datetime, batch: int) -> Select:
     return (
         select(ExternalTask)
         .options(
-            load_only(ExternalTask.id, ExternalTask.correlation_id, ExternalTask.vendor_job_id, ExternalTask.checked_at)
+            load_only(
+                ExternalTask.id,
+                ExternalTask.correlation_id,
+                ExternalTask.vendor_job_id,
+                ExternalTask.checked_at,
+                ExternalTask.traceparent,
+            )
         )
         .where(
             text(AT_VENDOR),
@@ -50,7 +57,7 @@ def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, ba
     tasks = session.scalars(quiet_query(provider, quiet_s, now, batch)).all()
     for task in tasks:
         task.checked_at = now
-    return [QuietTask(t.id, t.correlation_id, t.vendor_job_id) for t in tasks if t.vendor_job_id]
+    return [QuietTask(t.id, t.correlation_id, t.vendor_job_id, t.traceparent) for t in tasks if t.vendor_job_id]
 
 
 def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:

@@ -155,6 +155,7 @@ def _task_for_job_statement() -> Select[tuple[ExternalTask]]:
 class EventResult:
     status: str  # applied | ignored | duplicate | orphan
     outbox: list[OutboxMessage] = field(default_factory=list)
+    traceparent: str | None = None  # the task's: the commit (and the relays it publishes) continue its trace
 
 
 def first_time(session: Session, source: str, message_id: str, message_type: str, now: datetime) -> bool:
@@ -256,7 +257,7 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
         return EventResult("orphan")
     heard_from_vendor(task, now)
     applied, rows = _apply(session, task, event, message_id, now)
-    return EventResult("applied" if applied else "ignored", rows)
+    return EventResult("applied" if applied else "ignored", rows, task.traceparent)
 
 
 def heard_from_vendor(task: ExternalTask, now: datetime) -> None:

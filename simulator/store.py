@@ -36,6 +36,8 @@ class Job:
     created_at: float = field(default_factory=time.time)
     accepted_at: float | None = None
     finished_at: float | None = None
+    #: the W3C ``traceparent`` header the job was created with, as received (tests check the trace)
+    traceparent: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The provider-contract shape of ``GET /jobs/<id>``."""
@@ -69,6 +71,7 @@ def new_job(
     callback_url: str,
     behaviour: Behaviour,
     job_id: str | None = None,
+    traceparent: str | None = None,
 ) -> Job:
     """``job_id``: over AMQP the job is named by the client's reference (there is no submit answer)."""
     return Job(
@@ -79,6 +82,7 @@ def new_job(
         callback_url=callback_url,
         behaviour=behaviour,
         webhook_ids={event: "msg_" + uuid.uuid4().hex for event in EVENT_TYPES},
+        traceparent=traceparent[:128] if traceparent else None,
     )
 
 
@@ -172,6 +176,7 @@ class Store:
                     "created_at": job.created_at,
                     "accepted_at": job.accepted_at,
                     "finished_at": job.finished_at,
+                    "traceparent": job.traceparent,
                 }
                 for job in self._jobs.values()
             ]

@@ -75,7 +75,16 @@ def submit_job() -> Response:
     job, created = (
         (existing, False)
         if existing
-        else rt.store.add_or_get(new_job(key, body["reference"], body["input"], body["callback_url"], behaviour))
+        else rt.store.add_or_get(
+            new_job(
+                key,
+                body["reference"],
+                body["input"],
+                body["callback_url"],
+                behaviour,
+                traceparent=request.headers.get("traceparent"),
+            )
+        )
     )
     if created:
         rt.engine.start(job)

@@ -4,12 +4,13 @@ A client on a channel (``clients.channel``: ``amqp`` or ``redis``) sends command
 over that broker instead of, or besides, HTTP:
 
 * **RabbitMQ**: commands on the durable queue ``<prefix>.<client>.commands`` (AMQP properties
-  ``message_id`` and ``type``; optional header ``Idempotency-Key``; the body is JSON); events on
+  ``message_id`` and ``type``; optional headers ``Idempotency-Key`` and ``traceparent``; the body
+  is JSON); events on
   the topic exchange ``<prefix>.events``, routing key ``<client>.<event type>``
   (``shop.task.completed``), the Standard Webhooks headers as message headers.
 * **Redis Streams**: commands on the stream ``<prefix>:<client>:commands``, read by the consumer
   group ``liaison``; each entry has the fields ``message_id``, ``type``, ``body`` and optionally
-  ``idempotency_key``. Events on the stream ``<prefix>:<client>:events`` (trimmed to about
+  ``idempotency_key`` and ``traceparent``. Events on the stream ``<prefix>:<client>:events`` (trimmed to about
   ``LIAISON_CHANNEL_EVENTS_MAXLEN`` entries), fields ``message_id``, ``type``, ``body`` and the
   three ``webhook-*`` headers.
 
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from core.trace_context import valid_traceparent
 from wire.bounded_json import InvalidJson, TooDeep, strict_loads
 
 AMQP = "amqp"
@@ -87,6 +89,8 @@ class Command:
     message_id: str
     body: Any  # the JSON body, parsed; its fields are checked by the API's own parser
     idempotency_key: str | None = None
+    #: the W3C traceparent the command was sent in (valid, or None: an invalid one is absent)
+    traceparent: str | None = None
 
 
 class CommandRefused(ValueError):
@@ -120,10 +124,12 @@ def parse_command(
     max_bytes: int,
     max_depth: int,
     idempotency_key: str | None = None,
+    traceparent: str | None = None,
 ) -> Command:
     """A command's envelope and JSON body, bounded like an HTTP request: at most ``max_bytes``, the
     body object plus ``max_depth`` levels (the ``input`` field's limit). The fields themselves are
-    the API parser's business (``app.api.validation.parse_submit``)."""
+    the API parser's business (``app.api.validation.parse_submit``). A ``traceparent`` that is not a
+    valid W3C one (``core.trace_context``, bounded in length) is dropped, as over HTTP: never refused."""
     if message_id is None or not MESSAGE_ID.fullmatch(message_id):
         raise CommandRefused("a command needs a message_id of 1 to 200 printable ASCII characters")
     if command_type not in COMMANDS:
@@ -146,7 +152,7 @@ def parse_command(
         raise CommandRefused(f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise CommandRefused("the body must be a JSON object", 422)
-    return Command(command_type, message_id, data, idempotency_key)
+    return Command(command_type, message_id, data, idempotency_key, valid_traceparent(traceparent))
 
 
 def cancel_fields(body: Mapping[str, Any]) -> tuple[str, str]:

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from core.classify import Failure
 from core.errors import CallError, PermanentError
+from foundation import tracing
 from models.leases import lease
 from service.isolation import ROW_ERRORS, record_row_failure
 from service.reconciliation import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
@@ -89,32 +90,46 @@ def _reconcile_provider(
         for task in quiet:
             report.checked += 1
             report.by_provider[name] = report.by_provider.get(name, 0) + 1
-            try:
-                snapshot = _status_when_slot(provider, task.vendor_job_id, sleep)
-            except PermanentError as exc:
-                if exc.status == NOT_FOUND:
-                    report.unknown += 1
-                    with ctx.db.transaction() as session:
-                        unknown_job(session, task, name, str(exc), now)
-                elif exc.failure is Failure.BAD_RESPONSE:  # e.g. an outcome past its limits: refused, recorded
-                    _row_failed(ctx, name, task, exc, now, report)
-                else:
-                    report.errors += 1
-                continue
-            except CallError as exc:
-                report.errors += 1
-                log.warning("reconcile: %s status of %s failed: %s", name, task.correlation_id, exc)
-                continue
-            try:
-                with ctx.db.transaction() as session:
-                    result = apply_snapshot(session, name, snapshot.job_id, snapshot.status, snapshot.outcome, now)
-            except ROW_ERRORS as exc:  # this task's transaction rolled back; the others go on
-                _row_failed(ctx, name, task, exc, now, report)
-                continue
-            if result is not None:
-                report.applied += result.status == "applied"
+            with tracing.continued(task.traceparent, "liaison.reconcile task", provider=name):
+                _reconcile_task(ctx, name, provider, task, now, report, sleep)
         if len(quiet) < batch:
             return
+
+
+def _reconcile_task(
+    ctx: Liaison,
+    name: str,
+    provider: Provider,
+    task: QuietTask,
+    now: datetime,
+    report: ReconcileReport,
+    sleep: Callable[[float], None],
+) -> None:
+    """Ask the vendor about one quiet task and apply its answer (in the task's trace)."""
+    try:
+        snapshot = _status_when_slot(provider, task.vendor_job_id, sleep)
+    except PermanentError as exc:
+        if exc.status == NOT_FOUND:
+            report.unknown += 1
+            with ctx.db.transaction() as session:
+                unknown_job(session, task, name, str(exc), now)
+        elif exc.failure is Failure.BAD_RESPONSE:  # e.g. an outcome past its limits: refused, recorded
+            _row_failed(ctx, name, task, exc, now, report)
+        else:
+            report.errors += 1
+        return
+    except CallError as exc:
+        report.errors += 1
+        log.warning("reconcile: %s status of %s failed: %s", name, task.correlation_id, exc)
+        return
+    try:
+        with ctx.db.transaction() as session:
+            result = apply_snapshot(session, name, snapshot.job_id, snapshot.status, snapshot.outcome, now)
+    except ROW_ERRORS as exc:  # this task's transaction rolled back; the others go on
+        _row_failed(ctx, name, task, exc, now, report)
+        return
+    if result is not None:
+        report.applied += result.status == "applied"
 
 
 def _row_failed(

@@ -13,6 +13,7 @@ client-supplied URL) a connection pinned to the address the outbound guard check
 - **Kept connections.** A connection read to the end of its response is kept for the next call to
   that host (``workers.connections``), never across a fork, never between provider calls and
   calls to a client-supplied URL.
+- **Trace context.** A call made for a task carries its ``traceparent`` (``foundation.tracing``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import requests
 from urllib3.util import connection as urllib3_connection
 
 from core.outbound_guard import AllowList, IPAddress, Resolver, Target, parse_target, resolve
+from foundation import tracing
 from workers import connections
 from workers.call_deadlines import Call as Call  # the call's deadline, for callers of send()
 from workers.connections import Connector
@@ -93,7 +95,8 @@ def send(
     connections.active.call, connections.active.pinned = call, pinned
     connections.active.connector = connector or urllib3_connection.create_connection
     try:
-        headers = {"Accept-Encoding": "identity", **kwargs.pop("headers", {})}
+        # the task's traceparent while tracing is off (on, the requests instrumentation injects the span's)
+        headers = {"Accept-Encoding": "identity", **tracing.outbound_headers(), **kwargs.pop("headers", {})}
         connect_s, read_s = timeout
         response = connections.session(guarded=guard is not None).request(
             method,

@@ -13,6 +13,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from app.errors import ApiError, BadRequest, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from app.session import db_session
+from foundation import tracing
 from service import ingress
 from workers.runtime import liaison
 
@@ -54,5 +55,7 @@ def receive(provider: str) -> tuple[Response, int]:
         )
     except ingress.Refused as refused:
         raise _answer(refused) from None
-    session.commit()
+    # in the task's trace: the commit publishes the relays the event made, and they continue it
+    with tracing.continued(received.traceparent, "liaison.webhook", provider=provider, status=received.status):
+        session.commit()
     return jsonify({"status": received.status, "message_id": received.message_id}), 200

@@ -15,6 +15,8 @@ from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, Unsuppor
 from app.limits import check_submit_rate, max_open_tasks
 from app.session import db_session
 from core.states import State
+from core.trace_context import trace_id_of, valid_traceparent
+from foundation import tracing
 from foundation.logging import bind
 from models.base import utcnow
 from models.client import Client
@@ -75,11 +77,21 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
         outbound_allow=ctx.settings.outbound_allow,
         client_channel=client.channel,
     )
+    # The trace the task continues: the submit's own server span with tracing on, else the caller's
+    # header as received (an invalid one is absent, never a 4xx: W3C Trace Context).
+    traceparent = tracing.current_traceparent() or valid_traceparent(request.headers.get("traceparent"))
+    bind(trace_id=trace_id_of(traceparent))
     session = db_session()
     for attempt in (1, 2):
         try:
             result = intake.submit_task(
-                session, client, req, key, now, max_open_tasks=max_open_tasks(ctx.settings, client)
+                session,
+                client,
+                req,
+                key,
+                now,
+                max_open_tasks=max_open_tasks(ctx.settings, client),
+                traceparent=traceparent,
             )
             session.commit()
             break

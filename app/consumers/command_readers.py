@@ -109,6 +109,7 @@ class AmqpCommandConsumer(ConsumerMixin):
                     text_field(properties, "type"),
                     as_bytes(message.body),
                     headers.get("idempotency-key"),
+                    headers.get("traceparent"),
                 )
             except SQLAlchemyError as exc:
                 log.warning("channel command from %s not stored, put back: %s", client.name, type(exc).__name__)
@@ -250,6 +251,7 @@ class RedisCommandConsumer:
                     text_field(fields, "type"),
                     as_bytes(fields.get(b"body", fields.get("body", b""))),
                     text_field(fields, "idempotency_key"),
+                    text_field(fields, "traceparent"),
                 )
             except SQLAlchemyError as exc:
                 # Left pending: read again by _drain_own_pending after the pause.

@@ -25,6 +25,8 @@ from sqlalchemy.orm import Session
 from app.api.validation import parse_submit
 from app.errors import ApiError
 from app.limits import check_submit_rate, max_open_tasks
+from core.trace_context import valid_traceparent
+from foundation import tracing
 from foundation.logging import bind, clear
 from models.base import utcnow
 from models.client import Client
@@ -73,10 +75,25 @@ def take(
     command_type: str | None,
     body: bytes,
     idempotency_key: str | None = None,
+    traceparent: str | None = None,
 ) -> Handled:
-    """Take one command (commits). SQLAlchemyError escapes: the caller leaves the message unacked."""
+    """Take one command (commits), in the trace its ``traceparent`` names. SQLAlchemyError escapes:
+    the caller leaves the message unacked."""
     clear()
     bind(client=client.name, message_id=message_id)
+    with tracing.continued(valid_traceparent(traceparent), "liaison.channel_command", command=command_type):
+        return _take_committed(ctx, client, message_id, command_type, body, idempotency_key, traceparent)
+
+
+def _take_committed(
+    ctx: Liaison,
+    client: ChannelClient,
+    message_id: str | None,
+    command_type: str | None,
+    body: bytes,
+    idempotency_key: str | None,
+    traceparent: str | None,
+) -> Handled:
     refused: ApiError | None = None
     if command_type == SUBMIT_TASK:
         # the limiter runs its own short transaction, before ours (as the API does)
@@ -91,7 +108,9 @@ def take(
     for attempt in (1, 2):
         try:
             with ctx.db.transaction() as session:
-                return _take(ctx, session, client, message_id, command_type, body, idempotency_key, refused)
+                return _take(
+                    ctx, session, client, message_id, command_type, body, (idempotency_key, traceparent), refused
+                )
         except IntegrityError:
             # a concurrent identical command (or submit) won a unique constraint: the retry finds it
             if attempt == 2:
@@ -106,9 +125,11 @@ def _take(
     message_id: str | None,
     command_type: str | None,
     body: bytes,
-    idempotency_key: str | None,
+    keys: tuple[str | None, str | None],
     refused: ApiError | None,
 ) -> Handled:
+    """``keys``: the command's Idempotency-Key and traceparent, as received."""
+    idempotency_key, traceparent = keys
     now = utcnow()
     settings = ctx.settings
     client = session.get_one(Client, ref.id)
@@ -136,6 +157,7 @@ def _take(
             max_bytes=settings.max_body_bytes,
             max_depth=settings.max_json_depth,
             idempotency_key=idempotency_key,
+            traceparent=traceparent,
         )
     except CommandRefused as exc:
         seen_before = (
@@ -182,7 +204,13 @@ def _take(
             client_channel=client.channel,
         )
         result = intake.submit_task(
-            session, client, req, command.idempotency_key, now, max_open_tasks=max_open_tasks(settings, client)
+            session,
+            client,
+            req,
+            command.idempotency_key,
+            now,
+            max_open_tasks=max_open_tasks(settings, client),
+            traceparent=tracing.current_traceparent() or command.traceparent,
         )
     except ApiError as exc:
         return reject(exc.status, str(exc), exc.errors, correlation_id)

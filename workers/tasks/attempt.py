@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 
 from core.errors import CallError
 from core.retry_policy import RetryPolicy
+from foundation import tracing
 from foundation.logging import bind
 from models.base import utcnow
 from models.messages import OutboxMessage
@@ -76,6 +77,10 @@ class ComeBackLater(Exception):
 
 class OutboxTask(Generic[W, R]):
     """The steps one kind of outbox task fills in; :func:`run` is the skeleton around them."""
+
+    #: The task's stored W3C traceparent, set by ``claim``: the call and its record run in a span
+    #: of the task's trace (``foundation.tracing.continued``), and the call carries it.
+    traceparent: str | None = None
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         """Lock the row at ``stage`` ("start" or "record"); None once it is done. A task that reads
@@ -134,24 +139,8 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
         if isinstance(started, str):
             return started
         attempt = started
-        if attempt.refused is not None:
-            return retry_or_dead_letter(
-                task,
-                ctx,
-                outbox_id,
-                attempt.refused,
-                RetryPolicy(),
-                fault=attempt.refused_fault or attempt.refused.fault(),
-            )
-        try:
-            result = steps.call(ctx, attempt)
-        except RateLimited as exc:
-            return wait_for_slot(task, ctx, outbox_id, exc)
-        except CallError as exc:
-            return _failed(task, ctx, outbox_id, steps, attempt, exc)
-        with ctx.db.transaction() as session:
-            row = steps.claim(ctx, session, outbox_id, "record")
-            return "done" if row is None else steps.record(ctx, session, row, attempt, result)
+        with tracing.continued(steps.traceparent, f"{task.name} attempt", outbox_id=outbox_id):
+            return _attempt(task, ctx, outbox_id, steps, attempt)
     except SoftTimeLimitExceeded:
         terms = attempt or steps.fallback(ctx, outbox_id)
         return time_limit_reached(
@@ -177,6 +166,28 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
         raise task.retry(countdown=countdown) from None
     finally:
         steps.release(ctx)
+
+
+def _attempt(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], attempt: Attempt[Any]) -> str:
+    """The call and its record (or the failure's), after the start transaction."""
+    if attempt.refused is not None:
+        return retry_or_dead_letter(
+            task,
+            ctx,
+            outbox_id,
+            attempt.refused,
+            RetryPolicy(),
+            fault=attempt.refused_fault or attempt.refused.fault(),
+        )
+    try:
+        result = steps.call(ctx, attempt)
+    except RateLimited as exc:
+        return wait_for_slot(task, ctx, outbox_id, exc)
+    except CallError as exc:
+        return _failed(task, ctx, outbox_id, steps, attempt, exc)
+    with ctx.db.transaction() as session:
+        row = steps.claim(ctx, session, outbox_id, "record")
+        return "done" if row is None else steps.record(ctx, session, row, attempt, result)
 
 
 def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt[Any] | str:

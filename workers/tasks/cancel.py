@@ -33,6 +33,7 @@ class Cancel(VendorCall[tuple[Provider, str], None]):
         if row is not None and stage == "start":
             assert row.task_id is not None  # a cancellation's row always names its task
             self.task = claims.lock_task(session, row.task_id)  # its vendor's call slot is taken next
+            self.traceparent = self.task.traceparent
         return row
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:

@@ -46,6 +46,7 @@ class Probe(VendorCall[tuple[Provider, str], JobSnapshot]):
             return None
         assert row.task_id is not None  # a probe's row always names its task
         self.task = lock_task_without_payload(session, row.task_id)
+        self.traceparent = self.task.traceparent
         return row
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:

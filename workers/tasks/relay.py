@@ -95,6 +95,7 @@ class Relay(OutboxTask[Callback, int]):
         if found is None:
             return None
         self.held_by = found.held_by
+        self.traceparent = found.traceparent
         self.target = (found.callback_url, found.client) if found.client is not None else None
         self.disabled = found.disabled
         self.unhealthy = found.unhealthy

@@ -38,6 +38,7 @@ class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
         if claimed is None:
             return None
         row, self.task, raw_input = claimed
+        self.traceparent = self.task.traceparent
         self.raw_input = raw_input or "null"
         return row
 

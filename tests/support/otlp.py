@@ -1,0 +1,113 @@
+"""A real OTLP/HTTP trace receiver on loopback, for tests and the e2e benchmark's ``--otlp``: it
+decodes each ``POST /v1/traces`` (``ExportTraceServiceRequest``, protobuf, gzip or not) and keeps
+the spans, flattened to what a test asserts on."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+
+@dataclass(frozen=True)
+class Span:
+    service: str
+    name: str
+    trace_id: str  # 32 hex
+    span_id: str  # 16 hex
+    parent_id: str  # 16 hex, "" for a root span
+    kind: int
+
+    def line(self) -> str:
+        return f"{self.service:<15} {self.name:<45} {self.trace_id} {self.span_id} {self.parent_id or '-':<16}"
+
+
+def _service(resource: Any) -> str:
+    for attribute in resource.attributes:
+        if attribute.key == "service.name":
+            return str(attribute.value.string_value)
+    return "?"
+
+
+def decode(body: bytes) -> list[Span]:
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(body)
+    spans = []
+    for resource_spans in request.resource_spans:
+        service = _service(resource_spans.resource)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                spans.append(
+                    Span(
+                        service,
+                        span.name,
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        int(span.kind),
+                    )
+                )
+    return spans
+
+
+class OtlpReceiver:
+    """``with OtlpReceiver() as receiver:`` -- ``receiver.url`` is what OTEL_EXPORTER_OTLP_ENDPOINT names;
+    ``keep=False`` counts spans without keeping them (a benchmark's sink)."""
+
+    def __init__(self, keep: bool = True) -> None:
+        self._lock = threading.Lock()
+        self._spans: list[Span] = []
+        self.count = 0
+        self.keep = keep
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if self.path != "/v1/traces":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                receiver._add(decode(body))
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the test prints what it needs."""
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
+
+    def _add(self, spans: list[Span]) -> None:
+        with self._lock:
+            self.count += len(spans)
+            if self.keep:
+                self._spans.extend(spans)
+
+    def spans(self) -> list[Span]:
+        with self._lock:
+            return list(self._spans)
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._server.shutdown()
+        self._server.server_close()
