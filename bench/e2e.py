@@ -5,13 +5,16 @@ targets of issue 10 are printed beside them, never tested).
     .venv/bin/python bench/e2e.py --broker redis --jobs 1000 --concurrency 8 --rounds 1
     .venv/bin/python bench/e2e.py --broker redis --scale-out       # Liaison with 1 and with 2 worker hosts
     .venv/bin/python bench/e2e.py --mode ingest --broker redis     # signed-webhook ingest vs a bare Flask POST
+    .venv/bin/python bench/e2e.py --broker redis --only liaison --otlp   # Liaison with tracing off, then on
 
 Pipeline mode starts, per run, a fresh database on a PostgreSQL cluster of its own (with
 pg_stat_statements), a fresh broker (a Redis server of its own, or a RabbitMQ vhost on the
 machine's server), a lean vendor (bench/lean_vendor.py), a lean domain app that verifies every
 callback with standardwebhooks (bench/lean_domain.py), and then the Procfile's web, worker and relay
 (or the naive pipeline of bench/naive/ with the same command lines). Runs alternate Liaison and
-naive. docs/benchmarks.md says what every figure means.
+naive. With ``--otlp`` each round also runs Liaison with ``OTEL_EXPORTER_OTLP_ENDPOINT`` naming an
+OTLP/HTTP receiver of the benchmark's own (tests/support/otlp.py, counting spans), right after the
+run without it. docs/benchmarks.md says what every figure means.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ from bench.environment import PG_SETTINGS, broker
 from bench.ingest import ingest
 from bench.postgres_cluster import PostgresCluster
 from bench.stacks import Stack, start_liaison, start_naive
+from tests.support.otlp import OtlpReceiver
+
+TRACED = "liaison traced"
 
 
 def say(line: str) -> None:
@@ -39,15 +45,28 @@ def say(line: str) -> None:
 
 
 def one_run(
-    args: argparse.Namespace, pg: PostgresCluster, broker_kind: str, kind: str, workers: int, logs: Path, n: int
+    args: argparse.Namespace,
+    pg: PostgresCluster,
+    broker_kind: str,
+    kind: str,
+    workers: int,
+    logs: Path,
+    n: int,
+    receiver: OtlpReceiver | None = None,
 ) -> RunResult:
+    """One run of ``kind``: ``naive``, ``liaison``, or ``liaison traced`` (exporting to ``receiver``)."""
     hosts = "1 worker host" if workers == 1 else f"{workers} worker hosts"
     label = kind if kind == "naive" else f"{kind} ({hosts})"
     say(f"\n== run {n}: {label} on {broker_kind}")
-    tag = f"run{n}-{kind}"
+    tag = f"run{n}-{kind.replace(' ', '-')}"
+    spans_before = receiver.count if receiver is not None else 0
     with broker(broker_kind) as (url, redis_pid):
-        if kind == "liaison":
-            stack: Stack = start_liaison(pg, url, logs, workers=workers, tag=tag)
+        if kind == TRACED:
+            assert receiver is not None
+            otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+            stack: Stack = start_liaison(pg, url, logs, workers=workers, tag=tag, extra_env=otel)
+        elif kind == "liaison":
+            stack = start_liaison(pg, url, logs, workers=workers, tag=tag)
         else:
             stack = start_naive(pg, url, logs, tag=tag)
         try:
@@ -66,6 +85,10 @@ def one_run(
         finally:
             stack.stop()
     say(report.run_table(result))
+    if kind == TRACED and receiver is not None:
+        spans = receiver.count - spans_before
+        per_job = spans / max(result.completed, 1)
+        say(f"  spans exported to the OTLP receiver: {spans} ({per_job:.1f} per completed job)")
     trouble = report.log_errors(logs, prefix=tag)
     say(f"  log lines that look like trouble: {len(trouble)}" + "".join(f"\n    {line}" for line in trouble[:10]))
     return result
@@ -76,12 +99,16 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     if args.only == "naive":
         return [("naive", 1)]
     liaison = [("liaison", 1), ("liaison", 2)] if args.scale_out else [("liaison", args.workers)]
+    if args.otlp:
+        liaison += [(TRACED, hosts) for _, hosts in liaison]
     return liaison if args.only == "liaison" else [*liaison, ("naive", 1)]
 
 
 def pipeline(args: argparse.Namespace, logs: Path) -> None:
-    with PostgresCluster(PG_SETTINGS) as pg:
+    with PostgresCluster(PG_SETTINGS) as pg, OtlpReceiver(keep=False) as receiver:
         say(f"PostgreSQL cluster of our own on :{pg.port}, logs of every process in {logs}")
+        if args.otlp:
+            say(f"OTLP/HTTP receiver of our own on {receiver.url} (spans counted, not kept)")
         n = 0
         for broker_kind in args.broker:
             results: list[RunResult] = []
@@ -89,7 +116,7 @@ def pipeline(args: argparse.Namespace, logs: Path) -> None:
                 say(f"\n#### {broker_kind}, round {round_no + 1} of {args.rounds}")
                 for kind, workers in plan(args):
                     n += 1
-                    results.append(one_run(args, pg, broker_kind, kind, workers, logs, n))
+                    results.append(one_run(args, pg, broker_kind, kind, workers, logs, n, receiver))
             say(report.summary(broker_kind, results))
 
 
@@ -109,6 +136,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, choices=[1, 2], default=1, help="Liaison worker hosts (default 1)")
     parser.add_argument("--scale-out", action="store_true", help="run Liaison with 1 and with 2 worker hosts")
     parser.add_argument("--only", choices=["liaison", "naive"], help="run one pipeline only")
+    parser.add_argument(
+        "--otlp",
+        action="store_true",
+        help="also run Liaison with tracing on (exporting to an OTLP receiver of our own), after each run without",
+    )
     parser.add_argument(
         "--stall-timeout", type=float, default=60, help="end a run when no job completes for this long (default 60 s)"
     )

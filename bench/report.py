@@ -61,13 +61,13 @@ def summary(broker: str, results: list[RunResult]) -> str:
         groups.setdefault(r.label, []).append(r)
     lines = [f"\n==== summary: {broker} ({', '.join(f'{k} ×{len(v)}' for k, v in groups.items())})"]
     lines.append(
-        f"  {'pipeline':<26}{'jobs/s':>8}{'lost':>6}{'twice':>6}{'redeliv':>8}{'p50 ms':>8}{'p99 ms':>8}"
+        f"  {'pipeline':<32}{'jobs/s':>8}{'lost':>6}{'twice':>6}{'redeliv':>8}{'p50 ms':>8}{'p99 ms':>8}"
         f"{'stmt/job':>9}{'commit/job':>11}{'CPU ms/job':>11}{'max RSS MB':>11}"
     )
     for label, rs in groups.items():
         peak = max(u.peak_rss_kb for r in rs for k, u in r.usage.items() if k in ("web", "worker")) / 1024
         lines.append(
-            f"  {label:<26}{_mean([r.jobs_per_s for r in rs]):8.1f}{sum(r.lost for r in rs):6d}"
+            f"  {label:<32}{_mean([r.jobs_per_s for r in rs]):8.1f}{sum(r.lost for r in rs):6d}"
             f"{sum(r.doubled for r in rs):6d}{sum(r.redeliveries for r in rs):8d}"
             f"{_mean([r.p(50) for r in rs]):8.1f}{_mean([r.p(99) for r in rs]):8.1f}"
             f"{_mean([r.statements / max(r.completed, 1) for r in rs]):9.1f}"
@@ -91,6 +91,14 @@ def summary(broker: str, results: list[RunResult]) -> str:
     if liaison and two:
         scale = _mean([r.jobs_per_s for r in two]) / _mean([r.jobs_per_s for r in liaison])
         lines.append(f"  Liaison 2 / 1 worker hosts: {scale:5.2f}× jobs/s")
+    traced = groups.get("liaison traced (1 worker host)", [])
+    if liaison and traced:  # bench/e2e.py --otlp
+        ratio = _mean([r.jobs_per_s for r in traced]) / _mean([r.jobs_per_s for r in liaison])
+        p99 = _mean([r.p(99) for r in traced]) / _mean([r.p(99) for r in liaison])
+        cpu = _mean([cpu_ms_per_job(r) for r in traced]) - _mean([cpu_ms_per_job(r) for r in liaison])
+        lines.append(
+            f"  Liaison traced / untraced:  {ratio:5.2f}× jobs/s, {p99:5.2f}× submit p99, {cpu:+.1f} ms CPU per job"
+        )
     return "\n".join(lines)
 
 

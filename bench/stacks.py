@@ -74,7 +74,7 @@ class Stack:
 def base_env() -> dict[str, str]:
     """The driver's environment with the virtualenv first on PATH and the repository importable;
     nothing of a Liaison configuration the caller may have exported leaks in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "NAIVE_", "PROMETHEUS_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIAISON_", "NAIVE_", "PROMETHEUS_", "OTEL_"))}
     env.pop("DATABASE_URL", None)
     env.pop("CELERY_BROKER_URL", None)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"

@@ -23,7 +23,15 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from core.trace_context import format_traceparent, parse_traceparent, trace_id_of
 
-__all__ = ["continued", "current_trace_id", "current_traceparent", "enabled", "mark_enabled", "outbound_headers"]
+__all__ = [
+    "continued",
+    "current_trace_id",
+    "current_traceparent",
+    "enabled",
+    "mark_enabled",
+    "message_headers",
+    "outbound_headers",
+]
 
 TRACER_NAME = "liaison"
 _enabled = False
@@ -80,6 +88,17 @@ def outbound_headers() -> dict[str, str]:
         return {}
     stored = _stored.get()
     return {"traceparent": stored} if stored else {}
+
+
+def message_headers() -> dict[str, str]:
+    """Headers a broker message sent for a task carries (a channel event, an ``amqp`` provider's
+    command), which no instrumentation injects: the current span's traceparent with tracing on,
+    else the task's stored one, if a seam bound one."""
+    if not _enabled:
+        return outbound_headers()
+    carrier: dict[str, str] = {}
+    _propagator.inject(carrier)
+    return {"traceparent": carrier["traceparent"]} if "traceparent" in carrier else {}
 
 
 def current_trace_id() -> str | None:

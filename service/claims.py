@@ -179,17 +179,19 @@ def _relay_statement() -> Select[Any]:
     )
 
 
-def channel_client(session: Session, row: OutboxMessage) -> Client | None:
-    """The client a channel row goes to: its task's, or the one a rejection names (it has no task)."""
+def channel_client(session: Session, row: OutboxMessage) -> tuple[Client | None, str | None]:
+    """The client a channel row goes to -- its task's, or the one a rejection names (it has no
+    task) -- and the task's traceparent (core.trace_context), read with it: the event continues it."""
     if row.task_id is not None:
-        return session.scalar(_client_of_task(), {"task_id": row.task_id})
-    return session.get(Client, row.payload.get("client_id"))
+        found = session.execute(_client_of_task(), {"task_id": row.task_id}).first()
+        return (found[0], found[1]) if found is not None else (None, None)
+    return session.get(Client, row.payload.get("client_id")), None
 
 
 @cache
-def _client_of_task() -> Select[tuple[Client]]:
+def _client_of_task() -> Select[tuple[Client, str | None]]:
     return (
-        select(Client)
+        select(Client, ExternalTask.traceparent)
         .join(ExternalTask, ExternalTask.client_id == Client.id)
         .where(ExternalTask.id == bindparam("task_id"))
     )

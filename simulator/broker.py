@@ -100,7 +100,15 @@ class BrokerVendor(ConsumerMixin):
         self.store.count_attempt(key)
         reference = data["reference"]
         job, created = self.store.add_or_get(
-            new_job(key, reference, data["input"], AMQP_PREFIX + reply_to, behaviour, job_id=reference)
+            new_job(
+                key,
+                reference,
+                data["input"],
+                AMQP_PREFIX + reply_to,
+                behaviour,
+                job_id=reference,
+                traceparent=headers.get("traceparent"),
+            )
         )
         if not created:
             return

@@ -26,6 +26,7 @@ from amqp.exceptions import AMQPError, MessageNacked  # type: ignore[import-unty
 from kombu import Connection, Exchange, Producer
 
 from core.errors import TransientError
+from foundation import tracing
 from foundation.settings import Settings
 from webhooks.signing import sign
 from wire.channel_messages import AMQP, REDIS, events_exchange, events_stream, routing_key
@@ -53,9 +54,10 @@ class ChannelEvent:
 
 
 def signed(event: ChannelEvent, now_ts: float) -> tuple[bytes, dict[str, str]]:
-    """The bytes and Standard Webhooks headers an HTTP callback of this event would have."""
+    """The bytes and Standard Webhooks headers an HTTP callback of this event would have, and the
+    task's ``traceparent`` as an HTTP callback carries it."""
     body = encode(event.body)
-    return body, sign(event.secrets, event.message_id, int(now_ts), body).as_dict()
+    return body, {**sign(event.secrets, event.message_id, int(now_ts), body).as_dict(), **tracing.message_headers()}
 
 
 class ChannelPublisher:

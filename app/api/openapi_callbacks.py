@@ -67,6 +67,13 @@ def callback_webhooks() -> dict[str, Schema]:
             ("webhook-signature", "Space-separated `v1,<base64 HMAC-SHA256>`, one per callback secret of the client."),
         )
     }
+    headers["traceparent"] = {
+        "in": "header",
+        "name": "traceparent",
+        "required": False,
+        "schema": STRING,
+        "description": "W3C Trace Context: the task's trace (when it has one), to continue; unsigned.",
+    }
     return {
         "taskCallback": {
             "post": {

@@ -181,6 +181,15 @@ IDEMPOTENCY = {
     "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY.pattern},
     "description": "The request's MessageId: the same key and body again is the same request.",
 }
+#: W3C Trace Context: any value is taken (an invalid one is ignored, as the recommendation says)
+TRACEPARENT = {
+    "name": "traceparent",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "W3C Trace Context (`00-<trace id>-<parent id>-<flags>`): the task's trace, continued by "
+    "every call, webhook and callback Liaison makes for it. An invalid value is ignored, never refused.",
+}
 ROW_ID = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
 CURSOR_PARAM = {
     "name": "cursor",

@@ -12,6 +12,8 @@ from typing import Protocol
 
 from flask import current_app
 
+from app.observability import tracing
+
 
 class Consumer(Protocol):
     should_stop: bool
@@ -21,8 +23,10 @@ class Consumer(Protocol):
 
 def run_until_stopped(consumers: Sequence[Consumer], names: Sequence[str], process: str) -> list[str]:
     """Run every consumer in a thread of its own (``<process>-<name>``, in the app's context); the
-    names of those that ended on an error (empty after a clean stop)."""
+    names of those that ended on an error (empty after a clean stop). With
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` set the process traces as ``liaison-<process>``."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
+    tracing.start(app.extensions["liaison"].settings, f"liaison-{process}")
     stopped: set[int] = set()
 
     def run(index: int) -> None:

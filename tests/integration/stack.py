@@ -159,11 +159,18 @@ class Stack:
             return session.scalars(query).one()
 
     def submit(
-        self, api_key: str, body: dict[str, Any], key: str | None = None, url: str | None = None
+        self,
+        api_key: str,
+        body: dict[str, Any],
+        key: str | None = None,
+        url: str | None = None,
+        traceparent: str | None = None,
     ) -> requests.Response:
         headers = {"Authorization": f"Bearer {api_key}"}
         if key:
             headers["Idempotency-Key"] = key
+        if traceparent:
+            headers["traceparent"] = traceparent
         return requests.post(f"{url or self.web.url}/api/v1/tasks", json=body, headers=headers, timeout=10)
 
     def get(self, api_key: str, correlation_id: str) -> dict[str, Any]:

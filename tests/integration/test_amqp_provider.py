@@ -44,9 +44,9 @@ class AmqpRig:
     consumer: VendorEventConsumer
     thread: threading.Thread
 
-    def submit(self, api_key: str, cid: str, input_: Any) -> None:
+    def submit(self, api_key: str, cid: str, input_: Any, traceparent: str | None = None) -> None:
         body = {"correlation_id": cid, "input": input_, "provider": "bus"}
-        response = self.stack.submit(api_key, body, key=cid)
+        response = self.stack.submit(api_key, body, key=cid, traceparent=traceparent)
         assert response.status_code == 202, response.text
 
     def sim_jobs(self) -> dict[str, Any]:
@@ -151,7 +151,8 @@ def test_a_task_runs_end_to_end_through_an_amqp_vendor(rig: AmqpRig) -> None:
     stack = rig.stack
     api_key, secret, path = stack.new_client()
     cid = f"amqp-{uuid.uuid4().hex[:8]}"
-    rig.submit(api_key, cid, {"n": 1})
+    traceparent = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
+    rig.submit(api_key, cid, {"n": 1}, traceparent)
 
     body = stack.wait_for_task(api_key, cid)
     assert body["state"] == "succeeded", body
@@ -167,9 +168,12 @@ def test_a_task_runs_end_to_end_through_an_amqp_vendor(rig: AmqpRig) -> None:
     assert [r.json()["type"] for r in mine] == ["task.accepted", "task.completed"]
     for r in mine:
         assert verify([secret], r.headers, r.body, time.time()) == r.json()["message_id"]
-    # The vendor got one submit command, carrying the Idempotency-Key, and named the job by it.
+    # The vendor got one submit command, carrying the Idempotency-Key and the task's trace (tracing
+    # is off here: the traceparent as it came), and named the job by it.
     jobs = [j for j in rig.sim_jobs()["jobs"] if j["reference"] == reference]
     assert len(jobs) == 1 and jobs[0]["job_id"] == reference and jobs[0]["idempotency_key"] == reference
+    assert jobs[0]["traceparent"] == traceparent
+    assert {r.headers.get("traceparent") for r in mine} == {traceparent}
     assert jobs[0]["callback_url"] == f"amqp:{rig.ps.reply_queue}"
 
 

@@ -62,6 +62,7 @@ class DomainApp:
     prefix: str
     url: str
     events: list[dict[str, Any]] = field(default_factory=list)
+    traceparents: dict[str, str | None] = field(default_factory=dict)  # message_id -> the event's header
     queue: str = ""
     _last_id: str = "0-0"
 
@@ -77,7 +78,13 @@ class DomainApp:
                 name = command_queue(self.prefix, self.client)
                 Queue(name, exchange="", routing_key=name, durable=True)(conn.default_channel).declare()
 
-    def send(self, command_type: str | None, body: bytes | dict[str, Any], message_id: str | None = None) -> str:
+    def send(
+        self,
+        command_type: str | None,
+        body: bytes | dict[str, Any],
+        message_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> str:
         message_id = message_id or f"cmd_{uuid.uuid4().hex}"
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         if self.channel == "amqp":
@@ -93,17 +100,23 @@ class DomainApp:
                     content_encoding="utf-8",
                     delivery_mode=2,
                     mandatory=True,
+                    headers={"traceparent": traceparent} if traceparent else None,
                     **properties,
                 )
         else:
             fields: dict[Any, Any] = {"message_id": message_id, "body": raw}
             if command_type is not None:
                 fields["type"] = command_type
+            if traceparent:
+                fields["traceparent"] = traceparent
             redis.Redis.from_url(self.url).xadd(command_stream(self.prefix, self.client), fields)
         return message_id
 
-    def submit(self, correlation_id: str, job_input: Any, message_id: str | None = None) -> str:
-        return self.send(SUBMIT_TASK, {"correlation_id": correlation_id, "input": job_input}, message_id)
+    def submit(
+        self, correlation_id: str, job_input: Any, message_id: str | None = None, traceparent: str | None = None
+    ) -> str:
+        body = {"correlation_id": correlation_id, "input": job_input}
+        return self.send(SUBMIT_TASK, body, message_id, traceparent)
 
     def poll(self) -> None:
         """Take what arrived; each event's signature is verified with the client's secret."""
@@ -118,7 +131,9 @@ class DomainApp:
             for _stream, entries in read or []:
                 for entry_id, fields in entries:
                     self._last_id = entry_id.decode()
-                    headers = {k.decode(): v.decode() for k, v in fields.items() if k.startswith(b"webhook-")}
+                    headers = {
+                        k.decode(): v.decode() for k, v in fields.items() if k.startswith((b"webhook-", b"traceparent"))
+                    }
                     self._keep(fields[b"body"], headers, f"{events_stream(self.prefix, self.client)} {self._last_id}")
 
     def _keep(self, body: bytes, headers: dict[str, str], where: str) -> None:
@@ -126,6 +141,7 @@ class DomainApp:
         event = json.loads(body)
         assert event["message_id"] == message_id
         self.events.append({**event, "_where": where})
+        self.traceparents[message_id] = headers.get("traceparent")
 
     def wait_for(self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 30, what: str = "") -> None:
         deadline = time.monotonic() + timeout
@@ -252,6 +268,27 @@ def test_a_domain_app_that_never_speaks_http_completes_tasks(rig: Rig) -> None:
             assert where == [f"{app.client}.task.accepted", f"{app.client}.task.completed"]
         else:
             assert all(w.startswith(f"{rig.prefix}:{app.client}:events ") for w in where)
+
+
+def test_a_commands_traceparent_goes_to_the_vendor_and_comes_back_on_every_event(rig: Rig) -> None:
+    """Issue 22: a command's W3C traceparent is the task's trace (tracing is off in this stack, so
+    Liaison forwards it as it came): the vendor's job was created in it, and each event carries it."""
+    app = rig.domain_app()
+    cid = f"tp-{uuid.uuid4().hex[:8]}"
+    traceparent = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
+    app.submit(cid, {"n": 1}, traceparent=traceparent)
+    app.wait_for(completed(app, cid), what="the completion")
+    assert [(e["type"], app.traceparents[e["message_id"]]) for e in app.of(cid)] == [
+        ("task.accepted", traceparent),
+        ("task.completed", traceparent),
+    ]
+    with rig.stack.db.transaction() as session:
+        stored, reference = session.execute(
+            select(ExternalTask.traceparent, ExternalTask.reference).where(ExternalTask.correlation_id == cid)
+        ).one()
+    assert stored == traceparent
+    jobs = rig.stack.vendor("GET", "/_sim/jobs").json()["jobs"]
+    assert [job["traceparent"] for job in jobs if job["idempotency_key"] == reference] == [traceparent]
 
 
 def test_a_duplicate_command_is_taken_once(rig: Rig) -> None:

@@ -26,6 +26,7 @@ from kombu import Connection, Consumer, Message, Producer, Queue
 
 from core.classify import Failure
 from core.errors import PermanentError, TransientError, UncertainError
+from foundation import tracing
 from foundation.metrics import timed_provider_call
 from foundation.provider_settings import ProviderSettings
 from webhooks.signing import SignatureError, verify
@@ -107,7 +108,7 @@ class AmqpProvider:
                 content_type=CONTENT_TYPE,
                 content_encoding="utf-8",
                 delivery_mode=2,  # persistent: survives a broker restart with the durable queue
-                headers=command.headers,
+                headers={**command.headers, **tracing.message_headers()},  # the vendor continues the trace
                 type=command.type,
                 message_id=command.message_id,
                 correlation_id=command.correlation_id,

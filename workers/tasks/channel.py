@@ -60,7 +60,7 @@ class ChannelDelivery(OutboxTask[ChannelEvent, str]):
         row = claims.claim_outbox(session, outbox_id)
         if row is None or stage != "start":
             return row
-        self.client = claims.channel_client(session, row)
+        self.client, self.traceparent = claims.channel_client(session, row)
         return row
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
