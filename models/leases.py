@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-from sqlalchemy import String, Table, bindparam, delete, select
+from sqlalchemy import Delete, String, Table, bindparam, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from models.base import Base, UtcDateTime, upsert
@@ -165,6 +165,12 @@ def release(db: Database, name: str | list[str], holder: str) -> None:
     """Give the lease back in a transaction of its own (see :func:`give_back`)."""
     with db.transaction() as session:
         give_back(session, name, holder)
+
+
+def give_back_statement() -> Delete:
+    """:func:`give_back`'s statement (bound ``names``, ``holder``), for a caller that sends it as a
+    ``WITH`` of a statement of its own (a relay's record on PostgreSQL: ``service.claims``)."""
+    return _GIVE_BACK
 
 
 def give_back(session: Session, name: str | list[str], holder: str) -> None:

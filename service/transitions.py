@@ -127,8 +127,12 @@ def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str
     finished(session, outbox, now, event, **detail)
 
 
-def finished(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
-    """What a row just marked done causes (its ``done_at`` and ``attempts`` already written)."""
+def finished(
+    session: Session, outbox: OutboxMessage, now: datetime, event: str, *, event_written: bool = False, **detail: Any
+) -> None:
+    """What a row just marked done causes (its ``done_at`` and ``attempts`` already written).
+    ``event_written``: the timeline entry went in the statement that finished the row
+    (``service.claims.finish_delivered``)."""
     retried = outbox.attempts > 1 or outbox.next_attempt_at is not None
     if outbox.task_id is None:
         return
@@ -137,5 +141,6 @@ def finished(session: Session, outbox: OutboxMessage, now: datetime, event: str,
         # the task row written, and so locked: a first-time delivery leaves it free for the beat
         # jobs' SKIP LOCKED claims, and reads nothing of it.
         settle_retry(session, lock_task(session, outbox.task_id), outbox)
-    record_event(session, outbox.task_id, event, now, {"message_id": outbox.message_id, **detail})
+    if not event_written:
+        record_event(session, outbox.task_id, event, now, {"message_id": outbox.message_id, **detail})
     ordering.settled(session, outbox, now)

@@ -108,6 +108,13 @@ class OutboxTask(Generic[W, R]):
         """In the record transaction: the call succeeded."""
         raise NotImplementedError
 
+    def succeeded(self, ctx: Liaison, session: Session, outbox_id: int, attempt: Attempt[W], result: R) -> str:
+        """The record transaction of a call that succeeded: the row claimed again and, unless
+        another delivery finished it meanwhile, :meth:`record`. A task whose record can lock the
+        row and write its first rows in one statement overrides this (a relay on PostgreSQL)."""
+        row = self.claim(ctx, session, outbox_id, "record")
+        return "done" if row is None else self.record(ctx, session, row, attempt, result)
+
     def settles(self, exc: CallError) -> bool:
         """True for a failure this task records itself (:meth:`settle`), not by the retry policy."""
         return False
@@ -186,8 +193,7 @@ def _attempt(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, An
     except CallError as exc:
         return _failed(task, ctx, outbox_id, steps, attempt, exc)
     with ctx.db.transaction() as session:
-        row = steps.claim(ctx, session, outbox_id, "record")
-        return "done" if row is None else steps.record(ctx, session, row, attempt, result)
+        return steps.succeeded(ctx, session, outbox_id, attempt, result)
 
 
 def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt[Any] | str:
