@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from core.ordering import next_sequence
 from core.states import COMPLETED_CALLBACK
 from models.messages import OutboxKind, OutboxMessage
-from models.row_writes import insert_outbox_with
+from models.row_writes import insert_event_with, insert_outbox_with
 from models.task import ExternalTask, record_event
 from wire.channel_messages import row_message_id
 
@@ -26,6 +26,30 @@ def new_message_id() -> str:
 
 
 def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **detail: Any) -> None:
+    """A timeline entry of ``task``. On PostgreSQL the task's pending changes go in the entry's
+    statement (``models.row_writes``): the flush would send them in one of their own."""
+    _event(session, task, None, kind, now, detail)
+
+
+def add_event_finishing(
+    session: Session, task: ExternalTask, finishing: OutboxMessage | None, kind: str, now: datetime, **detail: Any
+) -> None:
+    """:func:`add_event` for a change that ends the outbox row ``finishing`` (a submission's answer):
+    on PostgreSQL that row's pending changes go in the same statement too."""
+    _event(session, task, finishing, kind, now, detail)
+
+
+def _event(
+    session: Session,
+    task: ExternalTask,
+    finishing: OutboxMessage | None,
+    kind: str,
+    now: datetime,
+    detail: dict[str, Any],
+) -> None:
+    if session.get_bind().dialect.name == "postgresql":
+        insert_event_with(session, (task.id, kind, now, detail), (task,) if finishing is None else (task, finishing))
+        return
     record_event(session, task.id, kind, now, detail)
 
 

@@ -19,11 +19,21 @@ from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask, record_event
 from service import dispatch, ordering
 from service.claims import lock_task
-from service.outbox_rows import add_event, add_relay
+from service.outbox_rows import add_event, add_event_finishing, add_relay
 
 
-def move(session: Session, task: ExternalTask, target: State, now: datetime, **detail: Any) -> list[OutboxMessage]:
-    """Apply a validated move and write the relay row the domain app must receive."""
+def move(
+    session: Session,
+    task: ExternalTask,
+    target: State,
+    now: datetime,
+    *,
+    finishing: OutboxMessage | None = None,
+    **detail: Any,
+) -> list[OutboxMessage]:
+    """Apply a validated move and write the relay row the domain app must receive. ``finishing``:
+    the outbox row whose outcome this move is (a submission's), written with the move's event where
+    the database can (``service.outbox_rows.add_event_finishing``)."""
     previous = task.state
     task.state = transition(task.state, target).value
     task.updated_at = task.checked_at = now
@@ -32,7 +42,7 @@ def move(session: Session, task: ExternalTask, target: State, now: datetime, **d
     event = (f"state.{target.value}", {"previous": previous, **detail})
     callback_type = RELAYED.get(target)
     if callback_type is None:
-        add_event(session, task, event[0], now, **event[1])
+        add_event_finishing(session, task, finishing, event[0], now, **event[1])
         dispatch.moved(session, task, previous, target, now)  # room in its client's window, its vendor, its key
         return []
     # the event, the relay and the task's changes so far in one statement where the database can

@@ -24,7 +24,7 @@ from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.task import ExternalTask, record_event
 from service.claims import WITHOUT_PAYLOAD, lock_task
 from service.incidents import IncidentKind, resolve_open
-from service.outbox_rows import add_event, add_outbox
+from service.outbox_rows import add_event, add_event_finishing, add_outbox
 from service.progress import relay_progress
 from service.transitions import move
 from webhooks.events import VendorEvent, parse_event
@@ -48,9 +48,9 @@ def record_submission(
     task.wait_reason = None  # no longer waiting for anything (a rate-limit slot)
     heard_from_vendor(task, now)  # the submit's answer starts the heartbeat
     if task.state == State.REQUESTED:
-        out += move(session, task, State.SUBMITTED, now, attempt=task.attempts)
+        out += move(session, task, State.SUBMITTED, now, finishing=outbox, attempt=task.attempts)
     else:
-        add_event(session, task, "submission.late", now, state=task.state)
+        add_event_finishing(session, task, outbox, "submission.late", now, state=task.state)
         if task.state in (State.CANCELED, State.CANCEL_REQUESTED):
             # Canceled while the submit was in flight: the vendor has the job now, so cancel it there.
             out.append(add_outbox(session, OutboxKind.CANCEL, task, now, reason="canceled before the vendor answered"))
