@@ -121,10 +121,15 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime, f
         reason = CLIENT_BACKLOG
     if reason is None:
         task.dispatched_at = now
-        metrics.dispatch_wait(task.provider, client.name, 0.0)
         return Admission(None)
     task.wait_reason = reason
     return Admission(reason, room=reason == CLIENT_BACKLOG and on_the_way < policy.window * max(client.weight, 1))
+
+
+def released(session: Session, task: ExternalTask, client: Client) -> None:
+    """The new task :func:`admit` released under a policy is in (not a replay's): it waited for nothing."""
+    if policy_of(session) is not None and task.wait_reason is None:
+        metrics.dispatch_wait(task.provider, client.name, 0.0)
 
 
 # --- statements, built once ---------------------------------------------------------------------

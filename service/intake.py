@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Select, bindparam, or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from core.states import State
@@ -19,7 +20,7 @@ from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask, new_reference
 from service import admission, dispatch
 from service.errors import ServiceError
-from service.outbox_rows import add_event, add_outbox
+from service.outbox_rows import add_event, add_new_task, add_outbox
 
 
 class IdempotencyConflict(ServiceError):
@@ -81,7 +82,9 @@ def submit_task(
 ) -> SubmitResult:
     """Record a task and its ``submit`` outbox row, or return the task this request already made.
 
-    A race between two identical requests ends at the unique constraints: the loser's commit raises
+    A race between two identical requests ends at the unique constraints: on PostgreSQL the
+    loser's insert does nothing and it answers with the winner's task (its look for an earlier
+    request runs only then, or when the cap is reached); elsewhere the loser's commit raises
     IntegrityError, and the caller retries once, which then finds the winner's row here.
     A new task past ``max_open_tasks`` raises ``OpenTasksCapReached`` (a replay still answers); its
     open tasks are counted under the client's row lock (``service.admission``).
@@ -90,17 +93,15 @@ def submit_task(
     correlation_id = req.correlation_id or str(uuid.uuid4())
     # One query for both ways this request may have been made before: its Idempotency-Key, or its
     # correlation id (unique per client only: another client's task of that name is not ours).
+    # On PostgreSQL it runs only when the insert found one (``service.outbox_rows.add_new_task``).
     params = {"client_id": client.id, "correlation_id": correlation_id, "key": idempotency_key}
-    earlier = session.scalars(_earlier_statement(idempotency_key is not None), params).all()
-    by_key = next((t for t in earlier if idempotency_key is not None and t.idempotency_key == idempotency_key), None)
-    if by_key is not None:
-        if by_key.request_fingerprint != req.fingerprint:
-            raise IdempotencyConflict("Idempotency-Key was already used with a different body")
-        return SubmitResult(by_key, created=False)
-    if earlier:
-        return SubmitResult(earlier[0], created=False)
+    look_first = session.get_bind().dialect.name != "postgresql"
+    if look_first and (earlier := _earlier(session, params, idempotency_key, req)) is not None:
+        return earlier
     found = admission.load(session, req.provider, client.id, count_open=max_open_tasks is not None)
     if max_open_tasks is not None and found.open_tasks >= max_open_tasks:
+        if not look_first and (earlier := _earlier(session, params, idempotency_key, req)) is not None:
+            return earlier  # a replay still answers
         raise OpenTasksCapReached(max_open_tasks)
 
     task = ExternalTask(
@@ -126,18 +127,42 @@ def submit_task(
         checked_at=now,
     )
     decision = admission.admit(session, task, client, now, found)  # released now, or queued in the database
-    session.add(task)
-    session.flush()
     requested = ("requested", {"provider": req.provider})
     if decision.reason is None:
-        row = add_outbox(session, OutboxKind.SUBMIT, task, now, event=requested)
+        row = add_new_task(session, task, now, requested)
+        if row is None:  # PostgreSQL: a request made before holds the correlation id or the key
+            earlier = _earlier(session, params, idempotency_key, req)
+            if earlier is None:  # not ours to find (a clash of the random reference): the caller retries
+                raise IntegrityError("INSERT INTO external_tasks", params, Exception("unique constraint"))
+            return earlier
+        admission.released(session, task, client)
         return SubmitResult(task, created=True, outbox=[row])
+    if not look_first and (earlier := _earlier(session, params, idempotency_key, req)) is not None:
+        return earlier
+    session.add(task)
+    session.flush()
     add_event(session, task, requested[0], now, **requested[1])
     queued = ("submit.queued", {"reason": decision.reason, "priority": task.priority})
     row = add_outbox(session, OutboxKind.SUBMIT, task, now, parked_reason=dispatch.QUEUED_ROW, event=queued)
     if decision.room:
         dispatch.release(session, task.provider, client.id, now)  # room behind older ones: a missed release
     return SubmitResult(task, created=True, outbox=[row])
+
+
+def _earlier(
+    session: Session, params: dict[str, Any], idempotency_key: str | None, req: SubmitRequest
+) -> SubmitResult | None:
+    """The task an earlier request made with this Idempotency-Key or correlation id, if any; a key
+    used before with a different body raises :class:`IdempotencyConflict`."""
+    earlier = session.scalars(_earlier_statement(idempotency_key is not None), params).all()
+    by_key = next((t for t in earlier if idempotency_key is not None and t.idempotency_key == idempotency_key), None)
+    if by_key is not None:
+        if by_key.request_fingerprint != req.fingerprint:
+            raise IdempotencyConflict("Idempotency-Key was already used with a different body")
+        return SubmitResult(by_key, created=False)
+    if earlier:
+        return SubmitResult(earlier[0], created=False)
+    return None
 
 
 @cache

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from core.ordering import next_sequence
 from core.states import COMPLETED_CALLBACK
 from models.messages import OutboxKind, OutboxMessage
-from models.row_writes import insert_event_with, insert_outbox_with
+from models.row_writes import insert_event_with, insert_outbox_with, insert_task_with
 from models.task import ExternalTask, record_event
 from wire.channel_messages import row_message_id
 
@@ -67,7 +67,33 @@ def add_outbox(
     ``event``: the timeline entry (kind, detail) that goes with the row, written with it; on
     PostgreSQL the two and the task's pending changes go in one statement (``models.row_writes``),
     elsewhere one each."""
-    row = OutboxMessage(
+    row = _new_row(kind, task, now, parked_reason, payload)
+    if event is not None:
+        if session.get_bind().dialect.name == "postgresql":
+            return insert_outbox_with(session, row, (task.id, event[0], now, event[1]), task)
+        record_event(session, task.id, event[0], now, event[1])
+    session.add(row)
+    session.flush()
+    return row
+
+
+def add_new_task(session: Session, task: ExternalTask, now: datetime, event: Event) -> OutboxMessage | None:
+    """Insert a new, released ``task`` with its first timeline ``event`` and its ``submit`` row, on
+    PostgreSQL in one statement that does nothing when a request made before holds the task's
+    correlation id or Idempotency-Key (None: the caller looks for that one); elsewhere as a flush and
+    :func:`add_outbox` (a conflict raises ``IntegrityError`` at the flush)."""
+    if session.get_bind().dialect.name != "postgresql":
+        session.add(task)
+        session.flush()
+        return add_outbox(session, OutboxKind.SUBMIT, task, now, event=event)
+    row = _new_row(OutboxKind.SUBMIT, task, now, None, {})
+    return row if insert_task_with(session, task, row, (event[0], now, event[1])) else None
+
+
+def _new_row(
+    kind: str, task: ExternalTask, now: datetime, parked_reason: str | None, payload: dict[str, Any]
+) -> OutboxMessage:
+    return OutboxMessage(
         message_id=payload.pop("message_id", None) or new_message_id(),
         kind=kind,
         task_id=task.id,
@@ -77,13 +103,6 @@ def add_outbox(
         created_at=now,
         parked_reason=parked_reason,
     )
-    if event is not None:
-        if session.get_bind().dialect.name == "postgresql":
-            return insert_outbox_with(session, row, (task.id, event[0], now, event[1]), task)
-        record_event(session, task.id, event[0], now, event[1])
-    session.add(row)
-    session.flush()
-    return row
 
 
 def add_relay(

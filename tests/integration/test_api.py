@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -61,6 +63,35 @@ def test_idempotency_key_same_body_same_task_different_body_409(pair_stack: Stac
     cid = first.json()["correlation_id"]
     pair_stack.wait_for_task(api_key, cid)
     assert pair_stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][pair_stack.reference(cid, api_key)] == 1
+
+
+@pytest.mark.parametrize("by", ["idempotency key", "correlation id"])
+def test_identical_submits_at_once_make_one_task_and_answer_each_with_it(pair_stack: Stack, by: str) -> None:
+    """Eight identical requests let go together: one makes the task (202), the others get it (200),
+    none fails. On PostgreSQL the losers' inserts do nothing and then find the winner's task
+    (``service.intake``); on SQLite the writers are serialised and the look comes first."""
+    api_key, _, _ = pair_stack.new_client()
+    name = uuid.uuid4().hex[:12]
+    body: dict[str, Any] = {"input": {"same": name}}
+    key = None
+    if by == "idempotency key":
+        key = f"key-{name}"
+    else:
+        body["correlation_id"] = f"same-{name}"
+    start = threading.Barrier(8)
+
+    def submit(_: int) -> requests.Response:
+        start.wait(timeout=10)
+        return pair_stack.submit(api_key, body, key=key)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(submit, range(8)))
+    assert sorted(r.status_code for r in answers) == [200] * 7 + [202], [r.text for r in answers]
+    [cid] = {r.json()["correlation_id"] for r in answers}
+    pair_stack.wait_for_task(api_key, cid)
+    assert pair_stack.vendor("GET", "/_sim/jobs").json()["submit_attempts"][pair_stack.reference(cid, api_key)] == 1
+    listed = requests.get(f"{pair_stack.web.url}/api/v1/tasks", headers=_auth(api_key), timeout=5).json()
+    assert [t["correlation_id"] for t in listed["tasks"]] == [cid]
 
 
 def test_existing_correlation_id_returns_the_task_and_never_submits_twice(pair_stack: Stack) -> None:
