@@ -54,6 +54,49 @@ def claim_outbox_and_task(
     return found[0], found[1], raw
 
 
+def claim_counted_outbox_and_task(
+    session: Session, outbox_id: int, *, with_input: bool = False
+) -> tuple[OutboxMessage, ExternalTask, str | None] | None:
+    """:func:`claim_outbox_and_task` for a delivery's start, with the delivery counted
+    (``deliveries + 1``, the poison guard: ``service.dead_letters.count_delivery(counted=True)``
+    then only checks it). On PostgreSQL the count is the claiming statement itself, an
+    ``UPDATE … RETURNING`` whose row the task is locked and read with; elsewhere the flush writes it.
+    A start that rolls back (its call must wait) takes the count back with it."""
+    if session.get_bind().dialect.name != "postgresql":
+        claimed = claim_outbox_and_task(session, outbox_id, with_input=with_input)
+        if claimed is not None:
+            claimed[0].deliveries += 1
+        return claimed
+    found = session.execute(_counted_claim_statement(with_input), {"outbox_id": outbox_id}).first()
+    if found is None:  # gone, or done already
+        return None
+    raw = (found[2] if found[2] is not None else "null") if with_input else None
+    return found[0], found[1], raw
+
+
+@cache
+def _counted_claim_statement(with_input: bool) -> Select[Any]:
+    outbox = _table(OutboxMessage)
+    counted = (
+        update(outbox)
+        .where(outbox.c.id == bindparam("outbox_id"), outbox.c.done_at.is_(None))
+        .values(deliveries=outbox.c.deliveries + 1)
+        .returning(*outbox.c)
+        .cte("counted")
+    )
+    row = aliased(OutboxMessage, counted)
+    columns: list[Any] = [row, ExternalTask]
+    if with_input:
+        columns.append(cast(ExternalTask.input, Text))
+    return (
+        select(*columns)
+        .join(ExternalTask, ExternalTask.id == row.task_id)
+        .options(*WITHOUT_INPUT)
+        .with_for_update(of=ExternalTask, key_share=True)
+        .execution_options(populate_existing=True)
+    )
+
+
 @cache
 def _claim_statement() -> Select[tuple[OutboxMessage]]:
     return select(OutboxMessage).where(OutboxMessage.id == bindparam("outbox_id")).with_for_update()

@@ -94,14 +94,18 @@ def dead_letter(
     return []
 
 
-def count_delivery(session: Session, row: OutboxMessage, max_deliveries: int, now: datetime) -> bool:
+def count_delivery(
+    session: Session, row: OutboxMessage, max_deliveries: int, now: datetime, *, counted: bool = False
+) -> bool:
     """Count one more start of this (locked, not done) message; False once it must not run.
+    ``counted``: the claim counted it already (``service.claims.claim_counted_outbox_and_task``).
 
     ``deliveries`` goes back to 0 whenever a delivery ends normally, so it counts only starts that
     never finished — a message that kills its worker every time. Past the limit it is dead-lettered
     without running. The caller commits the count before the message's call is made.
     """
-    row.deliveries += 1
+    if not counted:
+        row.deliveries += 1
     if row.deliveries <= max_deliveries:
         return True
     error = f"started {row.deliveries - 1} times without finishing (worker lost each time)"

@@ -7,6 +7,8 @@
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
    dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
    an endpoint disabled). Committed before the call, so a call that kills its worker is counted.
+   A vendor submission's claim counts the delivery in its locking statement on PostgreSQL
+   (``counted_by_claim``): its admit only ever waits, and the rollback of a wait takes the count back.
    A row whose work cannot be read rolls the start back and is counted in a transaction of its
    own: a savepoint would do the same at two statements for every delivery, not only for these.
 2. **call**, outside any transaction: no row lock or connection is held across the network.
@@ -78,6 +80,8 @@ class ComeBackLater(Exception):
 class OutboxTask(Generic[W, R]):
     """The steps one kind of outbox task fills in; :func:`run` is the skeleton around them."""
 
+    #: ``claim`` at the start counts the delivery itself (one statement for the lock and the count)
+    counted_by_claim = False
     #: The task's stored W3C traceparent, set by ``claim``: the call and its record run in a span
     #: of the task's trace (``foundation.tracing.continued``), and the call carries it.
     traceparent: str | None = None
@@ -204,11 +208,12 @@ def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt
             if row is None:
                 return "skipped"
             bind(attempt=row.attempts + 1)  # the row counts attempts; a held retry is a new Celery message
-            # may raise ComeBackLater: the transaction rolls back, nothing counted
+            # may raise ComeBackLater: the transaction rolls back, nothing counted (a count the
+            # claim made goes with it); an outcome it returns must not follow a counting claim
             admitted = steps.admit(ctx, session, row)
             if admitted is not None:
                 return admitted
-            if not count_delivery(session, row, ctx.settings.max_deliveries, utcnow()):
+            if not count_delivery(session, row, ctx.settings.max_deliveries, utcnow(), counted=steps.counted_by_claim):
                 log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
                 return "skipped"
             preparing = True

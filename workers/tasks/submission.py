@@ -29,12 +29,17 @@ def submit(self: Task, outbox_id: int) -> str:
 
 
 class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
+    counted_by_claim = True  # its admit only waits (ComeBackLater) or lets the delivery go
+
     def __init__(self) -> None:
         self.task: ExternalTask | None = None  # locked with the row, at each stage
         self.raw_input = "null"
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        claimed = claims.claim_outbox_and_task(session, outbox_id, with_input=stage == "start")
+        if stage == "start":
+            claimed = claims.claim_counted_outbox_and_task(session, outbox_id, with_input=True)
+        else:
+            claimed = claims.claim_outbox_and_task(session, outbox_id)
         if claimed is None:
             return None
         row, self.task, raw_input = claimed
