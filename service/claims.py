@@ -50,6 +50,10 @@ def claim_outbox_and_task(
     found = session.execute(_claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
     if found is None or found[0].done_at is not None:
         return None
+    return _claimed(found, with_input)
+
+
+def _claimed(found: Any, with_input: bool) -> tuple[OutboxMessage, ExternalTask, str | None]:
     raw = (found[2] if found[2] is not None else "null") if with_input else None
     return found[0], found[1], raw
 
@@ -68,10 +72,7 @@ def claim_counted_outbox_and_task(
             claimed[0].deliveries += 1
         return claimed
     found = session.execute(_counted_claim_statement(with_input), {"outbox_id": outbox_id}).first()
-    if found is None:  # gone, or done already
-        return None
-    raw = (found[2] if found[2] is not None else "null") if with_input else None
-    return found[0], found[1], raw
+    return None if found is None else _claimed(found, with_input)  # None: gone, or done already
 
 
 @cache
@@ -84,17 +85,7 @@ def _counted_claim_statement(with_input: bool) -> Select[Any]:
         .returning(*outbox.c)
         .cte("counted")
     )
-    row = aliased(OutboxMessage, counted)
-    columns: list[Any] = [row, ExternalTask]
-    if with_input:
-        columns.append(cast(ExternalTask.input, Text))
-    return (
-        select(*columns)
-        .join(ExternalTask, ExternalTask.id == row.task_id)
-        .options(*WITHOUT_INPUT)
-        .with_for_update(of=ExternalTask, key_share=True)
-        .execution_options(populate_existing=True)
-    )
+    return _row_and_task(aliased(OutboxMessage, counted), with_input).with_for_update(of=ExternalTask, key_share=True)
 
 
 @cache
@@ -104,15 +95,22 @@ def _claim_statement() -> Select[tuple[OutboxMessage]]:
 
 @cache
 def _claim_with_task_statement(with_input: bool) -> Select[Any]:
-    columns: list[Any] = [OutboxMessage, ExternalTask]
+    return (
+        _row_and_task(OutboxMessage, with_input)
+        .where(OutboxMessage.id == bindparam("outbox_id"))
+        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
+    )
+
+
+def _row_and_task(row: Any, with_input: bool) -> Select[Any]:
+    """An outbox row (the table, or an ``UPDATE``'s rows) with its task, the input as JSON text if asked."""
+    columns: list[Any] = [row, ExternalTask]
     if with_input:
         columns.append(cast(ExternalTask.input, Text))
     return (
         select(*columns)
-        .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
+        .join(ExternalTask, ExternalTask.id == row.task_id)
         .options(*WITHOUT_INPUT)
-        .where(OutboxMessage.id == bindparam("outbox_id"))
-        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
         .execution_options(populate_existing=True)
     )
 
