@@ -163,10 +163,18 @@ def test_one_submitted_task_is_one_trace_across_web_calls_relay_vendor_and_domai
     def in_trace() -> list[Span]:
         return [s for s in platform.receiver.spans() if s.trace_id == trace_id]
 
+    def orphans_of(spans: list[Span]) -> list[Span]:
+        ids = {s.span_id for s in spans}
+        return [s for s in spans if s.parent_id and s.parent_id not in ids and s.parent_id != caller_span]
+
     def every_service_reported() -> bool:
-        seen = {s.service for s in in_trace()}
-        relayed = any(s.service == "liaison-relay" and s.name.startswith("liaison.relay") for s in in_trace())
-        return set(SERVICES) <= seen and relayed and bool(platform.callbacks.posts_to("/cb"))
+        spans = in_trace()
+        seen = {s.service for s in spans}
+        relayed = any(s.service == "liaison-relay" and s.name.startswith("liaison.relay") for s in spans)
+        # each process exports in batches: a child can arrive a batch before its parent (the second
+        # relay's spans, say), so the trace is complete once every parent has arrived too
+        whole = not orphans_of(spans)
+        return set(SERVICES) <= seen and relayed and whole and bool(platform.callbacks.posts_to("/cb"))
 
     poll_while_moving(
         "spans from web, calls and relay",
@@ -186,8 +194,7 @@ def test_one_submitted_task_is_one_trace_across_web_calls_relay_vendor_and_domai
     assert any(s.service == "liaison-relay" and s.name.startswith("liaison.relay") for s in spans)
     # no span of the task in another trace: everything Liaison did for it is this trace
     ids = {s.span_id for s in spans}
-    orphans = [s for s in spans if s.parent_id and s.parent_id not in ids and s.parent_id != caller_span]
-    assert not orphans, f"spans whose parent never arrived: {orphans}"
+    assert not orphans_of(spans), f"spans whose parent never arrived: {orphans_of(spans)}"
 
     # the vendor received the trace (the simulator records the header each job was created with)
     jobs = requests.get(f"{vendor.url}/_sim/jobs", timeout=10).json()["jobs"]
