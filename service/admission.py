@@ -128,7 +128,7 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime, f
 
 def released(session: Session, task: ExternalTask, client: Client) -> None:
     """The new task :func:`admit` released under a policy is in (not a replay's): it waited for nothing."""
-    if policy_of(session) is not None and task.wait_reason is None:
+    if policy_of(session) is not None:
         metrics.dispatch_wait(task.provider, client.name, 0.0)
 
 

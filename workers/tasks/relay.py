@@ -201,29 +201,25 @@ class Relay(OutboxTask[Callback, int]):
         event = ("relay.delivered", self._delivered(attempt, result))
         row = claims.finish_delivered(session, outbox_id, now, event, self.slots, self.holder)
         self.slots = []  # given back by that statement, whether or not the row was still open
-        return "done" if row is None else self._recorded(ctx, session, row, attempt, result, now, event_written=True)
-
-    def record(
-        self, ctx: Liaison, session: Session, row: OutboxMessage, attempt: Attempt[Callback], result: int
-    ) -> str:
-        return self._recorded(ctx, session, row, attempt, result, utcnow(), event_written=False)
+        return "done" if row is None else self.record(ctx, session, row, attempt, result, event_written=True)
 
     @staticmethod
     def _delivered(attempt: Attempt[Callback], result: int) -> dict[str, Any]:
         """The ``relay.delivered`` entry's detail, as ``service.transitions.finished`` writes it."""
         return {"message_id": attempt.work.message_id, "type": attempt.work.payload["type"], "status": result}
 
-    def _recorded(
+    def record(
         self,
         ctx: Liaison,
         session: Session,
         row: OutboxMessage,
         attempt: Attempt[Callback],
         result: int,
-        now: datetime,
         *,
-        event_written: bool,
+        event_written: bool = False,
     ) -> str:
+        """``event_written``: :meth:`succeeded` wrote the ``relay.delivered`` entry with the row."""
+        now = utcnow()
         payload = attempt.work.payload
         transitions.finished(
             session, row, now, "relay.delivered", event_written=event_written, type=payload["type"], status=result
