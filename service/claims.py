@@ -6,12 +6,13 @@ Every statement is built once and reused with bound parameters.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, Table, Text, and_, bindparam, cast, insert, select, update
+from sqlalchemy import BigInteger, Select, Table, Text, and_, bindparam, cast, func, insert, select, update
 from sqlalchemy.orm import Session, aliased, defer
 
 from models.attention import CallbackEndpoint
@@ -41,13 +42,23 @@ def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
 
 
 def claim_outbox_and_task(
-    session: Session, outbox_id: int, *, with_input: bool = False
+    session: Session, outbox_id: int, *, with_input: bool = False, job: tuple[str, str] | None = None
 ) -> tuple[OutboxMessage, ExternalTask, str | None] | None:
     """:func:`claim_outbox` and :func:`lock_task` of its task in one statement (and the task's input
     as JSON text, for a submission: parse it with :func:`parse_stored_input`). Both rows are taken
     ``FOR NO KEY UPDATE``: consumers of one outbox row still exclude each other, and the task's
-    writers each other, while inserts that merely reference either do not wait."""
-    found = session.execute(_claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
+    writers each other, while inserts that merely reference either do not wait.
+
+    ``job`` (source, vendor job id): on PostgreSQL the statement takes that job's lock too
+    (:func:`lock_job`), before the row locks, as a webhook that found no task for it takes it
+    before it looks again: a submission's record, which sets the job id, in one round trip, not two.
+    """
+    lock = job is not None and session.get_bind().dialect.name == "postgresql"
+    params: dict[str, Any] = {"outbox_id": outbox_id}
+    if lock:
+        assert job is not None
+        params["job_key"] = job_lock_key(*job)
+    found = session.execute(_claim_with_task_statement(with_input, lock), params).first()
     if found is None or found[0].done_at is not None:
         return None
     return _claimed(found, with_input)
@@ -94,12 +105,42 @@ def _claim_statement() -> Select[tuple[OutboxMessage]]:
 
 
 @cache
-def _claim_with_task_statement(with_input: bool) -> Select[Any]:
-    return (
-        _row_and_task(OutboxMessage, with_input)
-        .where(OutboxMessage.id == bindparam("outbox_id"))
-        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
+def _claim_with_task_statement(with_input: bool, lock_job: bool = False) -> Select[Any]:
+    statement = _row_and_task(OutboxMessage, with_input)
+    if lock_job:
+        # a function of the SELECT list runs as each row is produced, before FOR UPDATE locks it
+        statement = statement.add_columns(_LOCK_JOB_KEY)
+    return statement.where(OutboxMessage.id == bindparam("outbox_id")).with_for_update(
+        of=[OutboxMessage, ExternalTask], key_share=True
     )
+
+
+def job_lock_key(source: str, job_id: str) -> int:
+    """The advisory lock key of one vendor job (:func:`lock_job`)."""
+    digest = hashlib.blake2b(f"{source}\0{job_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lock_job(session: Session, source: str, job_id: str) -> bool:
+    """Serialise "is there a task for this vendor job?" against "this task now has that job id".
+
+    Without it, on PostgreSQL a webhook that overtakes its submit response can look for the task
+    before the submission commits while the submission looks for orphans before the webhook
+    commits: neither sees the other and the event stays an orphan. Both take this transaction-level
+    advisory lock before they look, and before any row lock of the task (the submission in its
+    claim: :func:`claim_outbox_and_task` with ``job``; the webhook when its first look found no
+    task, before it looks again: a row it could wait on does not match yet), so the two never wait
+    on each other crosswise. SQLite's ``BEGIN IMMEDIATE`` serialises writers already: False there,
+    nothing taken, and a first look is the last word.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return False
+    session.execute(_LOCK_JOB, {"job_key": job_lock_key(source, job_id)})
+    return True
+
+
+_LOCK_JOB_KEY = func.pg_advisory_xact_lock(bindparam("job_key", type_=BigInteger))
+_LOCK_JOB = select(_LOCK_JOB_KEY)
 
 
 def _row_and_task(row: Any, with_input: bool) -> Select[Any]:

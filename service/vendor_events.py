@@ -7,13 +7,12 @@ Each function runs in the caller's transaction; the relays they write are publis
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, bindparam, column, func, select
+from sqlalchemy import BigInteger, Select, bindparam, column, select
 from sqlalchemy.orm import Session
 
 from core.deadlines import heartbeat_due
@@ -22,7 +21,7 @@ from models.attention import OrphanEvent
 from models.base import upsert
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.task import ExternalTask, record_event
-from service.claims import WITHOUT_PAYLOAD, lock_task
+from service.claims import WITHOUT_PAYLOAD, lock_job, lock_task
 from service.incidents import IncidentKind, resolve_open
 from service.outbox_rows import add_event, add_event_finishing, add_outbox
 from service.progress import relay_progress
@@ -31,17 +30,25 @@ from webhooks.events import VendorEvent, parse_event
 
 
 def record_submission(
-    session: Session, outbox: OutboxMessage, job_id: str, now: datetime, task: ExternalTask | None = None
+    session: Session,
+    outbox: OutboxMessage,
+    job_id: str,
+    now: datetime,
+    task: ExternalTask | None = None,
+    *,
+    job_locked: bool = False,
 ) -> list[OutboxMessage]:
     """The vendor gave us a job id: remember it, move to ``submitted``, apply any early events.
-    ``task``: the row's task, when the caller locked it already (``service.claims.claim_outbox_and_task``)."""
+    ``task``: the row's task, when the caller locked it already (``service.claims.claim_outbox_and_task``);
+    ``job_locked``: with the job's lock (``service.claims.lock_job``), which this takes otherwise."""
     assert outbox.task_id is not None  # a submission's row always names its task
     task = task or lock_task(session, outbox.task_id)
     outbox.done_at = now
     out: list[OutboxMessage] = []
     if task.vendor_job_id is None:
         task.vendor_job_id = job_id
-        lock_job(session, task.provider, job_id)  # an early webhook for it commits before we look
+        if not job_locked:
+            lock_job(session, task.provider, job_id)  # an early webhook for it commits before we look
     task.attempts += 1
     task.last_error = None
     task.next_attempt_at = None
@@ -56,27 +63,6 @@ def record_submission(
             out.append(add_outbox(session, OutboxKind.CANCEL, task, now, reason="canceled before the vendor answered"))
     out += bind_orphans(session, task, now)
     return out
-
-
-def lock_job(session: Session, source: str, job_id: str) -> bool:
-    """Serialise "is there a task for this vendor job?" against "this task now has that job id".
-
-    Without it, on PostgreSQL a webhook that overtakes its submit response can look for the task
-    before the submission commits while the submission looks for orphans before the webhook
-    commits: neither sees the other and the event stays an orphan. Both take this transaction-level
-    advisory lock first (the submission only when it sets the job id, after its task lock; the
-    webhook when its first look found no task, before it looks again: a row it could wait on does
-    not match yet, so the two never wait on each other crosswise). SQLite's ``BEGIN IMMEDIATE``
-    serialises writers already: False there, nothing taken, and a first look is the last word.
-    """
-    if session.get_bind().dialect.name != "postgresql":
-        return False
-    digest = hashlib.blake2b(f"{source}\0{job_id}".encode(), digest_size=8).digest()
-    session.execute(_LOCK_JOB, {"key": int.from_bytes(digest, "big", signed=True)})
-    return True
-
-
-_LOCK_JOB = select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger)))
 
 
 def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import cast
 
+import pytest
 from sqlalchemy import select
 
 from models import ExternalTask, OrphanEvent, OutboxMessage
@@ -344,9 +345,14 @@ def test_a_reconcile_run_stops_claiming_work_at_its_time_budget(pair_stack: Stac
     assert reconcile(pair_stack.ctx, utcnow() + QUIET, sleep=lambda _: None).checked >= 2  # the next run does it
 
 
-def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair_stack: Stack) -> None:
+@pytest.mark.parametrize("locked_by_claim", [False, True], ids=["lock-at-record", "lock-in-claim"])
+def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(
+    pair_stack: Stack, locked_by_claim: bool
+) -> None:
     """The submission has set the job id but not committed when the webhook for that job arrives:
-    the webhook waits for it (job lock on PostgreSQL, BEGIN IMMEDIATE on SQLite) and then applies."""
+    the webhook waits for it (job lock on PostgreSQL, BEGIN IMMEDIATE on SQLite) and then applies.
+    The worker's record takes the job lock in the statement that claims the row and its task
+    (``locked_by_claim``); a caller without the lock has ``record_submission`` take it."""
     api_key, _, _ = pair_stack.new_client()
     cid, outbox_id = pair_stack.unpublished_task(api_key, {"input": "x"})
     job_id = f"job_{uuid.uuid4().hex}"
@@ -361,9 +367,15 @@ def test_a_webhook_racing_the_submit_response_is_applied_not_left_an_orphan(pair
             )
 
     with pair_stack.db.transaction() as session:
-        claimed = claims.claim_outbox(session, outbox_id)
-        assert claimed is not None
-        vendor_events.record_submission(session, claimed, job_id, utcnow())
+        if locked_by_claim:
+            found = claims.claim_outbox_and_task(session, outbox_id, job=("sim", job_id))
+            assert found is not None
+            claimed, task, _ = found
+            vendor_events.record_submission(session, claimed, job_id, utcnow(), task=task, job_locked=True)
+        else:
+            row = claims.claim_outbox(session, outbox_id)
+            assert row is not None
+            vendor_events.record_submission(session, row, job_id, utcnow())
         racer = threading.Thread(target=webhook)
         racer.start()
         racer.join(timeout=1.0)

@@ -93,6 +93,18 @@ class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
                 raise TransientError(f"{exc}; the vendor has no job for this reference") from None
             return job_id
 
+    def succeeded(
+        self, ctx: Liaison, session: Session, outbox_id: int, attempt: Attempt[tuple[Provider, SubmitJob]], result: str
+    ) -> str:
+        """The row and its task claimed with the vendor job's lock, which the record needs before it
+        looks for events that overtook the job id, in one statement (``claim_outbox_and_task``)."""
+        assert self.task is not None  # claimed with its row at the start
+        claimed = claims.claim_outbox_and_task(session, outbox_id, job=(self.task.provider, result))
+        if claimed is None:
+            return "done"
+        row, self.task, _ = claimed
+        return self.record(ctx, session, row, attempt, result, job_locked=True)
+
     def record(
         self,
         ctx: Liaison,
@@ -100,8 +112,10 @@ class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
         row: OutboxMessage,
         attempt: Attempt[tuple[Provider, SubmitJob]],
         result: str,
+        *,
+        job_locked: bool = False,
     ) -> str:
-        vendor_events.record_submission(session, row, result, utcnow(), task=self.task)
+        vendor_events.record_submission(session, row, result, utcnow(), task=self.task, job_locked=job_locked)
         metrics.submission(attempt.provider or "", "submitted")
         return "submitted"
 
