@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Delete, String, Table, bindparam, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -95,13 +96,33 @@ def take_slots(
     On PostgreSQL two groups are first tried in one statement: a data-modifying ``WITH`` inserts the
     first group's slot and, only if that was free, the second's (one round trip instead of two on a
     relay's start); a group whose first try was held goes round :func:`take_slot`'s way."""
-    rounds = [_round(group, slots, None if first is None else first[n]) for n, (group, slots) in enumerate(groups)]
+    rounds = slot_rounds(groups, first)
+    got = None
+    if len(rounds) == 2 and session.get_bind().dialect.name == "postgresql":
+        got = set(session.scalars(_CLAIM_TWO_FREE, two_free_params(rounds, holder, now, ttl_s)))
+    return take_rounds(session, rounds, holder, now, ttl_s, got)
+
+
+def slot_rounds(groups: Sequence[tuple[str, int]], first: Sequence[int] | None = None) -> list[list[str]]:
+    """Each group's slot names from a random one (or ``first``) round: the order they are tried in."""
+    return [_round(group, slots, None if first is None else first[n]) for n, (group, slots) in enumerate(groups)]
+
+
+def two_free_params(rounds: list[list[str]], holder: str, now: datetime, ttl_s: float) -> dict[str, Any]:
+    """The parameters of :data:`TWO_FREE`: the first slot of each of two rounds."""
+    (one, *_), (two, *_) = rounds
+    return {"one": one, "two": two, "holder": holder, "expires_at": now + timedelta(seconds=ttl_s)}
+
+
+def take_rounds(
+    session: Session, rounds: list[list[str]], holder: str, now: datetime, ttl_s: float, got: set[str] | None
+) -> list[str] | None:
+    """:func:`take_slots` after its first try: ``got``, the names :data:`TWO_FREE` inserted of two
+    rounds' first slots (None: nothing tried yet)."""
     taken: list[str] = []
     tried: set[str] = set()
-    if len(rounds) == 2 and session.get_bind().dialect.name == "postgresql":
+    if got is not None:
         (one, *_), (two, *_) = rounds
-        params = {"one": one, "two": two, "holder": holder, "expires_at": now + timedelta(seconds=ttl_s)}
-        got = set(session.scalars(_CLAIM_TWO_FREE, params))
         if one in got:
             taken.append(one)
             tried.add(two)
@@ -150,13 +171,17 @@ _CLAIM_FREE = upsert(
     expires_at=UtcDateTime(),
 )
 #: PostgreSQL only (SQLite has no INSERT inside WITH): the second slot is inserted from the first's
-#: RETURNING, so it is tried only once the first is held, as the one-by-one order has it.
-_CLAIM_TWO_FREE = upsert(
-    "WITH one AS (INSERT INTO leases (name, holder, expires_at) VALUES (:one, :holder, :expires_at)"
+#: RETURNING, so it is tried only once the first is held, as the one-by-one order has it. ``one``
+#: and ``two`` are the names inserted; a statement of its own may add what goes with both
+#: (``service.claims.take_relay_slots``: a relay's delivery counted).
+TWO_FREE = (
+    "one AS (INSERT INTO leases (name, holder, expires_at) VALUES (:one, :holder, :expires_at)"
     " ON CONFLICT (name) DO NOTHING RETURNING name),"
     " two AS (INSERT INTO leases (name, holder, expires_at) SELECT :two, :holder, :expires_at FROM one"
     " ON CONFLICT (name) DO NOTHING RETURNING name)"
-    " SELECT name FROM one UNION ALL SELECT name FROM two",
+)
+_CLAIM_TWO_FREE = upsert(
+    f"WITH {TWO_FREE} SELECT name FROM one UNION ALL SELECT name FROM two",
     expires_at=UtcDateTime(),
 )
 

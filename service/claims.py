@@ -14,11 +14,13 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Select, Table, Text, and_, bindparam, cast, func, insert, select, update
 from sqlalchemy.orm import Session, aliased, defer
+from sqlalchemy.orm.attributes import set_committed_value
 
 from models.attention import CallbackEndpoint
+from models.base import UtcDateTime, upsert
 from models.client import Client
 from models.endpoint_health import EndpointHealth
-from models.leases import give_back_statement
+from models.leases import TWO_FREE, give_back_statement, slot_rounds, take_rounds, two_free_params
 from models.messages import OutboxMessage
 from models.task import ExternalTask, TaskEvent
 from service.ordering import held_by
@@ -245,6 +247,51 @@ def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
         .add_cte(give_back_statement().cte("slots_given_back"))
         .execution_options(populate_existing=True)
     )
+
+
+def take_relay_slots(
+    session: Session,
+    row: OutboxMessage,
+    groups: list[tuple[str, int]],
+    holder: str,
+    now: datetime,
+    ttl_s: float,
+    target: str,
+    first: list[int] | None = None,
+) -> tuple[list[str] | None, bool]:
+    """A relay's slots (``models.leases.take_slots``) and whether its delivery was counted with them.
+
+    On PostgreSQL, when the first try finds both of its two slots free (the usual case), the same
+    statement counts the delivery (``deliveries + 1``, the poison guard) and writes the row's
+    ``target``: one round trip where the start's flush would send an ``UPDATE`` of its own. The
+    row's object is given both values as written. Otherwise (a slot held, one group, SQLite) the
+    caller counts as before: ``service.dead_letters.count_delivery``. ``first``: as
+    ``models.leases.take_slots`` has it (tests)."""
+    rounds = slot_rounds(groups, first)
+    if len(rounds) != 2 or session.get_bind().dialect.name != "postgresql":
+        return take_rounds(session, rounds, holder, now, ttl_s, None), False
+    params = two_free_params(rounds, holder, now, ttl_s) | {"outbox_id": row.id, "relay_target": target}
+    got: set[str] = set()
+    deliveries: int | None = None
+    for name, counted in session.execute(_TWO_FREE_COUNTED, params):
+        if name is not None:
+            got.add(name)
+        else:
+            deliveries = counted
+    if deliveries is not None:
+        set_committed_value(row, "deliveries", deliveries)
+        set_committed_value(row, "target", target)
+    return take_rounds(session, rounds, holder, now, ttl_s, got), deliveries is not None
+
+
+#: the delivery is counted only when both slots were inserted (``two`` has a row only then)
+_TWO_FREE_COUNTED = upsert(
+    f"WITH {TWO_FREE}, counted AS (UPDATE outbox_messages SET deliveries = deliveries + 1, target = :relay_target"
+    " WHERE id = :outbox_id AND EXISTS (SELECT 1 FROM two) RETURNING deliveries)"
+    " SELECT name, NULL::integer AS deliveries FROM one UNION ALL SELECT name, NULL FROM two"
+    " UNION ALL SELECT NULL, deliveries FROM counted",
+    expires_at=UtcDateTime(),
+)
 
 
 def _table(entity: type[Any]) -> Table:

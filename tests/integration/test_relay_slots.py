@@ -20,6 +20,9 @@ from app.cli import alembic_config
 from models.base import utcnow
 from models.db import Database
 from models.leases import Lease, give_back, release, take_slots
+from models.messages import OutboxMessage
+from service.claims import take_relay_slots
+from service.outbox_rows import new_message_id
 from tests.integration import services
 
 CLIENT, ENDPOINT = "relay:client:7", "relay:endpoint:7:ab"
@@ -81,6 +84,49 @@ def test_one_slot_of_each_group_in_one_statement_while_both_are_free(database: D
     release(database, taken, "a")
     assert held(database) == Counter()
     assert seen["DELETE"] == 1  # both given back in one statement
+
+
+def _relay_row(database: Database) -> int:
+    with database.transaction() as session:
+        row = OutboxMessage(message_id=new_message_id(), kind="relay", payload={}, created_at=utcnow())
+        session.add(row)
+        session.flush()
+        return row.id
+
+
+def _counted_and_target(database: Database, outbox_id: int) -> tuple[int, str | None]:
+    with database.transaction() as session:
+        row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
+        return row.deliveries, row.target
+
+
+def test_a_relays_delivery_is_counted_with_its_slots_when_both_are_free(database: Database) -> None:
+    """On PostgreSQL the statement that takes both slots counts the delivery and writes the target
+    (the object holds both, nothing left to flush); when either slot is held at the first try, and
+    on SQLite, nothing is counted there: the relay's start counts it as before."""
+    postgres = database.engine.dialect.name == "postgresql"
+    now = utcnow()
+    outbox_id = _relay_row(database)
+    with database.transaction() as session:
+        row = session.get(OutboxMessage, outbox_id)
+        assert row is not None
+        taken, counted = take_relay_slots(session, row, GROUPS, "a", now, 60, "https://shop.test/cb", first=[1, 0])
+        assert taken == [f"{CLIENT}:1", f"{ENDPOINT}:0"] and counted is postgres
+        assert not session.dirty
+    assert _counted_and_target(database, outbox_id) == ((1, "https://shop.test/cb") if postgres else (0, None))
+    # the client's first try is held: its other slot is taken, nothing counted
+    # then the endpoint's first try is held, after the client's was free: nothing counted either
+    for first, expected in (([1, 1], [f"{CLIENT}:2", f"{ENDPOINT}:1"]), ([3, 0], None)):
+        other = _relay_row(database)
+        with database.transaction() as session:
+            row = session.get(OutboxMessage, other)
+            assert row is not None
+            taken, counted = take_relay_slots(
+                session, row, GROUPS, f"b{first}", now, 60, "https://x.test/", first=first
+            )
+            assert (taken, counted) == (expected, False)
+        assert _counted_and_target(database, other) == (0, None)
 
 
 def test_a_held_first_try_goes_round_its_group(database: Database) -> None:

@@ -7,8 +7,9 @@
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
    dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
    an endpoint disabled). Committed before the call, so a call that kills its worker is counted.
-   A vendor submission's claim counts the delivery in its locking statement on PostgreSQL
-   (``counted_by_claim``): its admit only ever waits, and the rollback of a wait takes the count back.
+   A vendor submission's claim counts the delivery in its locking statement on PostgreSQL, and a
+   relay's admit in the statement that takes its slots (``counted_by_claim``): a submission's admit
+   only ever waits, and the rollback of a wait takes the count back.
    A row whose work cannot be read rolls the start back and is counted in a transaction of its
    own: a savepoint would do the same at two statements for every delivery, not only for these.
 2. **call**, outside any transaction: no row lock or connection is held across the network.
@@ -80,7 +81,8 @@ class ComeBackLater(Exception):
 class OutboxTask(Generic[W, R]):
     """The steps one kind of outbox task fills in; :func:`run` is the skeleton around them."""
 
-    #: ``claim`` at the start counts the delivery itself (one statement for the lock and the count)
+    #: the start counted the delivery in a statement of its own: ``claim`` (a vendor submission, in
+    #: the statement that locks its row) or ``admit`` (a relay, with its slots: it sets this then)
     counted_by_claim = False
     #: The task's stored W3C traceparent, set by ``claim``: the call and its record run in a span
     #: of the task's trace (``foundation.tracing.continued``), and the call carries it.

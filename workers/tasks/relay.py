@@ -21,7 +21,7 @@ from foundation import metrics
 from models.base import utcnow
 from models.client import Client
 from models.endpoint_health import EndpointHealth, claim_probe, origin_hash, record_failure, record_success
-from models.leases import give_back, release, take_slots
+from models.leases import give_back, release
 from models.messages import OutboxMessage
 from service import claims, transitions
 from service.dead_letters import disable_endpoint, park, url_hash
@@ -125,7 +125,9 @@ class Relay(OutboxTask[Callback, int]):
         groups = [(slot_group(client.id), settings.relay_client_concurrency)]
         if hashed is not None:
             groups.append((endpoint_slot_group(client.id, hashed), settings.relay_endpoint_concurrency))
-        taken = take_slots(session, groups, self.holder, now, settings.relay_slot_ttl_s)
+        taken, self.counted_by_claim = claims.take_relay_slots(
+            session, row, groups, self.holder, now, settings.relay_slot_ttl_s, strip_url(url)
+        )
         if taken is None:  # the transaction rolls back: a slot taken before the full group is free again
             metrics.relay_delivery("slot_wait")
             raise ComeBackLater(settings.relay_slot_wait_s, "slot_wait")
@@ -173,7 +175,9 @@ class Relay(OutboxTask[Callback, int]):
             park(session, row, url, utcnow())
             metrics.relay_delivery("parked")
             return "parked"
-        row.target = strip_url(url)  # the task keeps the whole URL; what is stored beside it has no secrets
+        target = strip_url(url)  # the task keeps the whole URL; what is stored beside it has no secrets
+        if row.target != target:  # written with the slots, when they were free at the first try
+            row.target = target
         callback = Callback(
             client.id, url, list(client.callback_secrets), row.message_id, dict(row.payload, message_id=row.message_id)
         )
