@@ -23,6 +23,7 @@ from models.endpoint_health import EndpointHealth
 from models.leases import TWO_FREE, give_back_statement, slot_rounds, take_rounds, two_free_params
 from models.messages import OutboxMessage
 from models.task import ExternalTask, TaskEvent
+from service import dispatch
 from service.ordering import held_by
 from wire.bounded_json import JsonLimits, check_bounds, strict_loads
 
@@ -51,18 +52,24 @@ def claim_outbox_and_task(
     ``FOR NO KEY UPDATE``: consumers of one outbox row still exclude each other, and the task's
     writers each other, while inserts that merely reference either do not wait.
 
-    ``job`` (source, vendor job id): on PostgreSQL the statement takes that job's lock too
-    (:func:`lock_job`), before the row locks, as a webhook that found no task for it takes it
-    before it looks again: a submission's record, which sets the job id, in one round trip, not two.
+    ``job`` (source, vendor job id), a submission's record, which sets the job id: on PostgreSQL
+    the statement takes that job's lock too (:func:`lock_job`), before the row locks, as a webhook
+    that found no task for it takes it before it looks again; and it looks whether tasks are queued
+    behind this one (``service.dispatch.queued_behind``, noted for the release its move makes).
+    Three round trips in one.
     """
     lock = job is not None and session.get_bind().dialect.name == "postgresql"
     params: dict[str, Any] = {"outbox_id": outbox_id}
+    scope = None
     if lock:
         assert job is not None
         params["job_key"] = job_lock_key(*job)
-    found = session.execute(_claim_with_task_statement(with_input, lock), params).first()
+        scope = dispatch.queued_scope(session, job[0])
+    found = session.execute(_claim_with_task_statement(with_input, lock, scope), params).first()
     if found is None or found[0].done_at is not None:
         return None
+    if scope is not None:
+        dispatch.note_queued(session, found[1], scope, bool(found[-1]))
     return _claimed(found, with_input)
 
 
@@ -107,11 +114,15 @@ def _claim_statement() -> Select[tuple[OutboxMessage]]:
 
 
 @cache
-def _claim_with_task_statement(with_input: bool, lock_job: bool = False) -> Select[Any]:
+def _claim_with_task_statement(
+    with_input: bool, lock_job: bool = False, queued_scope: bool | None = None
+) -> Select[Any]:
     statement = _row_and_task(OutboxMessage, with_input)
     if lock_job:
         # a function of the SELECT list runs as each row is produced, before FOR UPDATE locks it
         statement = statement.add_columns(_LOCK_JOB_KEY)
+    if queued_scope is not None:
+        statement = statement.add_columns(dispatch.queued_behind(queued_scope))
     return statement.where(OutboxMessage.id == bindparam("outbox_id")).with_for_update(
         of=[OutboxMessage, ExternalTask], key_share=True
     )

@@ -31,8 +31,8 @@ from functools import cache
 from itertools import zip_longest
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, Table, bindparam, func, select, text, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import BigInteger, ColumnElement, Select, Table, bindparam, func, literal_column, select, text, update
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from core.fair_share import Candidate, DispatchPolicy, first_free, plan
 from core.states import TERMINAL, State
@@ -96,7 +96,10 @@ def release(session: Session, provider: str, client_id: int | None, now: datetim
         return 0
     cap = policy.cap(provider)
     scope = {"provider": provider, "client_id": client_id}
-    if not session.scalar(_any_queued(cap is None), scope):  # usually nothing waits: no lock taken
+    queued = _noted(session, provider, client_id if cap is None else None)
+    if queued is None:
+        queued = session.scalar(_any_queued(cap is None), scope) is not None
+    if not queued:  # usually nothing waits: no lock taken
         return 0
     lock_releases(session, provider, client_id, policy)
     room: int | None = None
@@ -214,6 +217,48 @@ def _open_by_key() -> Select[Any]:
         )
         .group_by(ExternalTask.concurrency_key)
     )
+
+
+def queued_scope(session: Session, provider: str) -> bool | None:
+    """Which queued tasks a release for ``provider`` would look for: its client's (True), every
+    client's (False: the provider has a capacity), or none (None: no policy, nothing is queued)."""
+    policy = policy_of(session)
+    return None if policy is None else policy.cap(provider) is None
+
+
+def queued_behind(one_client: bool) -> ColumnElement[bool]:
+    """:func:`release`'s first look ("does anything wait?") as a column of a statement that reads
+    the task whose move may release them (``service.claims``: a submission's record claims its row
+    with it): one round trip fewer. Read before the move rather than after it, the look can miss a
+    task queued in between, as it could miss one queued before the commit: beat's ``liaison.dispatch``
+    releases it seconds later (the module's "nothing is left behind")."""
+    queued = aliased(ExternalTask)
+    look = select(queued.id).where(
+        queued.provider == ExternalTask.provider,
+        queued.state == literal_column("'requested'"),  # a literal: the partial index's predicate
+        queued.dispatched_at.is_(None),
+    )
+    if one_client:
+        look = look.where(queued.client_id == ExternalTask.client_id)
+    return look.exists()
+
+
+def note_queued(session: Session, task: ExternalTask, one_client: bool, queued: bool) -> None:
+    """What :func:`queued_behind` found for ``task``: the release its move makes in this transaction
+    takes it as its first look."""
+    key = (task.provider, task.client_id if one_client else None)
+    session.info[_NOTED] = (session.get_transaction(), {key: queued})
+
+
+def _noted(session: Session, provider: str, client_id: int | None) -> bool | None:
+    """The look :func:`note_queued` kept for this transaction (used once), or None."""
+    noted = session.info.pop(_NOTED, None)
+    if noted is None or noted[0] is not session.get_transaction():
+        return None
+    return noted[1].get((provider, client_id))
+
+
+_NOTED = "liaison.queued_noted"
 
 
 @cache

@@ -97,6 +97,29 @@ def test_a_backlog_waits_in_the_database_and_goes_as_its_window_frees(
         assert timeline(session, released)[-1] == "submit.released"
 
 
+def test_a_look_noted_with_the_claim_is_the_releases_first_look_in_its_transaction_only(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    """A submission's record claims its row with "is anything queued behind it?" on PostgreSQL
+    (``service.dispatch.queued_behind``): the release its move makes takes that answer instead of
+    asking again, in that transaction, and only there."""
+    shop = _client(db)
+    with db.transaction() as session:
+        for i in range(3):
+            submit(session, shop, f"n-{i}", now=later(i / 10))
+    assert _published_tasks(db, published) == ["n-0", "n-1"]
+    with db.transaction() as session:
+        task = _task(session, "n-0")
+        row = session.scalars(select(OutboxMessage).where(OutboxMessage.task_id == task.id)).one()
+        dispatch.note_queued(session, task, True, False)  # as if read before n-2 was queued
+        record_submission(session, row, "job-n-0", later(1))
+        assert _task(session, "n-2").dispatched_at is None  # the noted answer stood: no second look
+        dispatch.note_queued(session, task, True, False)
+    with db.transaction() as session:  # another transaction looks for itself
+        assert dispatch.release(session, "sim", shop.id, later(2)) == 1
+    assert _published_tasks(db, published) == ["n-0", "n-1", "n-2"]
+
+
 def test_a_priority_1_task_overtakes_the_clients_queued_priority_3_work(
     db: Database, published: Published, policy: DispatchPolicy
 ) -> None:
