@@ -97,6 +97,8 @@ def send(
     try:
         # the task's traceparent while tracing is off (on, the requests instrumentation injects the span's)
         headers = {"Accept-Encoding": "identity", **tracing.outbound_headers(), **kwargs.pop("headers", {})}
+        if guard is None:  # the operator's proxy, CA bundle and netrc, as the environment sets them
+            kwargs = {**connections.environment_settings(url), **kwargs}
         connect_s, read_s = timeout
         response = connections.session(guarded=guard is not None).request(
             method,
