@@ -5,8 +5,6 @@ client-supplied URL never takes it. Loopback only: the "vendor" listens on 127.0
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,36 +12,8 @@ import pytest
 import requests
 
 from core.outbound_guard import AllowList
+from tests.support.listeners import LineRecorder
 from workers import connections, http
-
-
-class LineRecorder:
-    """Accepts connections on ``host``; records each request's first line and answers ``200 {}``."""
-
-    def __init__(self, host: str) -> None:
-        self.sock = socket.create_server((host, 0))
-        self.host, self.port = host, self.sock.getsockname()[1]
-        self.lines: list[str] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                seen = b""
-                while b"\r\n\r\n" not in seen:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    seen += chunk
-                self.lines.append(seen.split(b"\r\n", 1)[0].decode())
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture

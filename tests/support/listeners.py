@@ -1,9 +1,11 @@
-"""Raw TCP listeners on loopback for attack tests: one that only counts who connects, and a tarpit.
+"""Raw TCP listeners on loopback: one that only counts who connects, a tarpit, and one that
+records request lines.
 
 ``CountingListener`` proves that nothing reached a port (its ``count`` stays 0). ``Tarpit`` plays
 a slow endpoint: it reads the request head, answers a status line, then one header every
 ``interval_s``; it records each connection, how many it holds at once, and whether the other side
-closed it.
+closed it. ``LineRecorder`` answers ``200 {}`` and keeps each request's first line: what a proxy
+or an origin was asked for.
 """
 
 from __future__ import annotations
@@ -15,10 +17,22 @@ import threading
 from typing import Self
 
 
+def read_head(conn: socket.socket) -> bytes | None:
+    """A request's head (up to its blank line), or None when the client closed before it."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        head += chunk
+    return head
+
+
 class _Listener:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.bind((host, 0))
+        self.host = host
         self._sock.listen(64)
         self.port: int = self._sock.getsockname()[1]
         self._lock = threading.Lock()
@@ -30,7 +44,7 @@ class _Listener:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def count(self) -> int:
@@ -113,12 +127,8 @@ class Tarpit(_Listener):
 
     def handle(self, conn: socket.socket) -> None:
         with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                head += chunk
+            if read_head(conn) is None:
+                return
             try:
                 conn.sendall(b"HTTP/1.1 200 OK\r\n")
                 for i in range(self.headers):
@@ -136,3 +146,21 @@ class Tarpit(_Listener):
                 pass  # reset or broken pipe: closed by the client
             with self._lock:
                 self._closed_by_peer += 1
+
+
+class LineRecorder(_Listener):
+    """Answers every request ``200 {}`` and records its first line (``GET http://… HTTP/1.1`` when
+    it was sent to a proxy, ``GET /path HTTP/1.1`` to the origin itself)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.lines: list[str] = []
+        super().__init__(host)
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            head = read_head(conn)
+            if head is None:
+                return
+            with self._lock:
+                self.lines.append(head.split(b"\r\n", 1)[0].decode())
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
