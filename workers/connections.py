@@ -188,8 +188,8 @@ def environment_settings(url: str) -> dict[str, Any]:
 @lru_cache(maxsize=POOLED_HOSTS)
 def _environment_of(scheme: str, netloc: str) -> dict[str, Any]:
     url = f"{scheme}://{netloc}/"
-    probe = requests.Session()  # trusts the environment: requests' own reading of it
-    found = probe.merge_environment_settings(url, {}, None, None, None)
+    with requests.Session() as probe:  # trusts the environment: requests' own reading of it
+        found = probe.merge_environment_settings(url, {}, None, None, None)
     settings: dict[str, Any] = {"proxies": found["proxies"], "verify": found["verify"]}
     auth = requests.utils.get_netrc_auth(url)
     if auth:
