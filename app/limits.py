@@ -4,9 +4,13 @@ tasks. The deployment's defaults (``LIAISON_CLIENT_*``) apply unless the client 
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from app.errors import TooManyRequests
+from sqlalchemy.orm import Session
+from werkzeug.exceptions import HTTPException
+
+from app.errors import ApiError, TooManyRequests
 from core.rate_limit import Limit, retry_after_header
 from foundation import metrics
 from foundation.settings import Settings
@@ -30,14 +34,14 @@ def check_submit_rate(limiter: Limiter, settings: Settings, client: Client, sess
     Every authenticated POST counts, valid or not and replay or not: a flood is a flood.
 
     ``session``: the request's, its authentication read in it. A database limiter takes the slot in
-    that transaction and commits it there (one commit for both: the slot is durable whatever becomes
-    of the request); another storage leaves the transaction open, and the submit goes on in it.
-    Without a session, a database limiter takes its own short transaction."""
+    that transaction, and the submit goes on in it: the slot commits with the task, or with the
+    refusal (:func:`refusals_commit`: the slot is durable whatever the request's answer), one
+    commit for both; another storage takes it outside. Without a session, a database limiter
+    takes its own short transaction."""
     limit = submit_limit(settings, client)
     key = f"submit:client:{client.id}"
     if session is not None and isinstance(limiter, DatabaseLimiter):
         decision = limiter.acquire_in(session, key, limit)
-        session.commit()
     else:
         decision = limiter.acquire(key, limit)
     if not decision.allowed:
@@ -47,3 +51,24 @@ def check_submit_rate(limiter: Limiter, settings: Settings, client: Client, sess
             retry_after=retry_after_header(decision.retry_after_s),
             limit="submit_rate",
         )
+
+
+def retake_after_rollback(limiter: Limiter, settings: Settings, client: Client, session: Session) -> None:
+    """The request's transaction was rolled back (it lost a race with its own identical request)
+    and, with it, the slot a database limiter took in it: take it again before the retry, so the
+    request still counts once. Another storage's slot was never in the transaction."""
+    if isinstance(limiter, DatabaseLimiter):
+        check_submit_rate(limiter, settings, client, session)
+
+
+@contextmanager
+def refusals_commit(session: Session) -> Iterator[None]:
+    """A submit refused after its slot was taken (not JSON, an invalid body, a reused
+    Idempotency-Key, the open-task cap) commits before its 4xx, so the slot a database limiter took
+    in the request's transaction (:func:`check_submit_rate`) stays taken. Nothing else of the
+    request is written by then. An unexpected error (a 500) rolls back as any other."""
+    try:
+        yield
+    except (ApiError, HTTPException):
+        session.commit()
+        raise

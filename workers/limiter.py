@@ -75,8 +75,9 @@ class DatabaseLimiter:
     def acquire_in(
         self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None
     ) -> Decision:
-        """:meth:`acquire` in the caller's transaction, which commits it (with whatever it read
-        before: the submit's authentication, so the two share a commit). Fails open as
+        """:meth:`acquire` in the caller's transaction, which commits it with the rest of its work
+        (the submit: its authentication's read, then its task or its refusal, one commit). The row
+        stays locked until then, so the caller keeps that transaction short. Fails open as
         :meth:`acquire` does, rolling that transaction back first."""
         now = self.clock() if now is None else now
         try:

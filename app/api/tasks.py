@@ -12,7 +12,7 @@ from app.api.representation import callbacks_waiting_body, decode_cursor, encode
 from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
 from app.auth import current_client
 from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, UnsupportedMediaType, ValidationFailed
-from app.limits import check_submit_rate, max_open_tasks
+from app.limits import check_submit_rate, max_open_tasks, refusals_commit, retake_after_rollback
 from app.session import db_session
 from core.states import State
 from core.trace_context import trace_id_of, valid_traceparent
@@ -25,7 +25,7 @@ from models.task import ExternalTask
 from service import claims, intake, queries
 from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from wire.bounded_json import InvalidJson, TooDeep, strict_loads
-from workers.runtime import liaison
+from workers.runtime import Liaison, liaison
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
@@ -61,9 +61,25 @@ def find_task(session: Session, client: Client, correlation_id: str) -> External
 def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     ctx = liaison()
     client = current_client()
-    # Before any parsing (junk counts too), in the transaction of authentication's read: a database
-    # limiter commits the two together, another leaves it open for the submit (app.limits).
-    check_submit_rate(ctx.limiter, ctx.settings, client, db_session())
+    session = db_session()
+    # Before any parsing (junk counts too), in the transaction of authentication's read, which the
+    # submit goes on in: a database limiter's slot commits with the task, or with the refusal.
+    check_submit_rate(ctx.limiter, ctx.settings, client, session)
+    with refusals_commit(session):
+        result = _submit(ctx, client, session)
+    bind(correlation_id=result.task.correlation_id)
+    body = task_body(result.task)
+    if not result.created:
+        return jsonify(body), 200
+    location = url_for("tasks.get_task", correlation_id=result.task.correlation_id)
+    return jsonify(body), 202, {"Location": location}
+
+
+def _submit(ctx: Liaison, client: Client, session: Session) -> intake.SubmitResult:
+    """Parse the request and record its task (or find the one it made before). A refusal raises
+    its 4xx (``app.limits.refusals_commit`` commits the slot it took); nothing is rolled back but
+    the loser of a race with its own identical request, whose retry (its slot taken again) answers
+    with the winner's task."""
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     now = utcnow()
     req = parse_submit(
@@ -81,8 +97,8 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
     # header as received (an invalid one is absent, never a 4xx: W3C Trace Context).
     traceparent = tracing.current_traceparent() or valid_traceparent(request.headers.get("traceparent"))
     bind(trace_id=trace_id_of(traceparent))
-    session = db_session()
-    for attempt in (1, 2):
+
+    def record() -> intake.SubmitResult:
         try:
             result = intake.submit_task(
                 session,
@@ -93,25 +109,20 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
                 max_open_tasks=max_open_tasks(ctx.settings, client),
                 traceparent=traceparent,
             )
-            session.commit()
-            break
-        except IntegrityError:
-            # A concurrent identical request won the unique constraint; the retry returns its task.
-            session.rollback()
-            if attempt == 2:
-                raise
         except intake.IdempotencyConflict as exc:  # the client's own key: names nothing of another tenant
-            session.rollback()
             raise Conflict(str(exc)) from None
         except intake.OpenTasksCapReached as exc:
-            session.rollback()
             raise TooManyRequests(str(exc), limit="max_open_tasks", max_open_tasks=exc.cap) from None
-    bind(correlation_id=result.task.correlation_id)
-    body = task_body(result.task)
-    if not result.created:
-        return jsonify(body), 200
-    location = url_for("tasks.get_task", correlation_id=result.task.correlation_id)
-    return jsonify(body), 202, {"Location": location}
+        session.commit()
+        return result
+
+    try:
+        return record()
+    except IntegrityError:
+        # A concurrent identical request won the unique constraint; the retry returns its task.
+        session.rollback()
+        retake_after_rollback(ctx.limiter, ctx.settings, client, session)
+        return record()
 
 
 @bp.post("/<correlation_id>/cancel")

@@ -123,6 +123,29 @@ def test_a_client_override_of_the_submit_rate_applies(limits_stack: Stack) -> No
     assert limits_stack.submit(api_key, {"input": {"n": 9}}).headers["Retry-After"] == "100"  # 1 / 0.01, ceiled
 
 
+def test_every_refused_submit_takes_its_slot(limits_stack: Stack) -> None:
+    """A flood of refused requests is still a flood: not JSON, an invalid body, a reused
+    Idempotency-Key and the open-task cap each take a slot as an accepted submit does (on
+    PostgreSQL + RabbitMQ the database limiter's slot commits with the request's answer)."""
+    api_key, _, _ = limits_stack.new_client()
+    _set_limits(limits_stack, api_key, submit_rate_per_s=0.01, submit_burst=6, max_open_tasks=1)
+    url, auth = f"{limits_stack.web.url}/api/v1/tasks", {"Authorization": f"Bearer {api_key}"}
+    key = f"slot-{uuid.uuid4().hex[:8]}"
+    answers = [
+        limits_stack.submit(api_key, _quiet(key), key=key),  # accepted: the one open task the cap allows
+        requests.post(url, data=b"{not json", headers={**auth, "Content-Type": "application/json"}, timeout=10),
+        limits_stack.submit(api_key, {"input": {"n": 1}, "priority": "urgent"}),
+        limits_stack.submit(api_key, {"input": {"other": "body"}}, key=key),  # the key, another body
+        limits_stack.submit(api_key, _quiet(f"{key}-2")),  # past the open-task cap
+        limits_stack.submit(api_key, _quiet(key), key=key),  # a replay: answered, counted
+    ]
+    assert [r.status_code for r in answers] == [202, 400, 422, 409, 429, 200]
+    assert answers[4].json()["limit"] == "max_open_tasks"
+    # Six slots of a burst of six are gone: the next request is refused by the rate, not the cap.
+    over = limits_stack.submit(api_key, _quiet(f"{key}-3"))
+    assert (over.status_code, over.json()["limit"]) == (429, "submit_rate")
+
+
 def test_the_cli_sets_and_resets_a_clients_limits(limits_stack: Stack) -> None:
     api_key, _, _ = limits_stack.new_client()
     name = limits_stack.client_name(api_key)
