@@ -7,8 +7,8 @@ atomically to one number per key:
 - ``RedisLimiter``: a Lua script (Redis runs it atomically), the key expiring once the bucket is full
   again. The default when the broker is Redis.
 - ``DatabaseLimiter``: a ``rate_limits`` row upserted by one conditional statement
-  (``models.rate_limits.take``), in a short transaction of its own or in the caller's
-  (``acquire_in``). Fine at the rates a vendor or a domain app is allowed, and it needs no other server.
+  (``models.rate_limits.take``), in a short transaction of its own or in the caller's, committed
+  with its work (``acquire_in``: the submit; ``acquire_with``: a vendor call's start). Fine at the rates a vendor or a domain app is allowed, and it needs no other server.
 
 **Fails open.** When the storage cannot be reached, the call is allowed and a warning logged: a
 Redis or database outage must not turn every submit into a 500 (the outbox promises a submit
@@ -55,6 +55,10 @@ class Limiter(Protocol):
     def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
         """Take one slot of ``key`` at ``now`` (default: wall clock); see ``core.rate_limit.gcra``."""
 
+    def acquire_with(self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0) -> Decision | None:
+        """A slot taken in ``session``'s transaction, committed with the caller's work, when this
+        storage is that database; None when it is elsewhere (the caller then calls ``acquire``)."""
+
 
 class DatabaseLimiter:
     def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
@@ -71,6 +75,12 @@ class DatabaseLimiter:
     def _acquire(self, key: str, limit: Limit, max_wait_s: float, now: float) -> Decision:
         with self.db.transaction() as session:
             return take(session, key, limit, now, max_wait_s)
+
+    def acquire_with(self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0) -> Decision | None:
+        """:meth:`acquire` in a transaction that holds other work (a vendor call's start: its row's
+        claim and count), committed with it. It does not fail open: the storage is that
+        transaction's own database, so an error fails the transaction, which its caller retries."""
+        return take(session, key, limit, self.clock(), max_wait_s)
 
     def acquire_in(
         self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None
@@ -131,6 +141,10 @@ class RedisLimiter:
         if int(allowed):
             return Decision(True, wait_s=float(wait))
         return Decision(False, retry_after_s=float(retry))
+
+    def acquire_with(self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0) -> Decision | None:
+        """None: Redis is not ``session``'s database, so nothing is gained by taking it there."""
+        return None
 
     def close(self) -> None:
         self.client.close()

@@ -219,10 +219,19 @@ class _CountingLimiter:
         self.refused: dict[str, int] = {}
 
     def acquire(self, key: str, limit: Limit, **kwargs: Any) -> Decision:
-        decision = self.real.acquire(key, limit, **kwargs)
-        if not decision.allowed:
-            self.refused[key] = self.refused.get(key, 0) + 1
+        decision: Decision = self.real.acquire(key, limit, **kwargs)
+        self._count(key, decision)
         return decision
+
+    def acquire_with(self, session: Any, key: str, limit: Limit, **kwargs: Any) -> Decision | None:
+        """The database limiter takes a vendor call's slot in its start transaction."""
+        decision: Decision | None = self.real.acquire_with(session, key, limit, **kwargs)
+        self._count(key, decision)
+        return decision
+
+    def _count(self, key: str, decision: Decision | None) -> None:
+        if decision is not None and not decision.allowed:
+            self.refused[key] = self.refused.get(key, 0) + 1
 
 
 def test_a_submit_refused_a_provider_slot_waits_without_using_an_attempt(limits_stack: Stack) -> None:

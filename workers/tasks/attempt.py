@@ -6,7 +6,9 @@
    anything is counted), count the
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
    dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
-   an endpoint disabled). Committed before the call, so a call that kills its worker is counted.
+   an endpoint disabled). Last, what the call takes in that transaction (``before_call``: a
+   vendor's rate slot, with the database limiter). Committed before the call, so a call that kills
+   its worker is counted.
    A vendor submission's claim counts the delivery in its locking statement on PostgreSQL, and a
    relay's admit in the statement that takes its slots (``counted_by_claim``): a submission's admit
    only ever waits, and the rollback of a wait takes the count back.
@@ -106,6 +108,12 @@ class OutboxTask(Generic[W, R]):
         """In the start transaction: what the call needs, or an outcome (the row finished here)."""
         raise NotImplementedError
 
+    def before_call(self, ctx: Liaison, session: Session, attempt: Attempt[W]) -> Attempt[W]:
+        """Last in the start transaction, once a call will be made: what the call takes in it (a
+        vendor call its rate slot: ``workers.tasks.vendor_call``); raise ``RateLimited`` to roll the
+        start back, nothing counted."""
+        return attempt
+
     def call(self, ctx: Liaison, attempt: Attempt[W]) -> R:
         """The outbound call; raises ``CallError`` or ``RateLimited``."""
         raise NotImplementedError
@@ -167,6 +175,8 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
         )
     except ComeBackLater as wait:
         raise task.retry(countdown=wait.countdown) from None
+    except RateLimited as exc:  # the start's rate slot (``before_call``): the start rolled back
+        return wait_for_slot(task, ctx, outbox_id, exc)
     except DBAPIError as exc:
         if not (exc.connection_invalidated or isinstance(exc, OperationalError)):
             raise
@@ -220,7 +230,12 @@ def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt
                 return "skipped"
             preparing = True
             with session.no_autoflush:  # the count and what prepare writes go in one UPDATE at commit
-                return steps.prepare(ctx, session, row)
+                prepared = steps.prepare(ctx, session, row)
+                preparing = False
+                if isinstance(prepared, str) or prepared.refused is not None:
+                    return prepared
+                # may raise RateLimited: rolled back, nothing counted (run waits for the slot)
+                return steps.before_call(ctx, session, prepared)
     except Exception:
         if not preparing:
             raise

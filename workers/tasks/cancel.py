@@ -27,7 +27,7 @@ def cancel(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Cancel())
 
 
-class Cancel(VendorCall[tuple[Provider, str], None]):
+class Cancel(VendorCall[str, None]):
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         row = claims.claim_outbox(session, outbox_id)
         if row is not None and stage == "start":

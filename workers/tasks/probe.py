@@ -36,7 +36,7 @@ def probe(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Probe())
 
 
-class Probe(VendorCall[tuple[Provider, str], JobSnapshot]):
+class Probe(VendorCall[str, JobSnapshot]):
     def __init__(self) -> None:
         self.task: ExternalTask | None = None  # locked with the row, at each stage
 

@@ -28,7 +28,7 @@ def submit(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Submit())
 
 
-class Submit(VendorCall[tuple[Provider, SubmitJob], str]):
+class Submit(VendorCall[SubmitJob, str]):
     counted_by_claim = True  # its admit only waits (ComeBackLater) or lets the delivery go
 
     def __init__(self) -> None:

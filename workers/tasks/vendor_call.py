@@ -5,6 +5,7 @@ vendor holds its share of the calls process's threads and no more (``workers.cal
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import TypeVar
 
 from sqlalchemy.orm import Session
@@ -12,20 +13,22 @@ from sqlalchemy.orm import Session
 from foundation import metrics
 from models.messages import OutboxMessage
 from models.task import ExternalTask
+from workers.providers import Provider, RateLimitedProvider
 from workers.runtime import Liaison
-from workers.tasks.attempt import ComeBackLater, OutboxTask
+from workers.tasks.attempt import Attempt, ComeBackLater, OutboxTask
 
 #: A call finding its vendor's slots taken comes back after this, plus up to as much again at random
 #: (so the waiting calls do not come back together): a slot frees when one of the vendor's calls ends.
 CALL_SLOT_WAIT_S = 1.0
 _rng = random.SystemRandom()
-W = TypeVar("W")
+X = TypeVar("X")
 R = TypeVar("R")
 
 
-class VendorCall(OutboxTask[W, R]):
+class VendorCall(OutboxTask[tuple[Provider, X], R]):
     """An outbox task whose ``claim`` locks the task (``self.task``), so the vendor is known before
-    the delivery is counted: a call that must wait for a slot leaves nothing behind but a retry."""
+    the delivery is counted: a call that must wait for a slot leaves nothing behind but a retry.
+    Its work is the provider and what to send it (``X``)."""
 
     task: ExternalTask | None = None  # locked with the row, at each stage
     _slot: str | None = None  # the provider whose slot this delivery holds
@@ -44,3 +47,14 @@ class VendorCall(OutboxTask[W, R]):
         if self._slot is not None:
             ctx.call_slots.give_back(self._slot)
             self._slot = None
+
+    def before_call(
+        self, ctx: Liaison, session: Session, attempt: Attempt[tuple[Provider, X]]
+    ) -> Attempt[tuple[Provider, X]]:
+        """The call's rate slot in the start transaction, which commits it with the count (one
+        commit, not two), when the limiter keeps its slots in this database; refused, it raises
+        ``RateLimited``. Last in the start, so the ``rate_limits`` row is locked only for its commit."""
+        provider, what = attempt.work
+        if not isinstance(provider, RateLimitedProvider) or (decision := provider.take_in(session)) is None:
+            return attempt
+        return replace(attempt, work=(provider.prepaid(decision), what))
