@@ -8,7 +8,8 @@ atomically to one number per key:
   again. The default when the broker is Redis.
 - ``DatabaseLimiter``: a ``rate_limits`` row upserted by one conditional statement
   (``models.rate_limits.take``), in a short transaction of its own or in the caller's, committed
-  with its work (``acquire_in``: the submit; ``acquire_with``: a vendor call's start). Fine at the rates a vendor or a domain app is allowed, and it needs no other server.
+  with its work (``acquire_in``: the submit; ``acquire_with``: a vendor call's start). Fine at the
+  rates a vendor or a domain app is allowed, and it needs no other server.
 
 **Fails open.** When the storage cannot be reached, the call is allowed and a warning logged: a
 Redis or database outage must not turn every submit into a 500 (the outbox promises a submit
