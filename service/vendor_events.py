@@ -214,6 +214,38 @@ def _record_and_find_statement() -> Any:
     return select(ExternalTask, found.selected_columns.inbox_id).from_statement(found)
 
 
+def _task_or_orphan(
+    session: Session, source: str, message_id: str, event: VendorEvent, now: datetime
+) -> ExternalTask | None:
+    """PostgreSQL, under the job's lock: :func:`_task_for_job` again, and the event kept as an
+    orphan when it still finds nothing, in one statement (a data-modifying WITH)."""
+    params = {
+        "source": source,
+        "job_id": event.job_id,
+        "message_id": message_id,
+        "payload": event.as_payload(),
+        "received_at": now,
+    }
+    return session.scalar(_task_or_orphan_statement(), params)
+
+
+@cache
+def _task_or_orphan_statement() -> Any:
+    listed = ", ".join(c.name for c in _FOUND_COLUMNS)
+    found = upsert(
+        f"WITH task AS (SELECT {listed} FROM external_tasks"
+        " WHERE provider = :source AND vendor_job_id = :job_id FOR NO KEY UPDATE),"
+        " orphan AS (INSERT INTO orphan_events (source, message_id, vendor_job_id, payload, received_at, state)"
+        " SELECT :source, :message_id, :job_id, :payload, :received_at, 'open'"
+        " WHERE NOT EXISTS (SELECT 1 FROM task) RETURNING id)"
+        f" SELECT {', '.join('task.' + c.name for c in _FOUND_COLUMNS)}"
+        " FROM (SELECT 1) AS one LEFT JOIN task ON true",
+        payload=OrphanEvent.payload.type,
+        received_at=OrphanEvent.received_at.type,
+    ).columns(*_FOUND_COLUMNS)
+    return select(ExternalTask).from_statement(found)
+
+
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
     """Store and apply one verified vendor event, at most once per (source, message_id)."""
     if session.get_bind().dialect.name == "postgresql":
@@ -227,9 +259,12 @@ def receive_event(session: Session, source: str, message_id: str, event: VendorE
     else:
         task = _task_for_job(session, source, event.job_id)
     if task is None and lock_job(session, source, event.job_id):
-        # The submission may be setting this job id right now: once it has committed, look again.
-        # Only a miss takes the lock: a task found under its row lock is settled already.
-        task = _task_for_job(session, source, event.job_id)
+        # The submission may be setting this job id right now: once it has committed, look again
+        # (a statement of its own: its snapshot must be taken after the lock). Only a miss takes the
+        # lock: a task found under its row lock is settled already.
+        task = _task_or_orphan(session, source, message_id, event, now)
+        if task is None:
+            return EventResult("orphan")
     if task is None:
         session.add(
             OrphanEvent(
