@@ -196,18 +196,21 @@ def _record_and_find(
 
 #: the columns :func:`_task_for_job` loads (not the payloads)
 _FOUND_COLUMNS = tuple(c for c in ExternalTask.__table__.columns if c.key not in ("input", "outcome"))
+#: :func:`_task_for_job` as a WITH's ``task``, and its columns as the outer SELECT lists them
+_TASK_CTE = (
+    f"task AS (SELECT {', '.join(c.name for c in _FOUND_COLUMNS)} FROM external_tasks"
+    " WHERE provider = :source AND vendor_job_id = :job_id FOR NO KEY UPDATE)"
+)
+_TASK_SELECTED = ", ".join("task." + c.name for c in _FOUND_COLUMNS)
 
 
 @cache
 def _record_and_find_statement() -> Any:
-    listed = ", ".join(c.name for c in _FOUND_COLUMNS)
     found = upsert(
         "WITH inbox AS (INSERT INTO processed_messages (source, message_id, message_type, processed_at)"
         " VALUES (:source, :message_id, :message_type, :processed_at)"
-        " ON CONFLICT (source, message_id) DO NOTHING RETURNING id),"
-        f" task AS (SELECT {listed} FROM external_tasks"
-        " WHERE provider = :source AND vendor_job_id = :job_id FOR NO KEY UPDATE)"
-        f" SELECT {', '.join('task.' + c.name for c in _FOUND_COLUMNS)}, inbox.id AS inbox_id"
+        f" ON CONFLICT (source, message_id) DO NOTHING RETURNING id), {_TASK_CTE}"
+        f" SELECT {_TASK_SELECTED}, inbox.id AS inbox_id"
         " FROM (SELECT 1) AS one LEFT JOIN inbox ON true LEFT JOIN task ON true",
         processed_at=ProcessedMessage.processed_at.type,
     ).columns(*_FOUND_COLUMNS, column("inbox_id", BigInteger))
@@ -231,15 +234,12 @@ def _task_or_orphan(
 
 @cache
 def _task_or_orphan_statement() -> Any:
-    listed = ", ".join(c.name for c in _FOUND_COLUMNS)
     found = upsert(
-        f"WITH task AS (SELECT {listed} FROM external_tasks"
-        " WHERE provider = :source AND vendor_job_id = :job_id FOR NO KEY UPDATE),"
+        f"WITH {_TASK_CTE},"
         " orphan AS (INSERT INTO orphan_events (source, message_id, vendor_job_id, payload, received_at, state)"
         " SELECT :source, :message_id, :job_id, :payload, :received_at, 'open'"
         " WHERE NOT EXISTS (SELECT 1 FROM task) RETURNING id)"
-        f" SELECT {', '.join('task.' + c.name for c in _FOUND_COLUMNS)}"
-        " FROM (SELECT 1) AS one LEFT JOIN task ON true",
+        f" SELECT {_TASK_SELECTED} FROM (SELECT 1) AS one LEFT JOIN task ON true",
         payload=OrphanEvent.payload.type,
         received_at=OrphanEvent.received_at.type,
     ).columns(*_FOUND_COLUMNS)
