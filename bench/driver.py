@@ -46,7 +46,7 @@ class RunResult:
     commits: int = 0
     usage: dict[str, Usage] = field(default_factory=dict)
     driver_cpu_s: float = 0.0
-    top_statements: list[tuple[int, str]] = field(default_factory=list)
+    top_statements: list[tuple[int, float, str]] = field(default_factory=list)
 
     @property
     def lost(self) -> int:
@@ -92,15 +92,18 @@ class PgCounters:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def top(self, limit: int) -> list[tuple[int, str]]:
-        """The ``limit`` statements called most since reset: (calls, query text, abridged)."""
+    def top(self, limit: int) -> list[tuple[int, float, str]]:
+        """The ``limit`` statements that took the server longest since reset: (calls, total execution
+        ms, query text abridged). Execution time is the server's work for the statement, without
+        its parse and protocol round trip, so it tells which statements to make cheaper, not how
+        much a round trip saved would."""
         rows = self.conn.execute(
-            "SELECT s.calls, CASE WHEN s.toplevel THEN '' ELSE '(nested) ' END || s.query"
+            "SELECT s.calls, s.total_exec_time, CASE WHEN s.toplevel THEN '' ELSE '(nested) ' END || s.query"
             " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
-            " WHERE d.datname = %s ORDER BY s.calls DESC LIMIT %s",
+            " WHERE d.datname = %s ORDER BY s.total_exec_time DESC LIMIT %s",
             [self.database, limit],
         ).fetchall()
-        return [(int(calls), " ".join(query.split())[:150]) for calls, query in rows]
+        return [(int(calls), float(ms), " ".join(query.split())[:150]) for calls, ms, query in rows]
 
     def statements(self) -> tuple[int, int, int]:
         """(statements, nested statements, COMMIT statements) since reset. Statements are those the

@@ -45,8 +45,8 @@ def run_table(r: RunResult) -> str:
             )
     lines.append(f"    {'driver':<12}{r.driver_cpu_s:9.2f}{r.driver_cpu_s * 1000 / jobs:9.2f}")
     if r.top_statements:
-        lines.append(f"  {'calls/job':>11}  most called statements (pg_stat_statements)")
-        lines += [f"  {calls / jobs:11.2f}  {query}" for calls, query in r.top_statements]
+        lines.append(f"  {'calls/job':>11}{'ms/job':>8}  statements that took PostgreSQL longest (pg_stat_statements)")
+        lines += [f"  {calls / jobs:11.2f}{ms / jobs:8.3f}  {query}" for calls, ms, query in r.top_statements]
     return "\n".join(lines)
 
 
