@@ -14,7 +14,6 @@ row the change finishes, the same way (:func:`insert_event_with`).
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import Insert, Table, TextClause, Update, bindparam, insert, inspect, text, update
@@ -23,6 +22,7 @@ from sqlalchemy.orm import InstanceState, Session, make_transient_to_detached
 from models.base import utcnow
 from models.messages import OutboxMessage
 from models.publishing import note_inserted, stamp_unflushed
+from models.statements import built_once
 from models.task import ExternalTask, TaskEvent
 
 _OUTBOX = cast("Table", OutboxMessage.__table__)
@@ -194,7 +194,7 @@ def _event_insert() -> Insert:
     )
 
 
-@cache
+@built_once
 def _event_statement(shape: tuple[tuple[str, tuple[str, ...]], ...]) -> Insert:
     """:func:`insert_event_with`'s statement, built once per shape (which tables, which columns)."""
     statement = _event_insert()
@@ -203,7 +203,7 @@ def _event_statement(shape: tuple[tuple[str, tuple[str, ...]], ...]) -> Insert:
     return statement
 
 
-@cache
+@built_once
 def _statement(task_columns: tuple[str, ...]) -> Insert:
     """Built once per set of task columns changed (a few shapes: accepted, completed …)."""
     event = _event_insert()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import BigInteger, Select, and_, bindparam, case, func, select, text
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Session
 from core.fair_share import CLIENT_BACKLOG, CONCURRENCY_KEY, VENDOR_CAPACITY, DispatchPolicy, rank
 from foundation import metrics
 from models.client import Client
+from models.statements import built_once
 from models.task import OPEN, RELEASED_OPEN, ExternalTask
 from service.dispatch import lock_releases, open_at_vendor, policy_of, release_lock_key
 
@@ -143,7 +143,7 @@ _LOCK_CLIENT_THEN_RELEASES = select(func.pg_advisory_xact_lock(bindparam("key", 
 )
 
 
-@cache
+@built_once
 def _client_counts() -> Select[Any]:
     """(on its way, waiting) of one client for one provider: its window and its queue."""
     released = "dispatched_at IS NOT NULL"
@@ -157,7 +157,7 @@ def _client_counts() -> Select[Any]:
     )
 
 
-@cache
+@built_once
 def _client_load() -> Select[Any]:
     """:func:`_client_counts` and the client's open tasks, in one scan of those (the partial index
     of its open tasks: its requested ones are among them)."""
@@ -169,12 +169,12 @@ def _client_load() -> Select[Any]:
     )
 
 
-@cache
+@built_once
 def _client_open() -> Select[Any]:
     return select(func.count()).where(ExternalTask.client_id == bindparam("client_id"), text(OPEN))
 
 
-@cache
+@built_once
 def _open_with_key() -> Select[Any]:
     return (
         select(func.count())

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import BigInteger, Select, Table, Text, and_, bindparam, cast, func, insert, select, update
@@ -22,6 +21,7 @@ from models.client import Client
 from models.endpoint_health import EndpointHealth
 from models.leases import TWO_FREE, give_back_statement, slot_rounds, take_rounds, two_free_params
 from models.messages import OutboxMessage
+from models.statements import built_once
 from models.task import ExternalTask, TaskEvent
 from service import dispatch
 from service.ordering import held_by
@@ -95,7 +95,7 @@ def claim_counted_outbox_and_task(
     return None if found is None else _claimed(found, with_input)  # None: gone, or done already
 
 
-@cache
+@built_once
 def _counted_claim_statement(with_input: bool) -> Select[Any]:
     outbox = _table(OutboxMessage)
     counted = (
@@ -108,12 +108,12 @@ def _counted_claim_statement(with_input: bool) -> Select[Any]:
     return _row_and_task(aliased(OutboxMessage, counted), with_input).with_for_update(of=ExternalTask, key_share=True)
 
 
-@cache
+@built_once
 def _claim_statement() -> Select[tuple[OutboxMessage]]:
     return select(OutboxMessage).where(OutboxMessage.id == bindparam("outbox_id")).with_for_update()
 
 
-@cache
+@built_once
 def _claim_with_task_statement(
     with_input: bool, lock_job: bool = False, queued_scope: bool | None = None
 ) -> Select[Any]:
@@ -176,7 +176,7 @@ def lock_task(session: Session, task_id: int) -> ExternalTask:
     return session.scalars(_lock_task_statement(), {"task_id": task_id}).one()
 
 
-@cache
+@built_once
 def _lock_task_statement() -> Select[tuple[ExternalTask]]:
     return (
         select(ExternalTask)
@@ -228,7 +228,7 @@ def finish_delivered(
     return session.scalars(_finish_delivered_statement(), params).one_or_none()
 
 
-@cache
+@built_once
 def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
     outbox = _table(OutboxMessage)
     events = _table(TaskEvent)
@@ -346,7 +346,7 @@ def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
     )
 
 
-@cache
+@built_once
 def _relay_statement() -> Select[Any]:
     """:func:`claim_relay`'s statement, built once: constructing it (and its cache key) on every call
     cost more CPU than running it."""
@@ -382,7 +382,7 @@ def channel_client(session: Session, row: OutboxMessage) -> tuple[Client | None,
     return session.get(Client, row.payload.get("client_id")), None
 
 
-@cache
+@built_once
 def _client_of_task() -> Select[tuple[Client, str | None]]:
     return (
         select(Client, ExternalTask.traceparent)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
@@ -15,6 +14,7 @@ from sqlalchemy.orm import Session
 from core.origins import MAX_ORIGINS, BadOrigin, normalize_origin, within
 from models.base import utcnow
 from models.client import ApiKey, Client, display_prefix, generate_api_key, hash_api_key
+from models.statements import built_once
 from webhooks.signing import generate_secret
 from wire.channel_messages import CHANNELS, channel_name_problem
 
@@ -70,7 +70,7 @@ def authenticate(session: Session, api_key: str) -> Client | None:
     return session.scalar(_authenticate_statement(), {"key_hash": hash_api_key(api_key)})
 
 
-@cache
+@built_once
 def _authenticate_statement() -> Select[tuple[Client]]:
     """Built once (every API request runs it): building a statement costs more than running it."""
     return (

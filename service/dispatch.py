@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from functools import cache
 from itertools import zip_longest
 from typing import Any
 
@@ -40,6 +39,7 @@ from foundation import metrics
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
+from models.statements import built_once
 from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
 
 POLICY = "liaison.dispatch_policy"
@@ -195,7 +195,7 @@ _RELEASE = (
 )
 
 
-@cache
+@built_once
 def open_at_vendor() -> Select[Any]:
     """How many released tasks of a provider are open at the vendor: what its capacity is spent on."""
     return (
@@ -205,7 +205,7 @@ def open_at_vendor() -> Select[Any]:
     )
 
 
-@cache
+@built_once
 def _open_by_key() -> Select[Any]:
     return (
         select(ExternalTask.concurrency_key, func.count())
@@ -261,7 +261,7 @@ def _noted(session: Session, provider: str, client_id: int | None) -> bool | Non
 _NOTED = "liaison.queued_noted"
 
 
-@cache
+@built_once
 def _any_queued(one_client: bool) -> Select[Any]:
     query = select(ExternalTask.id).where(ExternalTask.provider == bindparam("provider"), text(QUEUED))
     if one_client:
@@ -269,7 +269,7 @@ def _any_queued(one_client: bool) -> Select[Any]:
     return query.limit(1)
 
 
-@cache
+@built_once
 def _candidates(one_client: bool) -> Select[Any]:
     """Per client with queued tasks for the provider: weight, open jobs, on its way, waiting, first rank."""
     queued = (
@@ -313,7 +313,7 @@ def _candidates(one_client: bool) -> Select[Any]:
     )
 
 
-@cache
+@built_once
 def _ranked() -> Select[Any]:
     return (
         select(ExternalTask.id, ExternalTask.concurrency_key)

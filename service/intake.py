@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import Select, bindparam, or_, select
@@ -17,6 +16,7 @@ from sqlalchemy.orm import Session
 from core.states import State
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
+from models.statements import built_once
 from models.task import ExternalTask, new_reference
 from service import admission, dispatch
 from service.errors import ServiceError
@@ -165,7 +165,7 @@ def _earlier(
     return None
 
 
-@cache
+@built_once
 def _earlier_statement(with_key: bool) -> Select[tuple[ExternalTask]]:
     """:func:`submit_task`'s look for an earlier request, built once per shape. Hot statements are
     built once and reused with bound parameters: building one (and its cache key) on every call

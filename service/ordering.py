@@ -19,7 +19,6 @@ Each function runs in the caller's transaction.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 from sqlalchemy import ColumnElement, ScalarSelect, Select, bindparam, or_, select, update
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Session, aliased
 
 from models.messages import OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
+from models.statements import built_once
 from models.task import record_event
 
 #: ``parked_reason`` of a relay held until an earlier relay of its task is settled.
@@ -140,7 +140,7 @@ def earlier_channel_rows(session: Session, row: OutboxMessage) -> list[datetime 
     return list(found) or None
 
 
-@cache
+@built_once
 def _earlier_channel_statement() -> Select[tuple[datetime | None]]:
     return select(OutboxMessage.next_attempt_at).where(
         OutboxMessage.task_id == bindparam("task_id"),

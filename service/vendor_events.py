@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import BigInteger, Select, bindparam, column, select
@@ -20,6 +19,7 @@ from core.states import EventType, State, decide
 from models.attention import OrphanEvent
 from models.base import upsert
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
+from models.statements import built_once
 from models.task import ExternalTask, record_event
 from service.claims import WITHOUT_PAYLOAD, lock_job, lock_task
 from service.incidents import IncidentKind, resolve_open
@@ -81,7 +81,7 @@ def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[Ou
     return out
 
 
-@cache
+@built_once
 def _open_orphans_statement() -> Select[tuple[OrphanEvent]]:
     """Built once, reused with bound parameters (as every statement of the hot paths here is):
     building a statement and its cache key on every call cost more CPU than running it."""
@@ -127,7 +127,7 @@ def _task_for_job(session: Session, source: str, job_id: str) -> ExternalTask | 
     return session.scalar(_task_for_job_statement(), {"source": source, "job_id": job_id})
 
 
-@cache
+@built_once
 def _task_for_job_statement() -> Select[tuple[ExternalTask]]:
     return (
         select(ExternalTask)
@@ -175,7 +175,7 @@ def _task_id_for_job(session: Session, source: str, job_id: str) -> int | None:
     return session.scalar(_task_id_for_job_statement(), {"source": source, "job_id": job_id})
 
 
-@cache
+@built_once
 def _task_id_for_job_statement() -> Select[tuple[int]]:
     return select(ExternalTask.id).where(
         ExternalTask.provider == bindparam("source"), ExternalTask.vendor_job_id == bindparam("job_id")
@@ -204,7 +204,7 @@ _TASK_CTE = (
 _TASK_SELECTED = ", ".join("task." + c.name for c in _FOUND_COLUMNS)
 
 
-@cache
+@built_once
 def _record_and_find_statement() -> Any:
     found = upsert(
         "WITH inbox AS (INSERT INTO processed_messages (source, message_id, message_type, processed_at)"
@@ -232,7 +232,7 @@ def _task_or_orphan(
     return session.scalar(_task_or_orphan_statement(), params)
 
 
-@cache
+@built_once
 def _task_or_orphan_statement() -> Any:
     found = upsert(
         f"WITH {_TASK_CTE},"
