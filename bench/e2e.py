@@ -147,7 +147,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=4000, help="ingest: requests per case (default 4000)")
     parser.add_argument("--driver-procs", type=int, default=2, help="ingest: driver processes (default 2)")
     parser.add_argument(
-        "--top-statements", type=int, default=0, help="print the N SQL statements that took PostgreSQL longest in each run"
+        "--top-statements",
+        type=int,
+        default=0,
+        help="print the N SQL statements that took PostgreSQL longest in each run",
     )
     parser.add_argument("--keep-logs", action="store_true", help="keep the process logs (always kept on failure)")
     args = parser.parse_args()
