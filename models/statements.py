@@ -8,12 +8,13 @@ threads compiling a new statement at once (a threads-pool worker taking a backlo
 relay's 64 threads) can read a half-built index, leave a column of a CTE unadapted, select it from
 the table as well (a cartesian product), and keep that compiled form in the engine's cache for the
 life of the process. In ``bench/e2e.py`` one relay worker failed every relay's record this way
-(``MultipleResultsFound`` from ``service.claims.finish_delivered``) until it was restarted;
-``tests/unit/test_statements.py`` reproduces it. Compiled once before it is shared, a statement's
-indexes are full, and later compiles only read them.
+(``MultipleResultsFound`` from ``service.claims.finish_delivered``) until it was restarted.
+Compiled once before it is shared, a statement's indexes are full, and later compiles only read
+them (``tests/unit/test_statements.py`` compiles warmed statements from eight threads at once).
 
-Statements written out as text (``models.base.upsert``) or over one table adapt nothing and need no
-warming; those with a CTE, an alias, a subquery or ``from_statement`` do. Hot statements are built
+Statements written out as text (``models.base.upsert``) or over one table (an ``IN`` subquery of
+it included) adapt no column and are built at import; those that adapt columns (a CTE's, an
+``aliased()`` entity's, ``from_statement``) are built by a :func:`built_once` builder. Hot statements are built
 once anyway (building one, and its cache key, on every call costs more CPU than running it).
 """
 
