@@ -18,8 +18,10 @@ Per call it prints the CPU time of this process (ms; the stub vendor and domain 
 and count), the SQL statements sent, and the Python function calls made on the calling thread
 (the stubs' threads are not counted), with the calls of every step by package. CPU time on a shared
 host drifts by a fifth within minutes; the call counts repeat exactly, so they are what tells a
-change in the code's own work from the machine's. The PostgreSQL server's CPU is not in any figure
-(``bench/e2e.py`` has it). Celery task bodies are called in this process, not through a worker:
+change in the code's own work from the machine's. The PostgreSQL server's CPU (``pg ms``) is that of
+the bench's own cluster while the step runs, read from ``/proc/<pid>/schedstat`` (nanoseconds): one
+step at a time, with nothing else on the server, so it is the server's work for that step alone
+(``bench/e2e.py`` has it under load). Celery task bodies are called in this process, not through a worker:
 the task's code, not Celery's, is measured (the broker still receives every publish). Nothing here
 is a test; nothing asserts a figure (docs/benchmarks.md, "Step 3", reads them).
 """
@@ -27,6 +29,7 @@ is a test; nothing asserts a figure (docs/benchmarks.md, "Step 3", reads them).
 from __future__ import annotations
 
 import argparse
+import functools
 import pstats
 import sys
 from collections import Counter
@@ -35,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.environment import PG_SETTINGS
-from bench.hot_paths_meter import STEPS, Meter
+from bench.hot_paths_meter import STEPS, Meter, server_cpu_seconds
 from bench.hot_paths_pipelines import run_liaison, run_naive, stub_server
 from bench.postgres_cluster import PostgresCluster
 from bench.services import RedisServer
@@ -54,28 +57,30 @@ def main() -> None:
     args = parser.parse_args()
 
     with PostgresCluster(PG_SETTINGS) as pg, RedisServer() as redis, stub_server() as stub:
+        assert pg.pid is not None
+        server_cpu = functools.partial(server_cpu_seconds, pg.pid)
         meters = {}
         if args.only != "naive":
-            meters["liaison"] = run_liaison(args, pg.create_database("hot_liaison"), redis.url, stub)
+            meters["liaison"] = run_liaison(args, pg.create_database("hot_liaison"), redis.url, stub, server_cpu)
         if args.only != "liaison":
-            meters["naive"] = run_naive(args, pg.create_database("hot_naive"), redis.url, stub)
+            meters["naive"] = run_naive(args, pg.create_database("hot_naive"), redis.url, stub, server_cpu)
     report(args, meters)
 
 
 def report(args: argparse.Namespace, meters: dict[str, Meter]) -> None:
-    print(f"{args.jobs} jobs each, after a warm-up; CPU of this process per call (ms) and statements per call;")
-    print(f"Python function calls per call, counted over {args.count_jobs} more jobs")
+    print(f"{args.jobs} jobs each, after a warm-up; per call: CPU ms of this process (CPU), of the PostgreSQL")
+    print(f"server (pg), and statements; Python function calls per call, counted over {args.count_jobs} more jobs")
     names = list(meters)
-    print("  " + f"{'step':12}" + "".join(f" | {name:>8} CPU ms  stmts  py calls" for name in names))
+    print("  " + f"{'step':12}" + "".join(f" | {name:>8} CPU ms  pg ms  stmts  py calls" for name in names))
     for step in (*STEPS, "per job"):
         line = f"  {step:12}"
         for name in names:
             meter = meters[name]
             if step == "per job":
-                cpu, stmts, calls = meter.per_job(args)
+                cpu, server, stmts, calls = meter.per_job(args)
             else:
-                cpu, stmts, calls = meter.per_call(step)
-            line += f" | {cpu:15.3f} {stmts:6.1f} {calls:9.0f}"
+                cpu, server, stmts, calls = meter.per_call(step)
+            line += f" | {cpu:15.3f} {server:6.3f} {stmts:6.1f} {calls:9.0f}"
         print(line)
     print("\nPython calls per job by the package whose code ran them (werkzeug: the test client and the views)")
     modules = Counter[str]()

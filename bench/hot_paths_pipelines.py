@@ -71,7 +71,9 @@ def jobs(args: argparse.Namespace, meter: Meter, one_job: Callable[[int], None])
         one_job(n)
 
 
-def run_liaison(args: argparse.Namespace, database_url: str, broker_url: str, stub: str) -> Meter:
+def run_liaison(
+    args: argparse.Namespace, database_url: str, broker_url: str, stub: str, server_cpu: Callable[[], float]
+) -> Meter:
     from alembic import command
 
     from app import create_app
@@ -105,7 +107,7 @@ def run_liaison(args: argparse.Namespace, database_url: str, broker_url: str, st
         _, key, _ = create_client(session, "bench", f"http://{stub}/cb")
     headers = {"Authorization": f"Bearer {key.api_key}", "Content-Type": "application/json"}
     client = app.test_client()
-    meter = Meter(args.profile)
+    meter = Meter(args.profile, server_cpu)
     event.listen(ctx.db.engine, "before_cursor_execute", meter.on_statement)
 
     def pending(kind: str, cid: str) -> list[int]:
@@ -149,7 +151,9 @@ def run_liaison(args: argparse.Namespace, database_url: str, broker_url: str, st
     return meter
 
 
-def run_naive(args: argparse.Namespace, database_url: str, broker_url: str, stub: str) -> Meter:
+def run_naive(
+    args: argparse.Namespace, database_url: str, broker_url: str, stub: str, server_cpu: Callable[[], float]
+) -> Meter:
     """The naive pipeline of bench/naive/, its views and task bodies called the same way."""
     import os
 
@@ -173,7 +177,7 @@ def run_naive(args: argparse.Namespace, database_url: str, broker_url: str, stub
     metadata.create_all(engine())
     client = create_app().test_client()
     headers = {"Authorization": "Bearer naive-key", "Content-Type": "application/json"}
-    meter = Meter(None)
+    meter = Meter(None, server_cpu)
     event.listen(engine(), "before_cursor_execute", meter.on_statement)
 
     def webhook(body: dict[str, Any]) -> None:

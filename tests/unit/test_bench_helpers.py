@@ -5,9 +5,13 @@ as a test (it measures; it does not pass or fail)."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
+from bench.hot_paths_meter import server_cpu_seconds
 from bench.procs import CLOCK_TICKS, parse_stat, parse_status_kb, percentile, procfile
 from bench.stacks import NAIVE_WORKERS, PROCFILE, naive_web_command, worker_commands
 
@@ -57,3 +61,18 @@ def test_second_worker_host_gets_node_names_of_its_own() -> None:
     assert "worker@%h" in two[0][1] and "worker@host1" in two[2][1] and "relay@host1" in two[3][1]
     assert "calls@host1" in worker_commands(2)[4][1]
     assert worker_commands(0) == []
+
+
+def test_server_cpu_counts_a_process_tree_that_works_in_nanoseconds() -> None:
+    """bench/hot_paths.py reads the PostgreSQL cluster's CPU around each step: a parent's and its
+    live children's run time, at a resolution far finer than /proc's 10 ms ticks."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        before = server_cpu_seconds(os.getpid())
+        sum(range(200_000))  # well under one 10 ms tick of CPU
+        after = server_cpu_seconds(os.getpid())
+        assert 0 < after - before < 1
+        alone = server_cpu_seconds(child.pid)
+        assert 0 < alone <= after  # the child's own time is part of its parent's tree
+    finally:
+        child.communicate(b"")
