@@ -43,9 +43,18 @@ SECRET_VALUES = (
 )
 
 
+#: A text none of whose pieces occur cannot match any of ``SECRET_VALUES`` (each needs one of them):
+#: one search instead of five substitutions for almost every string of almost every line (an access
+#: log line cost 32 µs to redact, 6 with this). It must keep up with ``SECRET_VALUES``; a property
+#: test (tests/unit/test_observability_logging.py) holds the two to the same result.
+MAYBE_SECRET = re.compile(r"whsec_|lk_|(?i:bearer)|v1,|://")
+
+
 def redact(value: Any) -> Any:
     """A copy of ``value`` with secret-looking strings masked, recursing into containers."""
     if isinstance(value, str):
+        if MAYBE_SECRET.search(value) is None:
+            return value
         for pattern, replacement in SECRET_VALUES:
             value = pattern.sub(replacement, value)
         return value
