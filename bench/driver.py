@@ -44,6 +44,7 @@ class RunResult:
     nested_statements: int = 0
     commit_statements: int = 0
     commits: int = 0
+    sessions: int = 0  # connections the pipeline opened (pg_stat_database.sessions)
     usage: dict[str, Usage] = field(default_factory=dict)
     driver_cpu_s: float = 0.0
     top_statements: list[tuple[int, float, str]] = field(default_factory=list)
@@ -84,13 +85,14 @@ class PgCounters:
 
     def reset(self) -> None:
         self.conn.execute("SELECT pg_stat_statements_reset()")
-        self.commits0 = self._commits()
+        self.commits0, self.sessions0 = self._database_counts()
 
-    def _commits(self) -> int:
+    def _database_counts(self) -> tuple[int, int]:
+        """(xact_commit, sessions) of the database: committed transactions, and connections made."""
         row = self.conn.execute(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [self.database]
+            "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = %s", [self.database]
         ).fetchone()
-        return int(row[0]) if row else 0
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def top(self, limit: int) -> list[tuple[int, float, str]]:
         """The ``limit`` statements that took the server longest since reset: (calls, total execution
@@ -118,16 +120,19 @@ class PgCounters:
         ).fetchone()
         return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
-    def commits(self) -> int:
-        """Server commits since reset: pg_stat_database's xact_commit, every committed transaction,
-        including the empty-statement ping SQLAlchemy's ``pool_pre_ping`` sends at each pool
-        checkout (pg_stat_statements does not record it). Call it once the pipeline has stopped:
-        a backend publishes its counts lazily (up to 10 s after going idle), but always on exit."""
+    def commits_and_sessions(self) -> tuple[int, int]:
+        """Server commits and connections opened since reset, from pg_stat_database: xact_commit is
+        every committed transaction, including the empty-statement ping SQLAlchemy's
+        ``pool_pre_ping`` sends at a pool checkout (pg_stat_statements does not record it);
+        sessions counts every connection made, so a pool that opens and closes connections under
+        load shows. Call it once the pipeline has stopped: a backend publishes its counts lazily
+        (up to 10 s after going idle), but always on exit."""
         deadline = time.monotonic() + 30
         query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
         while (row := self.conn.execute(query, [self.database]).fetchone()) and row[0] and time.monotonic() < deadline:
             time.sleep(0.1)
-        return self._commits() - self.commits0
+        commits, sessions = self._database_counts()
+        return commits - self.commits0, sessions - self.sessions0
 
     def close(self) -> None:
         self.conn.close()
@@ -243,7 +248,7 @@ def run_jobs(
     result.statements, result.nested_statements, result.commit_statements = counters.statements()
     result.top_statements = counters.top(top_statements)
     stack.stop()
-    result.commits = counters.commits()
+    result.commits, result.sessions = counters.commits_and_sessions()
     counters.close()
     result.usage = {
         kind: Usage(after[kind].cpu_s - before[kind].cpu_s, after[kind].peak_rss_kb, after[kind].processes)

@@ -34,6 +34,7 @@ def run_table(r: RunResult) -> str:
         f"  {'nested statements / job':<34}{r.nested_statements / jobs:10.1f}   (foreign-key checks, triggers)",
         f"  {'commits / job':<34}{r.commit_statements / jobs:10.1f}   (COMMIT statements)",
         f"  {'server commits / job':<34}{r.commits / jobs:10.1f}   (xact_commit: also each pool pre-ping)",
+        f"  {'connections opened / job':<34}{r.sessions / jobs:10.2f}   (sessions: each a new PostgreSQL backend)",
         f"  {'CPU ms / job (web+worker+pg+broker)':<34}{cpu_ms_per_job(r):10.1f}",
         f"  {'process kind':<14}{'CPU s':>9}{'ms/job':>9}{'procs':>7}{'peak RSS MB':>13}",
     ]
