@@ -88,9 +88,21 @@ SQLITE_BUSY_S = 30
 PING_AFTER_IDLE_S = 5.0
 
 
+#: PostgreSQL connections one process keeps and holds at once. SQLAlchemy's default pool keeps 5 and
+#: opens up to 10 more under load, closing each of those when it is handed back: a threaded worker
+#: (the Procfile's calls and relay lines) whose threads overlap in the database more than 5 at a
+#: time opened and closed a connection every few jobs, and each is a new PostgreSQL backend (a fork,
+#: its caches filled again, every statement parsed again before psycopg prepares it): in
+#: bench/e2e.py, 0.1-0.2 connections per job and 1.5-2.3 ms of PostgreSQL CPU per job. The same 15
+#: at most, kept once opened, cost none of that. The pool opens them on demand, so a process whose
+#: threads never overlap (a prefork child, the web's four threads) holds no more than it did; a
+#: thread beyond the 15 waits for one (``pool_timeout``), as it did past 5 + 10.
+POOL_SIZE = 15
+
+
 def _make_engine(url: str, echo: bool) -> Engine:
     if not url.startswith("sqlite"):
-        engine = create_engine(url, echo=echo)
+        engine = create_engine(url, echo=echo, pool_size=POOL_SIZE, max_overflow=0)
         _ping_idle_connections(engine)
         return engine
     ensure_private_sqlite_file(url)

@@ -5,12 +5,14 @@ a moment later (workers.tasks.attempt). Pooled connections are pinged only after
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
 import pytest
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import create_engine, event, select, text
 
+from models.db import Database
 from models.task import ExternalTask
 from tests.integration.stack import Stack
 from tests.support.servers import RecordedRequest
@@ -108,3 +110,34 @@ def test_a_task_whose_connection_died_tries_again_at_once(pair_stack: Stack, cap
 
     assert _state_seen_apart(stack.settings.database_url, cid) == "succeeded"
     assert any("the database is not answering" in r.getMessage() for r in caplog.records)
+
+
+def test_threads_that_overlap_in_the_database_keep_their_connections(postgres_url: str) -> None:
+    """A threaded worker (the Procfile's calls and relay lines) whose threads overlap in the
+    database more than SQLAlchemy's default five kept connections must not open and close one per
+    burst: each is a new PostgreSQL backend. Twelve threads meet inside a transaction, then all
+    hand their connections back before the next burst, round after round: the pool opens twelve
+    connections in the first round and none after."""
+    db = Database(postgres_url)
+    threads, rounds = 12, 5
+    opened = []
+    event.listen(db.engine, "connect", lambda *_: opened.append(1))
+    meet = threading.Barrier(threads)
+
+    def work() -> None:
+        for _ in range(rounds):
+            with db.transaction() as session:
+                session.execute(text("SELECT 1"))
+                meet.wait(timeout=30)  # every thread holds its connection at this moment
+            meet.wait(timeout=30)  # and now none does: a burst is over
+
+    try:
+        workers = [threading.Thread(target=work) for _ in range(threads)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join()
+        assert len(opened) == threads  # SQLAlchemy's default pool: 12 + 7 a round after the first (40)
+        assert db.engine.pool.checkedin() == threads
+    finally:
+        db.dispose()
