@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from sqlalchemy import create_engine, event, select, text
+from sqlalchemy import QueuePool, create_engine, event, select, text
 
 from models.db import Database
 from models.task import ExternalTask
@@ -138,6 +138,7 @@ def test_threads_that_overlap_in_the_database_keep_their_connections(postgres_ur
         for thread in workers:
             thread.join()
         assert len(opened) == threads  # SQLAlchemy's default pool: 12 + 7 a round after the first (40)
-        assert db.engine.pool.checkedin() == threads
+        pool = db.engine.pool
+        assert isinstance(pool, QueuePool) and pool.checkedin() == threads  # all kept, none closed
     finally:
         db.dispose()
