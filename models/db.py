@@ -93,7 +93,7 @@ PING_AFTER_IDLE_S = 5.0
 #: (the Procfile's calls and relay lines) whose threads overlap in the database more than 5 at a
 #: time opened and closed a connection every few jobs, and each is a new PostgreSQL backend (a fork,
 #: its caches filled again, every statement parsed again before psycopg prepares it): in
-#: bench/e2e.py, 0.1-0.2 connections per job and 1.5-2.3 ms of PostgreSQL CPU per job. The same 15
+#: bench/e2e.py, 0.1-0.2 connections per job and 1.1-2.4 ms of PostgreSQL CPU per job. The same 15
 #: at most, kept once opened, cost none of that. The pool opens them on demand, so a process whose
 #: threads never overlap (a prefork child, the web's four threads) holds no more than it did; a
 #: thread beyond the 15 waits for one (``pool_timeout``), as it did past 5 + 10.

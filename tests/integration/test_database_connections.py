@@ -123,13 +123,18 @@ def test_threads_that_overlap_in_the_database_keep_their_connections(postgres_ur
     opened = []
     event.listen(db.engine, "connect", lambda *_: opened.append(1))
     meet = threading.Barrier(threads)
+    failed: list[Exception] = []
 
     def work() -> None:
-        for _ in range(rounds):
-            with db.transaction() as session:
-                session.execute(text("SELECT 1"))
-                meet.wait(timeout=30)  # every thread holds its connection at this moment
-            meet.wait(timeout=30)  # and now none does: a burst is over
+        try:
+            for _ in range(rounds):
+                with db.transaction() as session:
+                    session.execute(text("SELECT 1"))
+                    meet.wait(timeout=30)  # every thread holds its connection at this moment
+                meet.wait(timeout=30)  # and now none does: a burst is over
+        except Exception as exc:  # a thread's failure is the test's (pool timeout, broken barrier)
+            failed.append(exc)
+            meet.abort()
 
     try:
         workers = [threading.Thread(target=work) for _ in range(threads)]
@@ -137,6 +142,7 @@ def test_threads_that_overlap_in_the_database_keep_their_connections(postgres_ur
             thread.start()
         for thread in workers:
             thread.join()
+        assert not failed, failed
         assert len(opened) == threads  # SQLAlchemy's default pool: 12 + 7 a round after the first (40)
         pool = db.engine.pool
         assert isinstance(pool, QueuePool) and pool.checkedin() == threads  # all kept, none closed
