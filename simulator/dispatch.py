@@ -85,13 +85,17 @@ class Dispatcher:
         headers = sign(self._settings.webhook_secret, webhook_id, int(time.time()), body).as_dict()
         headers["Content-Type"] = "application/json"
         try:
-            response = requests.post(
-                url,
-                data=body,
-                headers=headers,
-                timeout=self._settings.webhook_timeout_s,
-                allow_redirects=False,  # a vendor does not follow redirects with a signed POST
-            )
+            with requests.Session() as session:
+                # A vendor's egress is its own: the proxy, CA bundle and ~/.netrc of whoever runs
+                # the simulator (a test process that set HTTP_PROXY for Liaison) are not its route.
+                session.trust_env = False
+                response = session.post(
+                    url,
+                    data=body,
+                    headers=headers,
+                    timeout=self._settings.webhook_timeout_s,
+                    allow_redirects=False,  # a vendor does not follow redirects with a signed POST
+                )
         except requests.RequestException as exc:
             return None, f"{type(exc).__name__}: {exc}"
         status = response.status_code

@@ -16,6 +16,7 @@ from simulator.behaviour import (
     parse_global_config,
     resolve_behaviour,
 )
+from tests.support.listeners import LineRecorder
 from tests.support.servers import CallbackRecorder, RecordedRequest, ServerThread
 from webhooks.signing import generate_secret, verify
 
@@ -262,6 +263,26 @@ def test_duplicate_sends_same_webhook_id(vendor: Vendor) -> None:
         assert len(copies) == 3
         assert len({h.headers["webhook-id"] for h in copies}) == 1
         assert len({h.body for h in copies}) == 1
+
+
+def test_webhooks_ignore_the_proxy_environment_of_the_process_that_runs_the_simulator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A vendor's egress is its own. In the suite the simulator shares a process with tests that
+    set ``HTTP_PROXY`` for Liaison's provider calls; its webhooks must not wander into their proxy.
+    The simulator listens on 127.0.0.2, which ``NO_PROXY`` names, so this test's own calls go direct."""
+    recorder, proxy = CallbackRecorder(), LineRecorder("127.0.0.1")
+    config = {"SIMULATOR_WEBHOOK_SECRET": SECRET, "SIMULATOR_ACCEPT_DELAY_S": 0.05, "SIMULATOR_COMPLETE_DELAY_S": 0.1}
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.2")
+    try:
+        with ServerThread(recorder) as hooks, ServerThread(create_app(config), host="127.0.0.2") as sim:
+            vendor = Vendor(sim.url, recorder, hooks.url + HOOK_PATH)
+            job_id = vendor.submit().json()["job_id"]
+            assert types(vendor.wait_webhooks(job_id, 2)) == ["job.accepted", "job.completed"]
+            assert proxy.lines == []
+    finally:
+        proxy.close()
 
 
 def test_reorder(vendor: Vendor) -> None:
