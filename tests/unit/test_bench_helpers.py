@@ -70,13 +70,14 @@ def test_server_cpu_counts_a_process_tree_that_works_in_nanoseconds() -> None:
     on its next statement; the child here works as a backend does, then waits for its next line."""
     work = "import sys\nfor _ in sys.stdin:\n    sum(range(200_000))\n    print(flush=True)\n"
     child = subprocess.Popen([sys.executable, "-c", work], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert child.stdin is not None and child.stdout is not None
+    stdin, stdout = child.stdin, child.stdout
+    assert stdin is not None and stdout is not None
     try:
 
         def step() -> None:  # one piece of work, well under one 10 ms tick of CPU, then waiting again
-            child.stdin.write("go\n")
-            child.stdin.flush()
-            child.stdout.readline()
+            stdin.write("go\n")
+            stdin.flush()
+            stdout.readline()
 
         step()  # past the interpreter's start
         before = server_cpu_seconds(child.pid)
