@@ -32,8 +32,9 @@ def server_cpu_seconds(postmaster: int) -> float:
     """CPU seconds the live processes of a PostgreSQL cluster (the postmaster and its children: the
     backends, the WAL writer, autovacuum) have run, from ``/proc/<pid>/schedstat``: nanoseconds, where
     ``/proc/<pid>/stat`` counts 10 ms ticks, too coarse for a step that costs the server half a
-    millisecond. A process that exits between two readings takes its time with it; the pool keeps
-    the backends a step uses alive."""
+    millisecond. The kernel brings a task's figure up to date when it stops running, so it is exact
+    for a server between statements and lags for one still running. A process that exits between two
+    readings takes its time with it; the pool keeps the backends a step uses alive."""
     total = 0
     for pid in (postmaster, *child_pids(postmaster)):
         try:
