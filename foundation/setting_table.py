@@ -219,8 +219,9 @@ SECTIONS: tuple[Section, ...] = (
     section(
         "Operator console (issue 11; docs/console.md)",
         Option("LIAISON_CONSOLE_SESSION_S", "console_session_s", integer(60), "28800",
-               "a console sign-in lasts this long (the session cookie is signed with a key derived from "
-               "LIAISON_ADMIN_TOKEN: rotating the token signs everyone out)"),
+               "a console sign-in lasts this long, then its session is refused on the server (sign-out ends "
+               "it sooner, in every web process; rotating LIAISON_ADMIN_TOKEN, which signs the cookie, signs "
+               "everyone out)"),
         Option("LIAISON_FLOWER_URL", "flower_url", TEXT, "",
                "where operators reach Flower, linked from the console's overview; unset = no link"),
     ),

@@ -11,6 +11,7 @@ from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.audit import OperatorEvent
 from models.base import Base
 from models.client import ApiKey, Client
+from models.console_sessions import ConsoleSession
 from models.endpoint_health import EndpointHealth
 from models.heartbeats import BeatHeartbeat
 from models.leases import Lease
@@ -25,6 +26,7 @@ __all__ = [
     "BeatHeartbeat",
     "CallbackEndpoint",
     "Client",
+    "ConsoleSession",
     "DeadLetter",
     "EndpointHealth",
     "ExternalTask",

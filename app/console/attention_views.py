@@ -8,7 +8,7 @@ from functools import partial
 from flask import redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
-from app.console.blueprint import ID, PAGE, act, bp, confirm, stored_json, text_arg
+from app.console.blueprint import ID, PAGE, act, asking, bp, confirm, stored_json, text_arg
 from app.errors import NotFound, ValidationFailed
 from app.session import db_session
 from models.attention import OrphanEvent
@@ -108,7 +108,7 @@ def orphan_attach(orphan_id: int) -> BaseResponse:
 @bp.route(f"/orphans/<{ID}:orphan_id>/discard", methods=["GET", "POST"])
 def orphan_discard(orphan_id: int) -> str | BaseResponse:
     found = _orphan(orphan_id)
-    if request.method == "GET":
+    if asking():
         return confirm("Discard orphan event", f"Discard orphan event {found.id} from {found.source} unapplied?")
     act(discard_orphan_one, orphan_id)
     return redirect(url_for("console.orphan", orphan_id=orphan_id, done="orphan_discarded"))
@@ -130,7 +130,7 @@ def endpoint_enable(endpoint_id: int) -> str | BaseResponse:
     endpoint = console_reads.callback_endpoint(db_session(), endpoint_id)
     if endpoint is None:
         raise NotFound(f"no callback endpoint {endpoint_id}")
-    if request.method == "GET":
+    if asking():
         return confirm(
             "Enable callback endpoint",
             f"Enable {endpoint.url} for {endpoint.client.name} again and release its parked relays?",

@@ -41,6 +41,7 @@ NOTICES = {
     "orphan_discarded": "Orphan event discarded.",
     "enabled": "Callback endpoint enabled; its parked relays are released.",
     "signed_out": "Signed out.",
+    "signed_out_everywhere": "Signed out everywhere: every session under your name has ended.",
 }
 
 
@@ -84,10 +85,25 @@ def _error(exc: ApiError) -> tuple[str, int]:
     return render_template("console/error.html", status=exc.status, title=exc.title, detail=exc.detail), exc.status
 
 
+class NotAPost(ApiError):
+    """An action reached by a method that only reads: nothing is done."""
+
+    status, title = 405, "Method Not Allowed"
+
+
+def asking() -> bool:
+    """Whether an action's address was only asked about (GET, HEAD): show the confirmation. Only a
+    POST acts; Flask answers HEAD on every GET route, so "not GET" is not "POST"."""
+    return request.method != "POST"
+
+
 def act(action: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run an operator action as the signed-in operator; its refusals become the console's errors.
-    The request's read transaction ends first: the action writes in a transaction of its own, which
-    an open read would hold up on SQLite."""
+    Only in a POST (which ``access.load_session`` has checked for the CSRF token): a view that asks
+    the wrong question of the method still acts on nothing. The request's read transaction ends
+    first: the action writes in a transaction of its own, which an open read would hold up on SQLite."""
+    if request.method != "POST":
+        raise NotAPost("an action is a POST from its confirmation form")
     db_session().rollback()
     try:
         return action(liaison().db, *args, utcnow(), actor=access.operator(), **kwargs)
@@ -100,7 +116,7 @@ def act(action: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def confirm(title: str, question: str, **hidden: Any) -> str:
-    """The confirmation page a state change's GET shows; its form POSTs ``hidden`` back."""
+    """The confirmation page a state change's GET (or HEAD) shows; its form POSTs ``hidden`` back."""
     return render_template(
         "console/confirm.html", title=title, question=question, hidden={k: v for k, v in hidden.items() if v}
     )

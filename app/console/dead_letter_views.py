@@ -10,7 +10,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from app.api.admin_params import CHOICES, dead_letter_filter
 from app.console import access
-from app.console.blueprint import ID, PAGE, act, bp, confirm, stored_json
+from app.console.blueprint import ID, PAGE, act, asking, bp, confirm, stored_json
 from app.errors import NotFound, ValidationFailed
 from app.session import db_session
 from models.base import utcnow
@@ -79,7 +79,7 @@ def dead_letter(letter_id: int) -> str:
 @bp.route(f"/dead-letters/<{ID}:letter_id>/replay", methods=["GET", "POST"])
 def dead_letter_replay(letter_id: int) -> str | BaseResponse:
     letter = _letter(letter_id)
-    if request.method == "GET":
+    if asking():
         return confirm(
             "Replay dead letter",
             f"Replay dead letter {letter.id} ({letter.kind}, {letter.fault}) for {letter.correlation_id or '-'}?",
@@ -91,7 +91,7 @@ def dead_letter_replay(letter_id: int) -> str | BaseResponse:
 @bp.route(f"/dead-letters/<{ID}:letter_id>/discard", methods=["GET", "POST"])
 def dead_letter_discard(letter_id: int) -> str | BaseResponse:
     letter = _letter(letter_id)
-    if request.method == "GET":
+    if asking():
         return confirm(
             "Discard dead letter",
             f"Discard dead letter {letter.id} ({letter.kind} for {letter.correlation_id or '-'}) without redoing it?",
@@ -103,7 +103,7 @@ def dead_letter_discard(letter_id: int) -> str | BaseResponse:
 @bp.route("/dead-letters/replay", methods=["GET", "POST"])
 def dead_letters_replay() -> str | BaseResponse:
     flt, args = _letter_filter()
-    if request.method == "GET":
+    if asking():
         matching = console_reads.open_matching(db_session(), flt, utcnow())
         shown = ", ".join(f"{k}={v}" for k, v in sorted(args.items()) if k != "state") or "no filter"
         return confirm(
@@ -111,6 +111,5 @@ def dead_letters_replay() -> str | BaseResponse:
             f"Replay every open dead letter matching {shown}: {matching} now (at most {REPLAY_MATCHING_LIMIT})?",
             **args,
         )
-    db_session().rollback()
-    replayed, skipped = replay_matching(liaison().db, flt, utcnow(), REPLAY_MATCHING_LIMIT, actor=access.operator())
+    replayed, skipped = act(lambda db, now, actor: replay_matching(db, flt, now, REPLAY_MATCHING_LIMIT, actor=actor))
     return redirect(url_for("console.dead_letters", done="replayed_many", replayed=replayed, skipped=skipped))

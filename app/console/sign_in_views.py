@@ -1,5 +1,5 @@
-"""Signing in to the console with the admin token and one's name, and signing out
-(``app.console.access`` keeps the session)."""
+"""Signing in to the console with the admin token and one's name, and signing out, of this browser
+or everywhere (``app.console.access`` keeps the session, ``service.console_sessions`` its row)."""
 
 from __future__ import annotations
 
@@ -30,3 +30,9 @@ def sign_in() -> str | BaseResponse | tuple[str, int]:
 def sign_out() -> BaseResponse:
     access.sign_out()
     return redirect(url_for("console.sign_in", done="signed_out"))
+
+
+@bp.post("/sign-out-everywhere")
+def sign_out_everywhere() -> BaseResponse:
+    access.sign_out_everywhere()
+    return redirect(url_for("console.sign_in", done="signed_out_everywhere"))

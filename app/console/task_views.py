@@ -12,7 +12,7 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from app.api.representation import callbacks_waiting_body, decode_cursor, encode_cursor, waiting_body
 from app.api.validation import CORRELATION_ID
-from app.console.blueprint import ID, PAGE, act, bp, confirm, stored_json, text_arg
+from app.console.blueprint import ID, PAGE, act, asking, bp, confirm, stored_json, text_arg
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
 from core.states import TERMINAL, State
@@ -133,7 +133,7 @@ def _open_named(correlation_id: str, client: str | None) -> BaseResponse:
 @bp.route(f"/tasks/<{ID}:task_id>/cancel", methods=["GET", "POST"])
 def task_cancel(task_id: int) -> str | BaseResponse:
     found = _task(task_id)
-    if request.method == "GET":
+    if asking():
         return confirm("Cancel task", f"Cancel task {found.correlation_id} of {found.client.name} (now {found.state})?")
     act(cancel_task, task_id)
     return redirect(url_for("console.task", task_id=task_id, done="canceled"))
@@ -145,7 +145,7 @@ def task_replay(task_id: int) -> str | BaseResponse:
     letters = task_pages.open_task_dead_letters(db_session(), task_id)
     if not letters:
         raise Conflict("this task has no open dead letter")
-    if request.method == "GET":
+    if asking():
         ids = ", ".join(str(d.id) for d in letters)
         return confirm("Replay dead letters", f"Replay the open dead letters of task {found.correlation_id} ({ids})?")
     for letter in letters:

@@ -5,7 +5,8 @@ cover the rest on SQLite.
 
 The flow of issue 11: sign in; find a task retrying because the simulator is down; watch it
 dead-letter; bring the simulator up; replay its dead letter; watch the task succeed on its page;
-attach an orphan; resolve an incident. A screenshot of each page is kept under
+attach an orphan; resolve an incident; a HEAD of an action's address does nothing; sign out, and
+the cookie copied before it is refused. A screenshot of each page is kept under
 var/test-artifacts/console/ (the path is printed)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.integration import browser, services
 from tests.integration.stack import Stack, build_stack
@@ -216,6 +218,7 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
         pages.open(f"/console/tasks?correlation_id={waiting}")
         pages.follow(driver.find_element(By.LINK_TEXT, waiting))
         assert pages.text("#task-state") == "accepted" and "orphan.attached" in pages.text("#timeline")
+        waiting_page = driver.current_url
 
         # Resolve the rejected task's incident, with a note.
         pages.open("/console/incidents?kind=submit_failed")
@@ -238,4 +241,27 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
             pages.open(path)
             assert "Internal Server Error" not in pages.text()
             pages.shot(name)
+
+        # A HEAD of an action's address, signed in but without the form's token, does nothing (Flask
+        # answers HEAD on every GET route: only a POST acts).
+        session_cookie = driver.get_cookie("liaison_console")
+        assert session_cookie is not None
+        head = requests.head(
+            waiting_page + "/cancel", cookies={"liaison_console": session_cookie["value"]}, allow_redirects=False
+        )
+        assert head.status_code == 200, head.status_code  # the confirmation page's head, nothing done
+        driver.get(waiting_page)
+        assert pages.text("#task-state") == "accepted" and "operator.cancel" not in pages.text("#timeline")
+
+        # Sign out: the cookie copied before it is refused after it (the session ended on the server).
+        pages.follow(pages.find("#sign-out"))
+        assert "Signed out" in pages.text("#notice")
+        driver.delete_cookie("liaison_console")
+        driver.add_cookie({"name": "liaison_console", "value": session_cookie["value"], "path": "/console"})
+        pages.open("/console/")
+        assert "/console/sign-in" in driver.current_url
+        replayed = requests.get(
+            waiting_page, cookies={"liaison_console": session_cookie["value"]}, allow_redirects=False
+        )
+        assert replayed.status_code == 302 and "/console/sign-in" in replayed.headers["Location"]
     assert len(list(folder.glob("*.png"))) >= 12

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
+from flask import Flask, url_for
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
@@ -626,3 +626,184 @@ def test_dead_letters_link_to_their_task(signed_in: tuple[FlaskClient, str], wor
     assert link in client.get("/console/dead-letters").text
     page = client.get(f"/console/dead-letters/{world['letter']}").text
     assert f'<a id="letter-task" href="/console/tasks/{world["dead"]}">order-dead</a>' in page
+
+
+# --- actions on POST only; sessions revoked on the server (issue 44) -----------------------------
+
+
+def _everything(app: Flask) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table: what an action would change (a task's state, a dead letter's, an
+    outbox row, an operator event, a console session)."""
+    from models import Base
+
+    with _ctx(app).db.transaction() as session:
+        return {
+            table.name: sorted((tuple(row) for row in session.execute(table.select())), key=repr)
+            for table in Base.metadata.sorted_tables
+        }
+
+
+def _console_actions(app: Flask) -> list[Any]:
+    """Every console route that takes a POST: today's actions and any added later."""
+    rules = [r for r in app.url_map.iter_rules() if r.endpoint.startswith("console.") and "POST" in (r.methods or ())]
+    assert len(rules) >= 12, [r.rule for r in rules]  # the enumeration finds them
+    return rules
+
+
+def _addresses(app: Flask, rule: Any, values: dict[str, list[Any]]) -> list[str]:
+    """The rule's URL for each candidate value of its arguments (a route with an argument the test
+    does not know fails here: give it a value below, so that the new route is tried too)."""
+    missing = rule.arguments - values.keys()
+    assert not missing, f"{rule.rule}: no test value for {missing}: add one to ACTION_ARGUMENTS"
+    combos: list[dict[str, Any]] = [{}]
+    for name in sorted(rule.arguments):
+        combos = [{**c, name: v} for c in combos for v in values[name]]
+    with app.test_request_context():
+        return [url_for(rule.endpoint, **combo) for combo in combos]
+
+
+#: which world row each action argument names (several where the action differs by the row's state:
+#: a task that can be cancelled, a task with an open dead letter to replay)
+ACTION_ARGUMENTS = {
+    "task_id": ["waiting", "dead"],
+    "letter_id": ["letter"],
+    "incident_id": ["incident"],
+    "orphan_id": ["orphan"],
+    "endpoint_id": ["endpoint"],
+}
+
+
+def test_no_method_but_post_acts_and_every_unsafe_method_needs_the_csrf_token(
+    app: Flask, signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    """A HEAD (which Flask answers on every GET route) or a GET to an action's address, with a valid
+    session and no CSRF token, changes nothing: no task cancelled, no dead letter replayed or
+    discarded, nobody signed out. Every action route the app has is tried (taken from its url_map)."""
+    client, _ = signed_in
+    values = {name: [world[w] for w in which] for name, which in ACTION_ARGUMENTS.items()}
+    before = _everything(app)
+    tried = []
+    for rule in _console_actions(app):
+        for url in _addresses(app, rule, values):
+            for method in ("HEAD", "GET", "PUT", "PATCH", "DELETE"):
+                response = client.open(url, method=method, data={"kind": "submit"} if method != "HEAD" else None)
+                assert response.status_code < 500, (method, url, response.status_code)
+                assert response.status_code != 302 or "done=" not in response.location, (method, url)
+                tried.append((method, url))
+            after = _everything(app)
+            assert after == before, f"{url}: changed {[t for t in after if after[t] != before[t]]}"
+    assert client.get("/console/").status_code == 200  # still signed in
+    assert ("HEAD", f"/console/tasks/{world['waiting']}/cancel") in tried
+    assert ("HEAD", "/console/dead-letters/replay") in tried
+
+
+def _cookie(client: FlaskClient) -> str:
+    cookie = client.get_cookie("liaison_console", path="/console")
+    assert cookie is not None
+    return cookie.value
+
+
+def test_a_cookie_copied_before_sign_out_is_refused_after_it(
+    app: Flask, signed_in: tuple[FlaskClient, str], world: dict[str, int]
+) -> None:
+    """Sign-out ends the session on the server: the copy (a stolen cookie, another tab's) is then
+    anonymous, sent to sign in, and its form token acts on nothing."""
+    client, csrf = signed_in
+    copied = _cookie(client)
+    thief = app.test_client()
+    thief.set_cookie("liaison_console", copied, path="/console")
+    assert thief.get("/console/").status_code == 200  # the copy works while the session lasts
+    assert client.post("/console/sign-out", data={"csrf_token": csrf}).status_code == 302
+    before = _everything(app)
+    page = thief.get("/console/")
+    assert page.status_code == 302 and page.location.startswith("/console/sign-in")
+    thief.set_cookie("liaison_console", copied, path="/console")  # the answer above replaced it
+    cancel = thief.post(f"/console/tasks/{world['waiting']}/cancel", data={"csrf_token": csrf})
+    assert cancel.status_code in (302, 400) and "done=" not in (cancel.location or "")
+    thief.set_cookie("liaison_console", copied, path="/console")
+    discard = thief.post(f"/console/dead-letters/{world['letter']}/discard", data={"csrf_token": csrf})
+    assert discard.status_code in (302, 400) and "done=" not in (discard.location or "")
+    assert _everything(app) == before
+
+
+def test_sign_out_holds_in_every_web_process(app: Flask, migrated_template: Path, tmp_path: Path) -> None:
+    """Two web processes on one database: a sign-out on one ends the session on the other."""
+    other = create_app(app.extensions["liaison"].settings)
+    try:
+        client = app.test_client()
+        csrf = sign_in(client)
+        elsewhere = other.test_client()
+        elsewhere.set_cookie("liaison_console", _cookie(client), path="/console")
+        assert elsewhere.get("/console/").status_code == 200
+        assert client.post("/console/sign-out", data={"csrf_token": csrf}).status_code == 302
+        assert elsewhere.get("/console/").status_code == 302
+    finally:
+        other.extensions["liaison"].db.dispose()
+
+
+def test_sign_out_everywhere_ends_every_session_of_that_operator(app: Flask) -> None:
+    laptop, phone, colleague = app.test_client(), app.test_client(), app.test_client()
+    csrf = sign_in(laptop, "alice")
+    sign_in(phone, "alice")
+    sign_in(colleague, "bob")
+    assert laptop.post("/console/sign-out-everywhere", data={}).status_code == 400  # CSRF
+    assert laptop.post("/console/sign-out-everywhere", data={"csrf_token": csrf}).status_code == 302
+    assert laptop.get("/console/").status_code == 302
+    assert phone.get("/console/").status_code == 302
+    assert colleague.get("/console/").status_code == 200
+
+
+def test_an_expired_session_is_refused_and_removed_at_the_next_sign_in(app: Flask) -> None:
+    """The row carries its expiry: the server refuses the session at it, whatever the cookie says,
+    and a sign-in removes the rows past theirs (the table holds at most a session's lifetime)."""
+    from sqlalchemy import func, update
+
+    from models.console_sessions import ConsoleSession
+
+    client = app.test_client()
+    sign_in(client, "alice")
+    with _ctx(app).db.transaction() as session:
+        session.execute(update(ConsoleSession).values(expires_at=utcnow() - timedelta(seconds=1)))
+    assert client.get("/console/").status_code == 302
+    sign_in(app.test_client(), "bob")
+    with _ctx(app).db.transaction() as session:
+        assert session.scalar(select(func.count()).select_from(ConsoleSession)) == 1
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "DELETE", "POST"])
+def test_every_unsafe_method_needs_the_csrf_token(app: Flask, method: str) -> None:
+    """The console's routes take no PUT, PATCH or DELETE today (Flask answers 405 before the
+    console's hooks run); the check is on every method but GET, HEAD and OPTIONS all the same, so a
+    route that takes one later is covered."""
+    from app.console import access
+
+    with (
+        app.test_request_context("/console/tasks/1/cancel", method=method, data={"x": "1"}),
+        pytest.raises(access.CsrfRefused),
+    ):
+        access.load_session()
+    for safe in ("GET", "HEAD", "OPTIONS"):
+        with app.test_request_context("/console/", method=safe):
+            assert access.load_session() is not None  # anonymous: sent to sign in, no CSRF needed to read
+
+
+#: the admin API's route arguments (the world's rows; ``key``, ``kind``: any value)
+ADMIN_ARGUMENTS = {"letter_id": ["letter"], "incident_id": ["incident"], "orphan_id": ["orphan"]}
+
+
+def test_no_get_or_head_of_the_admin_api_changes_anything(app: Flask, world: dict[str, int]) -> None:
+    """The admin API acts on POST, PUT and DELETE only: a GET or HEAD (a link, a prefetch, a
+    monitoring probe with the token) of any of its addresses changes no row."""
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    values: dict[str, list[Any]] = {n: [world[w] for w in which] for n, which in ADMIN_ARGUMENTS.items()}
+    values.update(name=["shop"], key=["key-1"], kind=["submit_failed"])
+    rules = [r for r in app.url_map.iter_rules() if r.rule.startswith("/admin/")]
+    assert len(rules) >= 20
+    client = app.test_client()
+    before = _everything(app)
+    for rule in rules:
+        for url in _addresses(app, rule, values):
+            for method in ("HEAD", "GET"):
+                response = client.open(url, method=method, headers=admin)
+                assert response.status_code in (200, 405, 422), (method, url, response.status_code)
+    assert _everything(app) == before
