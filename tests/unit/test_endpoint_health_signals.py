@@ -63,16 +63,33 @@ def test_only_5xx_408_and_429_among_answers_say_the_endpoint_is_down(status: int
     assert (signal_of(status) is Signal.DOWN) is down
 
 
-def test_a_healthy_endpoint_that_rejects_some_callbacks_is_never_paused_under_the_shipped_defaults() -> None:
-    """The issue's app: 302 on two paths, 204 on the others, the rejected ones retried fast."""
+def _answered(health: Health, status: int, now: datetime, policy: HealthPolicy) -> Health:
+    """What the relay does with an answer (workers.tasks.relay): the rule in pure form."""
+    if 200 <= status < 300:
+        return after_success(health)
+    if signal_of(status) is Signal.DOWN:
+        return after_failure(health, now, policy)
+    return after_rejection(health, now, was_probe=False)
+
+
+@given(statuses=st.lists(st.sampled_from([302, 302, 301, 400, 404, 204]), max_size=200))
+def test_a_healthy_endpoint_that_rejects_some_callbacks_is_never_paused_under_the_shipped_defaults(
+    statuses: list[int],
+) -> None:
+    """The issue's app: 302 on two paths, 204 on the others, the rejected ones retried fast: runs of
+    rejections far longer than five in a row never pause it."""
     health = Health()
-    for n in range(200):
-        if n % 3:  # two rejected for every delivered, many more than five in a row at times
-            health = after_rejection(health, at(n), was_probe=False)
-        else:
-            health = after_success(health)
+    for n, status in enumerate([302] * 12 + statuses):
+        health = _answered(health, status, at(n), SHIPPED)
         assert admit(health, at(n), SHIPPED).verdict is Verdict.GO
     assert health == Health()
+
+
+def test_an_endpoint_that_is_down_is_still_paused_amid_rejections() -> None:
+    health = Health()
+    for n, status in enumerate([503, 302, 404, 503, 301, 503]):
+        health = _answered(health, status, at(n), POLICY)
+    assert (health.failures, health.pauses, health.paused_until) == (3, 1, at(15))
 
 
 def test_a_rejected_probe_hands_the_probe_on_and_does_not_lengthen_the_pause() -> None:
