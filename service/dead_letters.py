@@ -213,11 +213,14 @@ def _legacy_incident_subject(client_id: int, hashed: str) -> str:
 
 
 def _disabled_count(session: Session, client_id: int) -> int:
-    return session.scalar(
-        select(func.count())
-        .select_from(CallbackEndpoint)
-        .where(CallbackEndpoint.client_id == client_id, CallbackEndpoint.disabled_at.is_not(None))
-    ) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(CallbackEndpoint)
+            .where(CallbackEndpoint.client_id == client_id, CallbackEndpoint.disabled_at.is_not(None))
+        )
+        or 0
+    )
 
 
 def endpoint_disabled(session: Session, client_id: int, url: str) -> bool:
