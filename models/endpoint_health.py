@@ -104,7 +104,7 @@ _RESUME = (
 )
 _HAND_ON_PROBE = (
     update(_TABLE)
-    .where(_TABLE.c.id == bindparam("row_id"), _TABLE.c.probe_until == bindparam("probe_until", type_=UtcDateTime()))
+    .where(_TABLE.c.id == bindparam("row_id"), _TABLE.c.probe_until == bindparam("held_until", type_=UtcDateTime()))
     .values(probe_until=None)
 )
 _FIND = (
@@ -130,7 +130,8 @@ def hand_on_probe(session: Session, row_id: int, probe_until: datetime) -> None:
     """The probe (the one that claimed it until ``probe_until``) was rejected: the endpoint is up
     and refused that message. The probe is free again at once, the pause not lengthened
     (``core.endpoint_health.after_rejection``); a probe taken since by another relay is left alone."""
-    session.execute(_HAND_ON_PROBE, {"row_id": row_id, "probe_until": probe_until})
+    # no key may be named as a column: an UPDATE's parameter of that name becomes a SET clause
+    session.execute(_HAND_ON_PROBE, {"row_id": row_id, "held_until": probe_until})
 
 
 def find(session: Session, client_id: int, origin: str) -> EndpointHealth | None:
