@@ -150,9 +150,11 @@ SECTIONS: tuple[Section, ...] = (
         Option("LIAISON_RELAY_ENDPOINT_CONCURRENCY", "relay_endpoint_concurrency", integer(1), "4",
                "...and one callback origin of a client (at most LIAISON_RELAY_CLIENT_CONCURRENCY)"),
         Option("LIAISON_RELAY_SLOT_WAIT_S", "relay_slot_wait_s", decimal(0.1), "2",
-               "a relay finding its client's or endpoint's slots taken is re-queued after this"),
+               "a relay finding its client's or endpoint's slots taken is re-queued after this"
+               " (and, 1 s more, how long the delivery that paused an endpoint leaves its probe to the others)"),
         Option("LIAISON_ENDPOINT_FAILURES_TO_PAUSE", "endpoint_failures_to_pause", integer(1), "5",
-               "failed deliveries in a row that pause a callback endpoint (its relays wait, then one probes)"),
+               "deliveries in a row that found a callback endpoint down (no answer, 5xx, 408, 429;"
+               " never a 3xx or other 4xx) that pause it (its relays wait, then one probes)"),
         Option("LIAISON_ENDPOINT_PAUSE_S", "endpoint_pause_s", decimal(0.1), "30",
                "an endpoint's first pause; each failed probe doubles it"),
         Option("LIAISON_ENDPOINT_PAUSE_CAP_S", "endpoint_pause_cap_s", decimal(0.1), "900",

@@ -182,12 +182,15 @@ class Settings:
     @property
     def endpoint_health(self) -> HealthPolicy:
         """A probe is one delivery: it holds the endpoint's other relays back for its call's deadline
-        and a little more, never longer (its worker may die mid-call)."""
+        and a little more, never longer (its worker may die mid-call). The relays that waited out a
+        pause come back within ``relay_slot_wait_s`` of its end (their jitter): for that long and a
+        second more, the delivery whose failure paused the endpoint leaves the probe to them."""
         return HealthPolicy(
             self.endpoint_failures_to_pause,
             self.endpoint_pause_s,
             self.endpoint_pause_cap_s,
             probe_s=self.relay_timeout_s + 5.0,
+            probe_grace_s=self.relay_slot_wait_s + 1.0,
         )
 
     @classmethod

@@ -1,8 +1,10 @@
 """The health of each client's callback endpoints (one row per client and callback origin), kept
 by the relay as ``core.endpoint_health`` rules it: failures in a row, pauses, the probe.
 
-A row exists only once an endpoint has failed; a healthy endpoint's relays read nothing more than
-their start statement's outer join finds (nothing), so health costs the happy path no statement.
+A row exists only once an endpoint was found down (a rejected message creates none); a healthy
+client's relays read no row: their start statement only asks whether the client has a failing
+endpoint at all (``service.claims``), and looks up its one row by origin when it has. Health costs
+the happy path no statement.
 Keyed by (client, origin): one tenant's failing endpoint never pauses another tenant's calls to
 the same host, and one slow path of a host pauses the host (its sockets are what a slow endpoint
 costs). 410 Gone is kept apart, per whole URL, in ``models.attention.CallbackEndpoint``.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Integer, String, Table, Text, UniqueConstraint, bindparam, select, update
+from sqlalchemy import BigInteger, ForeignKey, Integer, String, Table, Text, UniqueConstraint, bindparam, select, update
 from sqlalchemy.orm import Mapped, Session, joinedload, mapped_column, relationship
 
 from core.endpoint_health import Health, HealthPolicy, after_failure
@@ -37,6 +39,8 @@ class EndpointHealth(Base):
     pauses: Mapped[int] = mapped_column(Integer, default=0)
     paused_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     probe_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    #: the outbox id of the delivery whose failure began the pause (core.endpoint_health: not the next probe)
+    paused_by: Mapped[int | None] = mapped_column(BigInteger)
     last_error: Mapped[str | None] = mapped_column(Text)
     last_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     resumed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
@@ -45,7 +49,7 @@ class EndpointHealth(Base):
 
     @property
     def health(self) -> Health:
-        return Health(self.failures, self.pauses, self.paused_until, self.probe_until)
+        return Health(self.failures, self.pauses, self.paused_until, self.probe_until, self.paused_by)
 
     def state(self, now: datetime) -> str:
         return health_state(self.failures, self.paused_until, self.probe_until, now)
@@ -89,7 +93,24 @@ _CLAIM_PROBE = (
 _RESUME = (
     update(_TABLE)
     .where(_TABLE.c.id == bindparam("row_id"))
-    .values(failures=0, pauses=0, paused_until=None, probe_until=None, resumed_at=bindparam("now", type_=UtcDateTime()))
+    .values(
+        failures=0,
+        pauses=0,
+        paused_until=None,
+        probe_until=None,
+        paused_by=None,
+        resumed_at=bindparam("now", type_=UtcDateTime()),
+    )
+)
+_HAND_ON_PROBE = (
+    update(_TABLE)
+    .where(_TABLE.c.id == bindparam("row_id"), _TABLE.c.probe_until == bindparam("held_until", type_=UtcDateTime()))
+    .values(probe_until=None)
+)
+_FIND = (
+    select(EndpointHealth)
+    .where(EndpointHealth.client_id == bindparam("client_id"), EndpointHealth.origin_hash == bindparam("origin_hash"))
+    .execution_options(populate_existing=True)
 )
 
 
@@ -105,11 +126,31 @@ def record_success(session: Session, row_id: int, now: datetime) -> None:
     session.execute(_RESUME, {"row_id": row_id, "now": now})
 
 
+def hand_on_probe(session: Session, row_id: int, probe_until: datetime) -> None:
+    """The probe (the one that claimed it until ``probe_until``) was rejected: the endpoint is up
+    and refused that message. The probe is free again at once, the pause not lengthened
+    (``core.endpoint_health.after_rejection``); a probe taken since by another relay is left alone."""
+    # no key may be named as a column: an UPDATE's parameter of that name becomes a SET clause
+    session.execute(_HAND_ON_PROBE, {"row_id": row_id, "held_until": probe_until})
+
+
+def find(session: Session, client_id: int, origin: str) -> EndpointHealth | None:
+    """The client's row for ``origin`` (one at most: the unique key), if it was ever found down."""
+    return session.scalar(_FIND, {"client_id": client_id, "origin_hash": origin_hash(origin)})
+
+
 def record_failure(
-    session: Session, client_id: int, origin: str, error: str, now: datetime, policy: HealthPolicy
+    session: Session,
+    client_id: int,
+    origin: str,
+    error: str,
+    now: datetime,
+    policy: HealthPolicy,
+    delivery: int | None = None,
 ) -> tuple[EndpointHealth, bool]:
-    """Count a failed delivery (the row created on the first), under the row's lock: failures of
-    one endpoint from several workers count one after another. True when this failure paused it."""
+    """Count a delivery (``delivery``: its outbox id) that found the endpoint down (the row created
+    on the first), under the row's lock: failures of one endpoint from several workers count one
+    after another. True when this failure paused it."""
     hashed = origin_hash(origin)
     session.execute(_ENSURE, {"client_id": client_id, "origin_hash": hashed, "origin": origin})
     row = session.scalars(
@@ -119,9 +160,9 @@ def record_failure(
         .execution_options(populate_existing=True)
     ).one()
     health_before = row.health
-    health = after_failure(health_before, now, policy)
+    health = after_failure(health_before, now, policy, delivery)
     row.failures, row.pauses = health.failures, health.pauses
-    row.paused_until, row.probe_until = health.paused_until, health.probe_until
+    row.paused_until, row.probe_until, row.paused_by = health.paused_until, health.probe_until, health.paused_by
     row.last_error, row.last_failure_at = error[:MAX_ERROR_CHARS], now
     return row, health.pauses > health_before.pauses
 

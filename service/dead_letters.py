@@ -7,7 +7,7 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.classify import Fault
@@ -200,8 +200,27 @@ def _endpoint(session: Session, client_id: int, url: str) -> CallbackEndpoint | 
     )
 
 
-def _incident_subject(client_id: int, hashed: str) -> str:
+def _incident_subject(client_id: int) -> str:
+    """One open incident per client for all its disabled endpoints, however many URLs answer 410:
+    the unique ``open_key`` makes it so (``service.incidents.open_incident``). A tenant whose app
+    answers 410 to a thousand distinct URLs raises one incident and one notice, not a thousand."""
+    return f"endpoints:{client_id}"
+
+
+def _legacy_incident_subject(client_id: int, hashed: str) -> str:
+    """Before one incident per client, one per URL: resolved with its URL's endpoint."""
     return f"endpoint:{client_id}:{hashed}"
+
+
+def _disabled_count(session: Session, client_id: int) -> int:
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(CallbackEndpoint)
+            .where(CallbackEndpoint.client_id == client_id, CallbackEndpoint.disabled_at.is_not(None))
+        )
+        or 0
+    )
 
 
 def endpoint_disabled(session: Session, client_id: int, url: str) -> bool:
@@ -223,17 +242,22 @@ def park(session: Session, outbox: OutboxMessage, url: str, now: datetime) -> No
 
 
 def disable_endpoint(session: Session, client_id: int, url: str, reason: str, now: datetime) -> None:
+    """Disable the client's URL (one row per URL) and keep the client's one open incident about its
+    disabled endpoints current: opened with the first, its detail counting them after."""
     endpoint = _endpoint(session, client_id, url)
     if endpoint is None:
         endpoint = CallbackEndpoint(client_id=client_id, url_hash=url_hash(url), url=strip_url(url))
         session.add(endpoint)
     endpoint.disabled_at, endpoint.disabled_reason = now, reason
     client = session.get(Client, client_id)
+    disabled = _disabled_count(session, client_id)
+    name = client.name if client else client_id
     open_incident(
         session,
         IncidentKind.ENDPOINT_DISABLED,
-        _incident_subject(client_id, url_hash(url)),
-        f"relays of client {client.name if client else client_id} to {strip_url(url)} are paused: {reason}",
+        _incident_subject(client_id),
+        f"relays of client {name} to {disabled} disabled callback URL(s) are paused;"
+        f" the latest, {strip_url(url)}: {reason}",
         now,
     )
 
@@ -262,10 +286,12 @@ def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -
         resolve_open(
             session,
             IncidentKind.ENDPOINT_DISABLED,
-            _incident_subject(client_id, endpoint.url_hash),
+            _legacy_incident_subject(client_id, endpoint.url_hash),
             now,
             "endpoint re-enabled",
         )
+    if _disabled_count(session, client_id) == 0:  # the client's incident stays open while any is disabled
+        resolve_open(session, IncidentKind.ENDPOINT_DISABLED, _incident_subject(client_id), now, "endpoints re-enabled")
     rows = session.scalars(
         select(OutboxMessage)
         .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)

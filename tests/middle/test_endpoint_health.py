@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from core.endpoint_health import HealthPolicy
 from models.db import Database
-from models.endpoint_health import EndpointHealth, claim_probe, record_failure, record_success, unhealthy
+from models.endpoint_health import (
+    EndpointHealth,
+    claim_probe,
+    hand_on_probe,
+    record_failure,
+    record_success,
+    unhealthy,
+)
 from tests.middle.builders import later, new_client
 
 POLICY = HealthPolicy(failures_to_pause=3, pause_s=10, pause_cap_s=40, probe_s=20)
@@ -47,3 +54,23 @@ def test_one_probe_at_a_time_then_a_success_resets_everything(db: Database) -> N
         assert healed is not None
         assert (healed.failures, healed.pauses, healed.paused_until, healed.resumed_at) == (0, 0, None, later(38))
         assert unhealthy(session) == []
+
+
+def test_a_rejected_probe_frees_the_probe_at_once_and_the_pause_stands(db: Database) -> None:
+    """``hand_on_probe``: only the probe that holds it frees it; the pause is not lengthened."""
+    with db.transaction() as session:
+        shop = new_client(session).id
+    for s, delivery in ((1, 11), (2, 12), (3, 13)):
+        with db.transaction() as session:
+            row, _ = record_failure(session, shop, ORIGIN, "503", later(s), POLICY, delivery)
+    assert (row.pauses, row.paused_until, row.paused_by) == (1, later(13), 13)
+    with db.transaction() as session:
+        assert claim_probe(session, row.id, later(14), later(34))
+        hand_on_probe(session, row.id, later(99))  # not this probe's: nothing changes
+        assert not claim_probe(session, row.id, later(15), later(35))
+        hand_on_probe(session, row.id, later(34))  # the probe's own: freed
+    with db.transaction() as session:
+        freed = session.get(EndpointHealth, row.id)
+        assert freed is not None
+        assert (freed.pauses, freed.paused_until, freed.probe_until, freed.paused_by) == (1, later(13), None, 13)
+        assert claim_probe(session, row.id, later(15), later(35))  # the next delivery probes at once

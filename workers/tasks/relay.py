@@ -13,14 +13,22 @@ from typing import Any
 from celery import Task, shared_task
 from sqlalchemy.orm import Session
 
-from core.endpoint_health import Verdict, admit
+from core.endpoint_health import Signal, Verdict, admit, signal_of
 from core.errors import CallError, OutboundRefused
 from core.origins import origin_of
 from core.urls import strip_url
 from foundation import metrics
 from models.base import utcnow
 from models.client import Client
-from models.endpoint_health import EndpointHealth, claim_probe, origin_hash, record_failure, record_success
+from models.endpoint_health import (
+    EndpointHealth,
+    claim_probe,
+    find,
+    hand_on_probe,
+    origin_hash,
+    record_failure,
+    record_success,
+)
 from models.leases import give_back, release
 from models.messages import OutboxMessage
 from service import claims, transitions
@@ -53,6 +61,7 @@ class Callback:
     secrets: list[str]
     message_id: str
     payload: dict[str, Any]
+    outbox_id: int  # the delivery, as endpoint health names the one whose failure paused it
 
 
 @shared_task(bind=True, name="liaison.relay", max_retries=None)
@@ -78,17 +87,19 @@ class Relay(OutboxTask[Callback, int]):
         self.slots: list[str] = []
         self.holder = uuid.uuid4().hex
         self.target: tuple[str | None, Client] | None = None  # (the task's callback_url, its client)
-        self.disabled: set[str] = set()  # url_hash of the client's disabled endpoints
-        self.unhealthy: dict[str, EndpointHealth] = {}  # the client's failing endpoints, by origin hash
+        self.any_disabled = False  # the client has a disabled endpoint (then prepare looks up this URL)
+        self.any_unhealthy = False  # the client has a failing endpoint (then admit looks up this origin)
         self.health: EndpointHealth | None = None  # this delivery's endpoint, if it is failing
+        self.probe_until: datetime | None = None  # this delivery is the probe of a pause, until then
         self.origin: str | None = None
         self.held_by: int | None = None  # the earlier relay of the task this one must wait for
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        """At the start, with the row: the task's callback URL, its client, the client's disabled
-        and failing endpoints (usually none) and the earlier relay of the task this one must wait
-        for (usually none), in one statement (``service.claims.claim_relay``). At the record, which
-        only a delivered callback reaches, the row is locked and marked done in one statement too."""
+        """At the start, with the row: the task's callback URL, its client, whether the client has
+        disabled or failing endpoints (usually not) and the earlier relay of the task this one must
+        wait for (usually none), in one statement of one row (``service.claims.claim_relay``). At the
+        record, which only a delivered callback reaches, the row is locked and marked done in one
+        statement too."""
         if stage == "record":
             return claims.claim_finished(session, outbox_id, utcnow())
         found = claims.claim_relay(session, outbox_id)
@@ -97,8 +108,8 @@ class Relay(OutboxTask[Callback, int]):
         self.held_by = found.held_by
         self.traceparent = found.traceparent
         self.target = (found.callback_url, found.client) if found.client is not None else None
-        self.disabled = found.disabled
-        self.unhealthy = found.unhealthy
+        self.any_disabled = found.any_disabled
+        self.any_unhealthy = found.any_unhealthy
         return found.row
 
     def admit(self, ctx: Liaison, session: Session, row: OutboxMessage) -> str | None:
@@ -119,7 +130,9 @@ class Relay(OutboxTask[Callback, int]):
         now = utcnow()
         self.origin = origin_of(url)  # None for a URL the outbound guard will refuse anyway
         hashed = origin_hash(self.origin) if self.origin is not None else None
-        self.health = self.unhealthy.get(hashed) if hashed is not None else None
+        if self.any_unhealthy and self.origin is not None:  # one row at most: this origin's
+            found = find(session, client.id, self.origin)
+            self.health = found if found is not None and found.failures > 0 else None
         if self.health is not None and (paused := self._paused(ctx, session, row, self.health, now)):
             return paused
         groups = [(slot_group(client.id), settings.relay_client_concurrency)]
@@ -139,12 +152,13 @@ class Relay(OutboxTask[Callback, int]):
         when the endpoint may be called again: a Celery countdown, or held in the database past
         ``LIAISON_MAX_COUNTDOWN_S`` ("paused"). Nothing is counted either way."""
         policy = ctx.settings.endpoint_health
-        admission = admit(health.health, now, policy)
+        admission = admit(health.health, now, policy, row.id)
         if admission.verdict is Verdict.GO:
             return ""
         if admission.verdict is Verdict.PROBE:
             assert admission.health.probe_until is not None
             if claim_probe(session, health.id, now, admission.health.probe_until):
+                self.probe_until = admission.health.probe_until
                 log.info("callback endpoint %s: probing it after a pause", health.origin)
                 metrics.relay_delivery("probe")
                 return ""
@@ -171,7 +185,7 @@ class Relay(OutboxTask[Callback, int]):
             transitions.mark_done(session, row, utcnow(), "relay.skipped", reason="no callback_url")
             metrics.relay_delivery("skipped")
             return "skipped"
-        if url_hash(url) in self.disabled:
+        if self.any_disabled and claims.disabled_endpoint(session, client.id, url_hash(url)):
             park(session, row, url, utcnow())
             metrics.relay_delivery("parked")
             return "parked"
@@ -179,7 +193,12 @@ class Relay(OutboxTask[Callback, int]):
         if row.target != target:  # written with the slots, when they were free at the first try
             row.target = target
         callback = Callback(
-            client.id, url, list(client.callback_secrets), row.message_id, dict(row.payload, message_id=row.message_id)
+            client.id,
+            url,
+            list(client.callback_secrets),
+            row.message_id,
+            dict(row.payload, message_id=row.message_id),
+            row.id,
         )
         return Attempt(callback, relay_policy(ctx.settings), callers_endpoint=True)
 
@@ -245,18 +264,36 @@ class Relay(OutboxTask[Callback, int]):
     ) -> str:
         # The domain app says this endpoint is gone for good: stop calling it, keep every event.
         cb = attempt.work
+        self._hand_on_probe(session)  # the endpoint answered: the probe is no longer this one's
         disable_endpoint(session, cb.client_id, cb.url, f"answered 410 Gone to {cb.payload['type']}", utcnow())
         park(session, row, cb.url, utcnow())
         metrics.relay_delivery("parked")
         return "parked"
 
+    def _hand_on_probe(self, session: Session) -> None:
+        if self.probe_until is not None and self.health is not None:
+            hand_on_probe(session, self.health.id, self.probe_until)
+            self.probe_until = None
+
     def note_failure(self, ctx: Liaison, session: Session, attempt: Attempt[Callback], exc: CallError) -> None:
-        """Count the failure against the endpoint's health, in the transaction that records it; a URL
-        the outbound guard refused says nothing of the endpoint."""
+        """Count the failure against the endpoint's health, in the transaction that records it, when
+        it says the endpoint is down (``core.endpoint_health.signal_of``). An answer that rejects
+        this message (3xx, most 4xx) says nothing of the endpoint: the message is retried on its own
+        schedule, nothing is counted, and a rejected probe hands the probe on at once. A URL the
+        outbound guard refused says nothing of the endpoint either."""
         if self.origin is None or isinstance(exc, OutboundRefused):
             return
+        if signal_of(exc.status, exc.failure) is Signal.REJECTED:
+            self._hand_on_probe(session)
+            return
         row, paused = record_failure(
-            session, attempt.work.client_id, self.origin, str(exc), utcnow(), ctx.settings.endpoint_health
+            session,
+            attempt.work.client_id,
+            self.origin,
+            str(exc),
+            utcnow(),
+            ctx.settings.endpoint_health,
+            attempt.work.outbox_id,
         )
         if paused:
             metrics.endpoint_paused("failures" if row.pauses == 1 else "probe_failed")
