@@ -14,7 +14,7 @@ own, and it is durable before any worker can take the message, so nothing a work
 overwritten by a late stamp. A row the broker then refuses is un-stamped by the publisher, for the
 sweep's grace rule. A process that dies between the commit and the publish leaves a stamped row
 that no message carries: the sweep re-publishes it once ``LIAISON_OUTBOX_LEASE_S`` has passed, as it
-does for a message the broker lost (docs/runbook.md).
+does for a message the broker lost (docs/runbook.md), or a submit's or relay's start lease.
 
 A submit or relay is stamped its start lease with its publication (``start_lease_until``: the
 publication plus what :func:`install` was given for its kind): a message a dead worker took with it

@@ -1,13 +1,15 @@
 """The one shape of an outbox task (submit, relay, cancel): start → call → record.
 
-1. **start**, one transaction: lock the outbox row (nothing to do once it is done), let the task
+1. **start**, one transaction: lock the outbox row (nothing to do once it is done, or when this copy
+   of its message was superseded by a later publication: ``service.start_leases``), let the task
    admit it (the relay waits here for an earlier relay of its task, or takes one of its client's
    slots; a vendor call takes one of its vendor's call slots: ``workers.tasks.vendor_call``; before
    anything is counted), count the
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
-   dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
-   an endpoint disabled). Last, what the call takes in that transaction (``before_call``: a
-   vendor's rate slot, with the database limiter). Committed before the call, so a call that kills
+   dead-lettered unrun) with its start lease renewed (in the same write), and read what the call
+   needs — or finish the row at once (nothing to do, an endpoint disabled). Last, what the call
+   takes in that transaction (``before_call``: a vendor's rate slot, with the database limiter).
+   Committed before the call, so a call that kills
    its worker is counted.
    A vendor submission's claim counts the delivery in its locking statement on PostgreSQL, and a
    relay's admit in the statement that takes its slots (``counted_by_claim``): a submission's admit
