@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     )
     publisher = Publisher(celery, db)
     # The one publish path: after every commit (looked up per call, so a benchmark can stub it).
-    publishing.install(db.sessionmaker, lambda rows: publisher.publish(rows))
+    publishing.install(db.sessionmaker, lambda rows: publisher.publish(rows), settings.start_leases)
     dispatch.install(db.sessionmaker, settings.dispatch)  # fair dispatch: what goes to the broker when
     app.extensions["liaison"] = Liaison(
         settings=settings,

@@ -183,6 +183,10 @@ SECTIONS: tuple[Section, ...] = (
                "unpublished this long after commit: the sweep publishes it"),
         Option("LIAISON_OUTBOX_LEASE_S", "outbox_lease_s", integer(1), "1800",
                "published (or due) this long but not done: presumed lost"),
+        Option("LIAISON_START_LEASE_MARGIN_S", "start_lease_margin_s", decimal(0.1), "30",
+               "a submit or relay not started (or not finished) this long past the longest its call may "
+               "take is presumed lost with its worker: re-driven then, not after the outbox lease; also "
+               "how long a dead relay's slots stay held past LIAISON_RELAY_TIMEOUT_S"),
     ),
     section(
         "Limits and internal surfaces (issue 8; docs/architecture.md \"Limits\", docs/observability.md)",

@@ -76,6 +76,7 @@ class Settings:
     retention_export_dir: str
     outbox_grace_s: int
     outbox_lease_s: int
+    start_lease_margin_s: float
     relay_timeout_s: float
     relay_max_attempts: int
     relay_schedule_s: tuple[float, ...]
@@ -163,7 +164,18 @@ class Settings:
         slot of a worker that died mid-delivery (or lost its broker or database then) frees itself
         that soon after, not after the task's hard time limit. A relay held up longer than that (a
         database stall) at worst lets one more of its client's relays run meanwhile."""
-        return self.relay_timeout_s + 30.0
+        return self.relay_timeout_s + self.start_lease_margin_s
+
+    @property
+    def start_leases(self) -> dict[str, float]:
+        """Seconds a published (or started) submit and relay may take before it is presumed lost
+        with its worker (``service.start_leases``): the longest a healthy delivery runs, plus the
+        margin. A submit may call twice (an uncertain submit asks ``find``), each call bounded by
+        its provider's deadline after up to ``provider_rate_max_wait_s`` for its rate slot; a relay
+        calls once, as long as it holds its slots."""
+        deadline = max((p.call_deadline_s for p in self.providers.values()), default=30.0)
+        submit = 2 * (deadline + self.provider_rate_max_wait_s) + self.start_lease_margin_s
+        return {"submit": submit, "relay": self.relay_slot_ttl_s}
 
     def call_slots(self, provider: str) -> int:
         """How many calls to ``provider`` one calls process makes at once: its own setting, or all

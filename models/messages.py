@@ -81,6 +81,11 @@ class OutboxMessage(Base):
     # When a scheduled retry is due: the sweep's lease runs from here, not from the publish.
     next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     done_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # A submit's or relay's start lease (service.start_leases): by then its message, published or
+    # retried, should have started, and a started delivery should have ended (done, or a retry
+    # scheduled). Past it, with the message still out (dispatched_at set), it is presumed lost with
+    # its worker and the sweep re-drives it, long before LIAISON_OUTBOX_LEASE_S.
+    start_lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 #: What publishing an outbox row needs: not its payload (a relay's carries the vendor's outcome,
@@ -93,6 +98,7 @@ PUBLISH_COLUMNS = (
     OutboxMessage.correlation_id,
     OutboxMessage.dispatched_at,
     OutboxMessage.next_attempt_at,
+    OutboxMessage.start_lease_until,
 )
 
 

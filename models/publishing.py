@@ -14,7 +14,11 @@ own, and it is durable before any worker can take the message, so nothing a work
 overwritten by a late stamp. A row the broker then refuses is un-stamped by the publisher, for the
 sweep's grace rule. A process that dies between the commit and the publish leaves a stamped row
 that no message carries: the sweep re-publishes it once ``LIAISON_OUTBOX_LEASE_S`` has passed, as it
-does for a message the broker lost (docs/runbook.md).
+does for a message the broker lost (docs/runbook.md), or a submit's or relay's start lease.
+
+A submit or relay is stamped its start lease with its publication (``start_lease_until``: the
+publication plus what :func:`install` was given for its kind): a message a dead worker took with it
+is re-driven when that runs out (``service.start_leases``), long before the outbox lease.
 
 Publishing is best effort by design: whatever the broker does not take, the sweep publishes later,
 and consumers are idempotent on the outbox id, so a row published twice is done once.
@@ -22,7 +26,8 @@ and consumers are idempotent on the outbox id, so a row published twice is done 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import event, inspect
@@ -34,6 +39,22 @@ from models.messages import OutboxMessage
 PENDING = "liaison.outbox.pending"
 #: in the info of every session whose maker has the hook (:func:`install`)
 INSTALLED = "liaison.outbox.publishes"
+#: seconds of start lease by outbox kind (:func:`install`'s ``start_leases``), in the sessions' info
+START_LEASES = "liaison.outbox.start_leases"
+
+
+def start_lease(session: Session, kind: str) -> float | None:
+    """Seconds of start lease this session's rows of ``kind`` get (None: the kind keeps only the outbox lease)."""
+    leases: Mapping[str, float] = session.info.get(START_LEASES, {})
+    return leases.get(kind)
+
+
+def stamp(session: Session, row: OutboxMessage, now: datetime) -> None:
+    """Stamp ``row`` published at ``now``, with its start lease from then when its kind has one."""
+    row.dispatched_at = now
+    lease = start_lease(session, row.kind)
+    if lease is not None:
+        row.start_lease_until = now + timedelta(seconds=lease)
 
 
 def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> None:
@@ -42,7 +63,7 @@ def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> Non
     rows = list(rows)
     now = utcnow()
     for row in rows:
-        row.dispatched_at = now
+        stamp(session, row, now)
     _note(session, rows)
 
 
@@ -51,7 +72,7 @@ def stamp_unflushed(session: Session, row: OutboxMessage) -> None:
     :func:`_stamp_new_rows` stamps one before its flush, when this session publishes at all."""
     new = row.dispatched_at is None and row.next_attempt_at is None and row.parked_reason is None
     if session.info.get(INSTALLED) and new:
-        row.dispatched_at = row.created_at or utcnow()
+        stamp(session, row, row.created_at or utcnow())
 
 
 def note_inserted(session: Session, row: OutboxMessage) -> None:
@@ -83,7 +104,7 @@ def _stamp_new_rows(session: Session, _flush_context: Any, _instances: Any) -> N
             and obj.parked_reason is None  # a parked row waits unpublished (a queued submission)
         ):
             now = now or utcnow()
-            obj.dispatched_at = obj.created_at or now
+            stamp(session, obj, obj.created_at or now)
 
 
 def _note_new_rows(session: Session, _flush_context: Any) -> None:
@@ -103,8 +124,13 @@ def _end_of_transaction(session: Session, transaction: SessionTransaction) -> No
         _forget(session)
 
 
-def install(maker: sessionmaker[Session], publish: Callable[[list[OutboxMessage]], object]) -> None:
-    """Publish every committed outbox row of sessions made by ``maker`` (called once, by the root)."""
+def install(
+    maker: sessionmaker[Session],
+    publish: Callable[[list[OutboxMessage]], object],
+    start_leases: Mapping[str, float] | None = None,
+) -> None:
+    """Publish every committed outbox row of sessions made by ``maker`` (called once, by the root);
+    ``start_leases``: seconds of start lease by outbox kind (``Settings.start_leases``)."""
 
     def _after_commit(session: Session) -> None:
         if session.in_nested_transaction():
@@ -120,7 +146,7 @@ def install(maker: sessionmaker[Session], publish: Callable[[list[OutboxMessage]
         if rows:
             publish(rows)
 
-    maker.configure(info={**maker.kw.get("info", {}), INSTALLED: True})
+    maker.configure(info={**maker.kw.get("info", {}), INSTALLED: True, START_LEASES: dict(start_leases or {})})
     event.listen(maker, "before_flush", _stamp_new_rows)
     event.listen(maker, "after_flush", _note_new_rows)
     event.listen(maker, "after_commit", _after_commit)

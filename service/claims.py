@@ -79,19 +79,22 @@ def _claimed(found: Any, with_input: bool) -> tuple[OutboxMessage, ExternalTask,
 
 
 def claim_counted_outbox_and_task(
-    session: Session, outbox_id: int, *, with_input: bool = False
+    session: Session, outbox_id: int, *, with_input: bool = False, lease_until: datetime | None = None
 ) -> tuple[OutboxMessage, ExternalTask, str | None] | None:
     """:func:`claim_outbox_and_task` for a delivery's start, with the delivery counted
     (``deliveries + 1``, the poison guard: ``service.dead_letters.count_delivery(counted=True)``
-    then only checks it). On PostgreSQL the count is the claiming statement itself, an
-    ``UPDATE … RETURNING`` whose row the task is locked and read with; elsewhere the flush writes it.
-    A start that rolls back (its call must wait) takes the count back with it."""
+    then only checks it) and its start lease set to ``lease_until`` (``service.start_leases``).
+    On PostgreSQL both are the claiming statement itself, an ``UPDATE … RETURNING`` whose row the
+    task is locked and read with; elsewhere the flush writes them. A start that rolls back (its
+    call must wait) takes both back with it."""
     if session.get_bind().dialect.name != "postgresql":
         claimed = claim_outbox_and_task(session, outbox_id, with_input=with_input)
         if claimed is not None:
             claimed[0].deliveries += 1
+            claimed[0].start_lease_until = lease_until
         return claimed
-    found = session.execute(_counted_claim_statement(with_input), {"outbox_id": outbox_id}).first()
+    params = {"outbox_id": outbox_id, "lease_until": lease_until}
+    found = session.execute(_counted_claim_statement(with_input), params).first()
     return None if found is None else _claimed(found, with_input)  # None: gone, or done already
 
 
@@ -101,7 +104,10 @@ def _counted_claim_statement(with_input: bool) -> Select[Any]:
     counted = (
         update(outbox)
         .where(outbox.c.id == bindparam("outbox_id"), outbox.c.done_at.is_(None))
-        .values(deliveries=outbox.c.deliveries + 1)
+        .values(
+            deliveries=outbox.c.deliveries + 1,
+            start_lease_until=bindparam("lease_until", type_=outbox.c.start_lease_until.type),
+        )
         .returning(*outbox.c)
         .cte("counted")
     )
@@ -269,19 +275,25 @@ def take_relay_slots(
     ttl_s: float,
     target: str,
     first: list[int] | None = None,
+    lease_until: datetime | None = None,
 ) -> tuple[list[str] | None, bool]:
     """A relay's slots (``models.leases.take_slots``) and whether its delivery was counted with them.
 
     On PostgreSQL, when the first try finds both of its two slots free (the usual case), the same
     statement counts the delivery (``deliveries + 1``, the poison guard) and writes the row's
-    ``target``: one round trip where the start's flush would send an ``UPDATE`` of its own. The
-    row's object is given both values as written. Otherwise (a slot held, one group, SQLite) the
+    ``target`` and start lease (``lease_until``: ``service.start_leases``): one round trip where
+    the start's flush would send an ``UPDATE`` of its own. The row's object is given the values as
+    written. Otherwise (a slot held, one group, SQLite) the
     caller counts as before: ``service.dead_letters.count_delivery``. ``first``: as
     ``models.leases.take_slots`` has it (tests)."""
     rounds = slot_rounds(groups, first)
     if len(rounds) != 2 or session.get_bind().dialect.name != "postgresql":
         return take_rounds(session, rounds, holder, now, ttl_s, None), False
-    params = two_free_params(rounds, holder, now, ttl_s) | {"outbox_id": row.id, "relay_target": target}
+    params = two_free_params(rounds, holder, now, ttl_s) | {
+        "outbox_id": row.id,
+        "relay_target": target,
+        "lease_until": lease_until,
+    }
     got: set[str] = set()
     deliveries: int | None = None
     for name, counted in session.execute(_TWO_FREE_COUNTED, params):
@@ -292,16 +304,19 @@ def take_relay_slots(
     if deliveries is not None:
         set_committed_value(row, "deliveries", deliveries)
         set_committed_value(row, "target", target)
+        set_committed_value(row, "start_lease_until", lease_until)
     return take_rounds(session, rounds, holder, now, ttl_s, got), deliveries is not None
 
 
 #: the delivery is counted only when both slots were inserted (``two`` has a row only then)
 _TWO_FREE_COUNTED = upsert(
-    f"WITH {TWO_FREE}, counted AS (UPDATE outbox_messages SET deliveries = deliveries + 1, target = :relay_target"
+    f"WITH {TWO_FREE}, counted AS (UPDATE outbox_messages SET deliveries = deliveries + 1, target = :relay_target,"
+    " start_lease_until = :lease_until"
     " WHERE id = :outbox_id AND EXISTS (SELECT 1 FROM two) RETURNING deliveries)"
     " SELECT name, NULL::integer AS deliveries FROM one UNION ALL SELECT name, NULL FROM two"
     " UNION ALL SELECT NULL, deliveries FROM counted",
     expires_at=UtcDateTime(),
+    lease_until=UtcDateTime(),
 )
 
 

@@ -16,9 +16,11 @@ from kombu.exceptions import KombuError, OperationalError
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import load_only
 
+from models import publishing
 from models.db import Database
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from service.ordering import AWAITING_EARLIER
+from service.start_leases import requeue_unstarted
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,11 @@ TASK_FOR_KIND = {
 #: Reconnect once (a pooled connection may be stale after a broker restart), then leave it to the
 #: sweep: a request must not hang on a broker that is down.
 PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+#: the kinds whose messages carry the stamp they were published under: a copy the row was published
+#: again since does nothing (``service.start_leases.superseded``)
+STAMPED = (OutboxKind.SUBMIT, OutboxKind.RELAY)
+#: what the sweep reads of a row: what publishing needs, and whether a submission ever started
+SWEEP_COLUMNS = (*PUBLISH_COLUMNS, OutboxMessage.attempts, OutboxMessage.deliveries, OutboxMessage.parked_reason)
 
 
 class Publisher:
@@ -44,9 +51,11 @@ class Publisher:
         sent: list[int] = []
         for row in rows:
             try:
+                stamped = row.dispatched_at.isoformat() if row.kind in STAMPED and row.dispatched_at else None
                 self.celery.send_task(
                     TASK_FOR_KIND[row.kind],
                     args=[row.id],
+                    kwargs={"published": stamped} if stamped else None,
                     retry=True,
                     retry_policy=PUBLISH_RETRY,
                     # the worker's log context (app.observability.celery_signals), read without a query
@@ -81,15 +90,17 @@ class Publisher:
                 )
 
     def sweep(self, now: datetime, grace_s: int, lease_s: int, batch: int = 500) -> int:
-        """Publish rows never published (older than ``grace_s``), rows whose held retry is due, and
-        rows published but not done within ``lease_s`` (the broker or a worker lost them). Rows are
-        claimed with
+        """Publish rows never published (older than ``grace_s``), rows whose held retry is due, rows
+        whose start lease ran out (a worker died with the message: ``service.start_leases``) and
+        rows published but not done within ``lease_s`` (the broker lost them). A submission that
+        never started goes back to its client's queue instead when its vendor has a capacity
+        (``requeue_unstarted``). Rows are claimed with
         ``SKIP LOCKED`` (a serialising ``BEGIN IMMEDIATE`` on SQLite), so two beats never both
         publish one row."""
         with self.db.transaction() as session:
             rows = session.scalars(
                 select(OutboxMessage)
-                .options(load_only(*PUBLISH_COLUMNS))
+                .options(load_only(*SWEEP_COLUMNS))
                 .where(
                     OutboxMessage.done_at.is_(None),
                     # parked rows wait for a person; a relay held for an earlier one is rechecked
@@ -104,6 +115,8 @@ class Publisher:
                         ),
                         # a long wait held in the database, now due
                         and_(OutboxMessage.dispatched_at.is_(None), OutboxMessage.next_attempt_at <= now),
+                        # out, but not started (or not finished) within its start lease: its worker died
+                        and_(OutboxMessage.dispatched_at.is_not(None), OutboxMessage.start_lease_until <= now),
                         # published, but neither done nor retried within the lease: the message was lost
                         func.coalesce(OutboxMessage.next_attempt_at, OutboxMessage.dispatched_at)
                         <= now - timedelta(seconds=lease_s),
@@ -113,9 +126,13 @@ class Publisher:
                 .limit(batch)
                 .with_for_update(skip_locked=True)
             ).all()
+            requeued = requeue_unstarted(session, rows, now)
+            rows = [row for row in rows if row.id not in requeued]
             for row in rows:
-                row.dispatched_at = now
+                publishing.stamp(session, row, now)
                 row.next_attempt_at = None
+        if requeued:
+            log.info("outbox sweep: %d submissions lost before they started went back to their queues", len(requeued))
         sent = set(self._send(rows))
         self._unstamp([row.id for row in rows if row.id not in sent], now)
         return len(sent)

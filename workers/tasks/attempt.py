@@ -1,13 +1,15 @@
 """The one shape of an outbox task (submit, relay, cancel): start → call → record.
 
-1. **start**, one transaction: lock the outbox row (nothing to do once it is done), let the task
+1. **start**, one transaction: lock the outbox row (nothing to do once it is done, or when this copy
+   of its message was superseded by a later publication: ``service.start_leases``), let the task
    admit it (the relay waits here for an earlier relay of its task, or takes one of its client's
    slots; a vendor call takes one of its vendor's call slots: ``workers.tasks.vendor_call``; before
    anything is counted), count the
    delivery (the poison guard: past ``LIAISON_MAX_DELIVERIES`` starts that never finished, it is
-   dead-lettered unrun), and read what the call needs — or finish the row at once (nothing to do,
-   an endpoint disabled). Last, what the call takes in that transaction (``before_call``: a
-   vendor's rate slot, with the database limiter). Committed before the call, so a call that kills
+   dead-lettered unrun) with its start lease renewed (in the same write), and read what the call
+   needs — or finish the row at once (nothing to do, an endpoint disabled). Last, what the call
+   takes in that transaction (``before_call``: a vendor's rate slot, with the database limiter).
+   Committed before the call, so a call that kills
    its worker is counted.
    A vendor submission's claim counts the delivery in its locking statement on PostgreSQL, and a
    relay's admit in the statement that takes its slots (``counted_by_claim``): a submission's admit
@@ -42,7 +44,7 @@ from foundation import tracing
 from foundation.logging import bind
 from models.base import utcnow
 from models.messages import OutboxMessage
-from service import claims
+from service import claims, start_leases
 from service.dead_letters import count_delivery
 from workers.limiter import RateLimited
 from workers.runtime import Liaison
@@ -78,6 +80,11 @@ class ComeBackLater(Exception):
         super().__init__(outcome)
         self.countdown = countdown
         self.outcome = outcome
+
+
+class Superseded(Exception):
+    """This copy of the message does nothing: its row was published again since (its start lease ran
+    out) or went back to its queue (``service.start_leases.superseded``). Nothing is counted."""
 
 
 class OutboxTask(Generic[W, R]):
@@ -152,11 +159,13 @@ class OutboxTask(Generic[W, R]):
         return Attempt(None, RetryPolicy())
 
 
-def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> str:
-    """Start → call → record, with every way out handled the same for each kind of task."""
+def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], published: str | None = None) -> str:
+    """Start → call → record, with every way out handled the same for each kind of task.
+    ``published``: the stamp the message was published under (a submit's and a relay's), which a
+    copy the row was published again since no longer carries."""
     attempt: Attempt[Any] | None = None
     try:
-        started = _start(ctx, outbox_id, steps)
+        started = _start(ctx, outbox_id, steps, published)
         if isinstance(started, str):
             return started
         attempt = started
@@ -175,6 +184,9 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -
         )
     except ComeBackLater as wait:
         raise task.retry(countdown=wait.countdown) from None
+    except Superseded:
+        log.info("outbox %s: this copy of its message was superseded by a later one; nothing to do", outbox_id)
+        return "superseded"
     except RateLimited as exc:  # the start's rate slot (``before_call``): the start rolled back
         return wait_for_slot(task, ctx, outbox_id, exc)
     except DBAPIError as exc:
@@ -212,22 +224,27 @@ def _attempt(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, An
         return steps.succeeded(ctx, session, outbox_id, attempt, result)
 
 
-def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any]) -> Attempt[Any] | str:
+def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], published: str | None) -> Attempt[Any] | str:
     preparing = False
     try:
         with ctx.db.transaction() as session:
             row = steps.claim(ctx, session, outbox_id, "start")
             if row is None:
                 return "skipped"
+            if start_leases.superseded(row, published):
+                raise Superseded  # rolled back: a count the claim made goes with it
             bind(attempt=row.attempts + 1)  # the row counts attempts; a held retry is a new Celery message
             # may raise ComeBackLater: the transaction rolls back, nothing counted (a count the
             # claim made goes with it); an outcome it returns must not follow a counting claim
             admitted = steps.admit(ctx, session, row)
             if admitted is not None:
                 return admitted
-            if not count_delivery(session, row, ctx.settings.max_deliveries, utcnow(), counted=steps.counted_by_claim):
+            now = utcnow()
+            if not count_delivery(session, row, ctx.settings.max_deliveries, now, counted=steps.counted_by_claim):
                 log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
                 return "skipped"
+            if not steps.counted_by_claim and (lease := ctx.settings.start_leases.get(row.kind)) is not None:
+                row.start_lease_until = start_leases.until(now, lease)  # in the count's UPDATE
             preparing = True
             with session.no_autoflush:  # the count and what prepare writes go in one UPDATE at commit
                 prepared = steps.prepare(ctx, session, row)

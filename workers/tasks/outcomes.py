@@ -25,7 +25,7 @@ from foundation import metrics
 from models.base import utcnow
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
-from service import claims, transitions
+from service import claims, start_leases, transitions
 from service.dead_letters import dead_letter
 from service.lifecycle import retry_past_deadline_of
 from workers.limiter import RateLimited
@@ -129,10 +129,13 @@ def retry_or_dead_letter(
                 error = f"{exc}; its Retry-After ({exc.retry_after_s:.0f}s) is past the retry cap ({policy.cap_s:.0f}s)"
             dead_letter(session, row, error, fault, now)
         else:
-            transitions.record_attempt_failure(session, row, str(exc), now + timedelta(seconds=delay), now)
+            due = now + timedelta(seconds=delay)
+            transitions.record_attempt_failure(session, row, str(exc), due, now)
             held = delay > ctx.settings.max_countdown_s
             if held:
                 row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+            else:  # the retry's message must start by its due time plus the lease (service.start_leases)
+                row.start_lease_until = start_leases.until(due, ctx.settings.start_leases.get(row.kind))
     if canceled:
         log.info("outbox %s: the next attempt would start after the execution deadline; task canceled", outbox_id)
         return "canceled"
@@ -164,9 +167,12 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) ->
         if row.kind == OutboxKind.SUBMIT and row.task_id is not None:
             transitions.note_rate_limited(session, row.task_id, utcnow())  # the task says why it waits
         held = delay > ctx.settings.max_countdown_s
+        due = utcnow() + timedelta(seconds=delay)
         if held:
-            row.next_attempt_at = utcnow() + timedelta(seconds=delay)
+            row.next_attempt_at = due
             row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+        else:  # the message comes back by countdown: it must start by then plus the lease
+            row.start_lease_until = start_leases.until(due, ctx.settings.start_leases.get(row.kind))
     if held:
         log.info("outbox %s waits %.0fs for a provider slot, held in the database", outbox_id, delay)
         return "held"

@@ -30,8 +30,8 @@ from models.endpoint_health import (
     record_success,
 )
 from models.leases import give_back, release
-from models.messages import OutboxMessage
-from service import claims, transitions
+from models.messages import OutboxKind, OutboxMessage
+from service import claims, start_leases, transitions
 from service.dead_letters import disable_endpoint, park, url_hash
 from service.ordering import AWAITING_EARLIER, hold
 from workers.delivery import deliver
@@ -65,7 +65,7 @@ class Callback:
 
 
 @shared_task(bind=True, name="liaison.relay", max_retries=None)
-def relay(self: Task, outbox_id: int) -> str:
+def relay(self: Task, outbox_id: int, published: str | None = None) -> str:
     """Deliver one callback within its client's and its endpoint's share of relay slots.
 
     A delivery spends its time waiting on the domain app's network, so the relay process runs many
@@ -78,8 +78,9 @@ def relay(self: Task, outbox_id: int) -> str:
     is paused and probed (``core.endpoint_health``): its relays wait without calling it.
     Before all that, a relay with an earlier relay of its task still on its way is held until that
     one is settled (``service.ordering``): a task's callbacks are delivered in order.
+    ``published``: the stamp the message went out under (``service.start_leases.superseded``).
     """
-    return run(self, liaison(), outbox_id, Relay())
+    return run(self, liaison(), outbox_id, Relay(), published)
 
 
 class Relay(OutboxTask[Callback, int]):
@@ -139,7 +140,14 @@ class Relay(OutboxTask[Callback, int]):
         if hashed is not None:
             groups.append((endpoint_slot_group(client.id, hashed), settings.relay_endpoint_concurrency))
         taken, self.counted_by_claim = claims.take_relay_slots(
-            session, row, groups, self.holder, now, settings.relay_slot_ttl_s, strip_url(url)
+            session,
+            row,
+            groups,
+            self.holder,
+            now,
+            settings.relay_slot_ttl_s,
+            strip_url(url),
+            lease_until=start_leases.until(now, settings.start_leases.get(OutboxKind.RELAY)),
         )
         if taken is None:  # the transaction rolls back: a slot taken before the full group is free again
             metrics.relay_delivery("slot_wait")

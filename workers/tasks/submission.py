@@ -11,9 +11,9 @@ from core.retry_policy import RetryPolicy
 from core.states import State
 from foundation import metrics
 from models.base import utcnow
-from models.messages import OutboxMessage
+from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
-from service import claims, transitions, vendor_events
+from service import claims, start_leases, transitions, vendor_events
 from wire.bounded_json import InvalidJson
 from workers.policies import provider_policy
 from workers.providers import Provider, SubmitJob
@@ -24,8 +24,9 @@ from workers.tasks.vendor_call import VendorCall
 
 
 @shared_task(bind=True, name="liaison.submit", max_retries=None)
-def submit(self: Task, outbox_id: int) -> str:
-    return run(self, liaison(), outbox_id, Submit())
+def submit(self: Task, outbox_id: int, published: str | None = None) -> str:
+    """``published``: the stamp the message went out under (``service.start_leases.superseded``)."""
+    return run(self, liaison(), outbox_id, Submit(), published)
 
 
 class Submit(VendorCall[SubmitJob, str]):
@@ -37,7 +38,8 @@ class Submit(VendorCall[SubmitJob, str]):
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         if stage == "start":
-            claimed = claims.claim_counted_outbox_and_task(session, outbox_id, with_input=True)
+            lease_until = start_leases.until(utcnow(), ctx.settings.start_leases.get(OutboxKind.SUBMIT))
+            claimed = claims.claim_counted_outbox_and_task(session, outbox_id, with_input=True, lease_until=lease_until)
         else:
             claimed = claims.claim_outbox_and_task(session, outbox_id)
         if claimed is None:
