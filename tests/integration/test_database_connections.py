@@ -131,8 +131,8 @@ def test_a_task_that_finds_every_pooled_connection_busy_tries_again(pair_stack: 
         if getattr(request, "args", None) == [outbox_id]:
             outcomes.append("retried")
 
-    def failed(args: object = None, exception: BaseException | None = None, **_: object) -> None:
-        if list(args or ()) == [outbox_id]:
+    def failed(args: tuple[object, ...] = (), exception: BaseException | None = None, **_: object) -> None:
+        if list(args) == [outbox_id]:
             outcomes.append(f"failed: {type(exception).__name__}")
 
     signals.task_retry.connect(retried, weak=False)
