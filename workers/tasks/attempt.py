@@ -91,6 +91,9 @@ class OutboxTask(Generic[W, R]):
     #: The task's stored W3C traceparent, set by ``claim``: the call and its record run in a span
     #: of the task's trace (``foundation.tracing.continued``), and the call carries it.
     traceparent: str | None = None
+    #: Set by ``call`` when it was rate-limited after a request that went unanswered (a submit's
+    #: ``find``): the wait for the slot records that the other side may have acted on it.
+    unsettled = False
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         """Lock the row at ``stage`` ("start" or "record"); None once it is done. A task that reads
@@ -208,7 +211,7 @@ def _attempt(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, An
     try:
         result = steps.call(ctx, attempt)
     except RateLimited as exc:
-        return wait_for_slot(task, ctx, outbox_id, exc)
+        return wait_for_slot(task, ctx, outbox_id, exc, unsettled=steps.unsettled)
     except CallError as exc:
         return _failed(task, ctx, outbox_id, steps, attempt, exc)
     with ctx.db.transaction() as session:
