@@ -19,8 +19,11 @@ from typing import Any
 
 from flask import Flask, Response, json
 from kombu.exceptions import OperationalError as BrokerUnavailable
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
+
+from models.db import database_unavailable
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
@@ -105,12 +108,14 @@ def init_app(app: Flask) -> None:
         return response
 
     @app.errorhandler(DBAPIError)
-    def _database_error(exc: DBAPIError) -> Response:
-        if not (exc.connection_invalidated or isinstance(exc, OperationalError)):
+    @app.errorhandler(PoolTimeout)
+    def _database_error(exc: DBAPIError | PoolTimeout) -> Response:
+        if not database_unavailable(exc):
             return _unexpected(exc)
-        # The database is restarting, or the connection died under the request: the pool is
-        # discarded with it, so asking again in a moment reaches a fresh one. Nothing was committed.
-        log.warning("database unavailable during a request: %s", type(exc.orig).__name__)
+        # The database is restarting, the connection died under the request (the pool is discarded
+        # with it), or no pooled connection came free in time: asking again in a moment reaches a
+        # fresh or a free one. Nothing was committed.
+        log.warning("database unavailable during a request: %s", type(getattr(exc, "orig", None) or exc).__name__)
         response = problem(503, "Service Unavailable", "the database is not answering; try again in a moment")
         response.headers["Retry-After"] = "1"
         return response

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from core.classify import Failure, Kind, fault_of
+from core.classify import Failure, Kind, classify_failure, fault_of
 
 
 class CallError(Exception):
@@ -34,6 +34,14 @@ class CallError(Exception):
         self.status = status
         self.retry_after_s = retry_after_s
         self.failure = failure  # what went wrong when no HTTP status says it
+
+    @property
+    def unanswered(self) -> bool:
+        """The request went out and no answer came back (uncertain, or a transport failure that
+        happened after sending, such as an attempt cut off by its time limit): the other side may
+        have acted on it."""
+        failed_after_sending = self.failure is not None and classify_failure(self.failure) is Kind.UNCERTAIN
+        return self.kind is Kind.UNCERTAIN or failed_after_sending
 
     def fault(self, *, callers_endpoint: bool = False) -> str:
         """``caller`` or ``system``, for the dead letter: see ``core.classify.fault_of``."""

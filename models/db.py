@@ -17,7 +17,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
 #: The embedded SQLite file holds API key hashes, callback secrets and every task's input: only its
@@ -74,6 +75,22 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """The one place a database error is told apart: True when the database could not be reached or
+    answer *for now*, so the work is tried again a moment later (a task) or the request answered 503
+    (the web); False for anything else (a bug, a constraint): it propagates.
+
+    Unavailable: the connection died under the statement (a restart, a failover: the pool is
+    invalidated with it), the server refused or dropped it (``OperationalError``), or the pool had
+    no connection free within ``pool_timeout`` (``sqlalchemy.exc.TimeoutError``: every one of the
+    ``POOL_SIZE`` was held by other threads). The last is no ``DBAPIError`` -- the driver was never
+    reached -- but it is just as passing, and nothing was done.
+    """
+    if isinstance(exc, PoolTimeout):
+        return True
+    return isinstance(exc, DBAPIError) and (exc.connection_invalidated or isinstance(exc, OperationalError))
 
 
 #: How long a SQLite connection waits for another process's write lock.

@@ -47,7 +47,9 @@ def dead_letter(
     """A DeadLetter and an Incident in the same transaction as the task's state change.
 
     A submission that fails for good fails the task, and the domain app hears of it as
-    ``task.completed`` / ``failed`` (the outcome names the dead letter, which can be replayed).
+    ``task.completed`` / ``failed`` (the outcome names the dead letter, which can be replayed) --
+    unless the task is ``cancel_requested``: its submit was settling whether the vendor holds a job
+    to cancel, and the task waits, counted against its vendor's capacity, for the replay.
     A poison message is dead-lettered without an attempt having been made.
     """
     outbox.done_at = now
@@ -88,6 +90,11 @@ def dead_letter(
     settle_retry(session, task, outbox)
     task.last_error = error
     add_event(session, task, f"{outbox.kind}.dead_lettered", now, error=error, fault=fault, dead_letter_id=letter.id)
+    if outbox.kind == OutboxKind.SUBMIT and task.state == State.CANCEL_REQUESTED:
+        # Canceled while the vendor had not answered, and the vendor could not be asked whether it
+        # holds a job (service.lifecycle.request_cancel): the task stays cancel_requested, keeping
+        # its vendor slot, and the incident names it. A replay asks ``find`` again.
+        return []
     if outbox.kind == OutboxKind.SUBMIT and task.state not in TERMINAL:
         task.outcome = {"error": error, "fault": fault, "dead_letter_id": letter.id}
         return move(session, task, State.FAILED, now, reason="submission failed")

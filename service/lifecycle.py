@@ -28,7 +28,7 @@ from service.errors import ServiceError
 from service.incidents import IncidentKind, open_incident
 from service.isolation import in_savepoint
 from service.outbox_rows import add_event, add_outbox, add_relay
-from service.transitions import move
+from service.transitions import mark_done, move
 from service.vendor_events import first_time
 
 
@@ -71,20 +71,74 @@ def cancel_key_first_time(session: Session, client_id: int, task: ExternalTask, 
     return False
 
 
+#: In a submit row's payload: an attempt went out and no answer came back, and ``find`` could not
+#: settle it (it failed, or was rate-limited): the vendor may hold a job we have no id for.
+UNSETTLED = "unsettled"
+#: In a submit row's payload: the reason of a cancel that waits for the submit's outcome.
+CANCEL_REASON = "cancel_reason"
+
+
+def note_unsettled(row: OutboxMessage) -> None:
+    """The submit's last attempt may have created a job that ``find`` could not confirm or rule out."""
+    if not row.payload.get(UNSETTLED):
+        row.payload = {**row.payload, UNSETTLED: True}
+
+
+def unanswered_submit(session: Session, task: ExternalTask) -> OutboxMessage | None:
+    """The task's submit row when the vendor may hold a job we have no id for: a delivery of it is
+    under way (started, not finished: the call is in flight, or its worker died in it), or an
+    earlier attempt went unanswered and ``find`` could not settle it (:data:`UNSETTLED`). None when
+    the vendor has answered every attempt, or none was made. The caller holds the task's lock,
+    which a delivery's start takes too, so a start either committed before this reads or sees the
+    cancel."""
+    row = session.scalar(
+        select(OutboxMessage)
+        .where(
+            OutboxMessage.task_id == task.id,
+            OutboxMessage.kind == OutboxKind.SUBMIT,
+            OutboxMessage.done_at.is_(None),
+        )
+        .limit(1)
+    )
+    if row is None or not (row.deliveries > 0 or row.payload.get(UNSETTLED)):
+        return None
+    return row
+
+
 def request_cancel(session: Session, task: ExternalTask, reason: str, now: datetime) -> list[OutboxMessage]:
-    """Cancel at the vendor through the outbox; a task the vendor never saw is canceled at once."""
+    """Cancel at the vendor through the outbox; a task the vendor never saw is canceled at once.
+
+    A task whose submit the vendor has not answered (:func:`unanswered_submit`) may be at the
+    vendor already: it becomes ``cancel_requested`` and keeps its place in the vendor's capacity
+    (``RELEASED_OPEN``) until the submit's outcome is known. Its submit row settles it: an answer
+    with a job id cancels that job at the vendor (``vendor_events.record_submission``); a retry no
+    longer submits but asks ``find`` (``workers.tasks.submission``), and the task is canceled here
+    once the vendor says it holds no job (:func:`cancel_unsubmitted`), or its job is canceled there."""
     if task.state in TERMINAL:
         raise AlreadyFinal(task.state)
     if task.state == State.CANCEL_REQUESTED:
         return []
     if task.vendor_job_id is None:
-        # Not at the vendor (yet): cancel here. If a submit is in flight, its answer finds the task
-        # canceled and cancels the new job at the vendor (vendor_events.record_submission).
+        unanswered = unanswered_submit(session, task)
+        if unanswered is not None:
+            unanswered.payload = {**unanswered.payload, CANCEL_REASON: reason}
+            return move(session, task, State.CANCEL_REQUESTED, now, reason=reason, submit="unanswered")
+        # The vendor never saw it, or answered every attempt without a job: cancel here. A delivery
+        # that starts later finds the task canceled and ends (workers.tasks.submission).
         task.outcome = {"canceled": reason}
         return move(session, task, State.CANCELED, now, reason=reason)
     rows = move(session, task, State.CANCEL_REQUESTED, now, reason=reason)
     rows.append(add_outbox(session, OutboxKind.CANCEL, task, now, reason=reason))
     return rows
+
+
+def cancel_unsubmitted(session: Session, row: OutboxMessage, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
+    """A ``cancel_requested`` task's unanswered submit is settled: the vendor holds no job for it
+    (``find`` said so). Its submit row ends and the task is canceled, freeing its vendor slot."""
+    reason = str(row.payload.get(CANCEL_REASON) or "canceled before the vendor answered")
+    mark_done(session, row, now, "submit.canceled", reason="the vendor holds no job for it")
+    task.outcome = {"canceled": reason}
+    return move(session, task, State.CANCELED, now, reason=reason)
 
 
 # --- Deadlines ---
@@ -255,6 +309,10 @@ def retry_past_deadline_of(session: Session, row: OutboxMessage, now: datetime) 
         ask_vendor(session, task, "execution", deadline, now)  # with a cancel, under on_deadline=cancel
     if decision is RetryAtDeadline.CANCEL and task.state not in TERMINAL:
         request_cancel(session, task, "execution deadline exceeded", now)
+    if decision is RetryAtDeadline.CANCEL and task.state == State.CANCEL_REQUESTED:
+        # The vendor may hold a job from an unanswered attempt: the row goes on, its retry asking
+        # ``find`` rather than submitting (request_cancel), so no job is left behind untracked.
+        return RetryAtDeadline.RETRY
     return decision
 
 

@@ -65,7 +65,8 @@ class GlobalConfig:
 
     down: bool = False
     down_status: int = 503
-    #: the outage reaches the status endpoint too (``GET /jobs/<id>``): a vendor that cannot be asked
+    #: the outage reaches the status and find endpoints too (``GET /jobs/<id>``, ``GET
+    #: /jobs?reference=``): a vendor that cannot be asked
     status_down: bool = False
     knobs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 

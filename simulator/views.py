@@ -108,6 +108,9 @@ def get_job(job_id: str) -> Response:
 @bp.get("/jobs")
 def find_jobs() -> Response:
     """Look jobs up by the client's reference, to settle a submit whose answer was lost."""
+    config = runtime().store.config
+    if config.status_down:  # a vendor that cannot be asked: about a job, or by reference
+        return problem(config.down_status, "Vendor unavailable", "simulated outage (status_down)")
     reference = request.args.get("reference")
     if not reference:
         return problem(400, "Missing reference", "GET /jobs needs ?reference=")

@@ -1,6 +1,7 @@
-"""Database connections that die under the platform (a server restart, a failover) cost a retry, not
-the outbox lease: the web answers 503 with Retry-After, and a task whose connection died tries again
-a moment later (workers.tasks.attempt). Pooled connections are pinged only after an idle spell
+"""Database connections that die under the platform (a server restart, a failover), or a pool with
+none free in time, cost a retry, not the outbox lease: the web answers 503 with Retry-After, and a
+task whose connection died, or that found every pooled connection busy, tries again a moment later
+(workers.tasks.attempt, models.db.database_unavailable). Pooled connections are pinged only after an idle spell
 (models.db), so this is the path a restart under load takes."""
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import time
 import uuid
 
 import pytest
+from celery import signals
 from sqlalchemy import QueuePool, create_engine, event, select, text
 
-from models.db import Database
+from models.db import POOL_SIZE, Database
 from models.task import ExternalTask
 from tests.integration.stack import Stack
 from tests.support.servers import RecordedRequest
@@ -110,6 +112,44 @@ def test_a_task_whose_connection_died_tries_again_at_once(pair_stack: Stack, cap
 
     assert _state_seen_apart(stack.settings.database_url, cid) == "succeeded"
     assert any("the database is not answering" in r.getMessage() for r in caplog.records)
+
+
+def test_a_task_that_finds_every_pooled_connection_busy_tries_again(pair_stack: Stack) -> None:
+    """The worker's pool is exhausted for real: the test holds every connection it may open
+    (``POOL_SIZE``, no overflow), so the task's first checkout waits the pool's timeout and raises
+    ``sqlalchemy.exc.TimeoutError``, which is no ``DBAPIError``. It must be retried like a dead
+    connection, not acked as a failure: this stack runs no sweep, so an acked task would stay
+    ``requested`` for good."""
+    stack = pair_stack
+    if stack.db.is_sqlite:
+        pytest.skip("one database suffices: the pool and the classification are the same on both")
+    api_key, _, _ = stack.new_client()
+    cid, outbox_id = stack.unpublished_task(api_key, {"correlation_id": f"no-conn-{uuid.uuid4().hex[:6]}", "input": {}})
+    outcomes: list[str] = []
+
+    def retried(request: object = None, **_: object) -> None:
+        if getattr(request, "args", None) == [outbox_id]:
+            outcomes.append("retried")
+
+    def failed(args: tuple[object, ...] = (), exception: BaseException | None = None, **_: object) -> None:
+        if list(args) == [outbox_id]:
+            outcomes.append(f"failed: {type(exception).__name__}")
+
+    signals.task_retry.connect(retried, weak=False)
+    signals.task_failure.connect(failed, weak=False)
+    held = [stack.db.engine.connect() for _ in range(POOL_SIZE)]
+    try:
+        stack.celery.send_task("liaison.submit", args=[outbox_id], queue=stack.queue)
+        deadline = time.monotonic() + 120  # the pool's timeout (30 s) first
+        while not outcomes and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        for conn in held:
+            conn.close()
+        signals.task_retry.disconnect(retried)
+        signals.task_failure.disconnect(failed)
+    assert outcomes[:1] == ["retried"], outcomes
+    assert _state_seen_apart(stack.settings.database_url, cid) == "succeeded"
 
 
 def test_threads_that_overlap_in_the_database_keep_their_connections(postgres_url: str) -> None:

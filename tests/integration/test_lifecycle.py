@@ -215,6 +215,51 @@ def test_cancel_before_the_vendor_knows_the_job_never_submits(pair_stack: Stack,
     )
 
 
+def test_a_cancel_after_an_unanswered_submit_whose_find_failed_cancels_the_job_at_the_vendor(
+    pair_stack: Stack,
+) -> None:
+    """The submit goes out and no answer comes (the vendor creates the job, then answers past the
+    read timeout), and ``find`` cannot be asked either: nobody knows whether the vendor holds a job.
+    A cancel then must not end the task as if the vendor had none: the task stays
+    ``cancel_requested`` until ``find`` answers, and the job it finds is canceled at the vendor."""
+    import requests
+
+    api_key, _, _ = pair_stack.new_client()
+    cid = f"cancel-unanswered-{uuid.uuid4().hex[:8]}"
+    slow = {"slow_s": 3, "complete_delay_s": 600}  # past the read timeout (2 s); never completes alone
+    pair_stack.vendor("POST", "/_sim/config", json={"status_down": True})  # find cannot be asked
+    try:
+        pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": slow}})
+        pair_stack.wait_for_task(api_key, cid, until=lambda b: "submit.attempt_failed" in _kinds(b), timeout=30)
+        response = requests.post(
+            f"{pair_stack.web.url}/api/v1/tasks/{cid}/cancel", headers={"Authorization": f"Bearer {api_key}"}, timeout=5
+        )
+        assert response.status_code == 202
+        # a delivery after the cancel ended while find was still down: an attempt, or a skip
+        pair_stack.wait_for_task(api_key, cid, until=_submit_ended_after_the_cancel, timeout=30)
+    finally:
+        pair_stack.vendor("POST", "/_sim/config", json={})
+    body = pair_stack.wait_for_task(
+        api_key,
+        cid,
+        until=lambda b: b["state"] == "canceled" and bool({"cancel.sent", "submit.skipped"} & set(_kinds(b))),
+        timeout=30,
+    )
+    jobs = pair_stack.vendor("GET", f"/jobs?reference={pair_stack.reference(cid)}").json()["jobs"]
+    assert [job["status"] for job in jobs] == ["canceled"], (jobs, _kinds(body))
+    assert "submit.dead_lettered" not in _kinds(body)
+
+
+def _kinds(body: dict) -> list[str]:
+    return [e["kind"] for e in body["timeline"]]
+
+
+def _submit_ended_after_the_cancel(body: dict) -> bool:
+    kinds = _kinds(body)
+    canceled = [n for n, k in enumerate(kinds) if k in ("state.canceled", "state.cancel_requested")]
+    return bool(canceled) and bool({"submit.attempt_failed", "submit.skipped"} & set(kinds[canceled[0] + 1 :]))
+
+
 def test_dropped_webhook_is_recovered_by_reconciliation_and_a_later_duplicate_changes_nothing(
     pair_stack: Stack, vendor_secret: str
 ) -> None:

@@ -327,6 +327,7 @@ def test_global_config_down(vendor: Vendor) -> None:
     assert requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).status_code == 200  # down spares status
     requests.post(vendor.url + "/_sim/config", json={"status_down": True}, timeout=5)
     assert requests.get(f"{vendor.url}/jobs/{job_id}", timeout=5).status_code == 503
+    assert requests.get(f"{vendor.url}/jobs", params={"reference": "any"}, timeout=5).status_code == 503  # find too
     requests.post(vendor.url + "/_sim/config", json={}, timeout=5)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
 from bench.procs import Proc, procfile
 from bench.stacks import PROCFILE, base_env
@@ -42,6 +43,8 @@ def capped_stack(
 ) -> Iterator[Stack]:
     # a short lease: the sweep (run by the test, as beat would) re-drives what a SIGKILLed worker held
     extra = {**UNPACED, "LIAISON_PROVIDER_SIM_MAX_IN_FLIGHT": str(CAP), "LIAISON_OUTBOX_LEASE_S": "3"}
+    # a vendor that answers a submit seconds after it created the job is slow, not silent
+    extra["LIAISON_PROVIDER_SIM_READ_TIMEOUT_S"] = "10"
     db, broker = request.param
     if db == "sqlite":
         yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
@@ -119,3 +122,45 @@ def test_capacity_holds_with_a_second_worker_that_is_killed(capped_stack: Stack,
     most = most_open_at_once(jobs)
     print(f"\n{stack.name}: a calls process SIGKILLed; at most {most} jobs open at the vendor (MAX_IN_FLIGHT={CAP})")
     assert most <= CAP
+
+
+@pytest.mark.timeout(240)
+def test_a_task_canceled_while_its_submit_is_in_flight_keeps_its_vendor_slot(capped_stack: Stack) -> None:
+    """The vendor has created the job and not yet answered the submit when the task is canceled: the
+    task keeps counting against the capacity until the answer comes and the job is canceled there.
+    Freed at the cancel, the slot would go to the next task while the vendor still holds the job:
+    one more job open at the vendor than its capacity."""
+    stack = capped_stack
+    api_key = new_client(stack)
+    tag = uuid.uuid4().hex[:6]
+    fillers = [f"fill-{tag}-{i}" for i in range(CAP - 1)]
+    submit(stack, api_key, fillers, simulate={"complete_delay_s": 600})
+    wait(lambda: all(s != "requested" for s in states(stack, fillers).values()), "the fillers reached the vendor")
+    slow, late = f"slow-{tag}", f"late-{tag}"
+    submit(stack, api_key, [slow], simulate={"slow_s": 5, "complete_delay_s": 600})  # answers 5 s after creating
+    reference = stack.reference(slow)
+    wait(lambda: stack.vendor("GET", f"/jobs?reference={reference}").json()["jobs"], "the vendor created the job")
+    cancel = requests.post(
+        f"{stack.web.url}/api/v1/tasks/{slow}/cancel", headers={"Authorization": f"Bearer {api_key}"}, timeout=10
+    )
+    assert cancel.status_code == 202, cancel.text
+    submit(stack, api_key, [late], simulate={"complete_delay_s": 0.2})
+    waiting = stack.get(api_key, late)["waiting"]  # the vendor holds CAP jobs: the fillers and the slow one
+
+    def timeline() -> list[str]:
+        return [e["kind"] for e in stack.get(api_key, slow)["timeline"]]
+
+    # the vendor answered after the cancel: the case at hand
+    wait(lambda: "submission.late" in timeline(), "the slow submit answered after the cancel")
+    wait(lambda: states(stack, [slow]).get(slow) == "canceled", "the slow task canceled")
+    for cid in fillers:
+        requests.post(
+            f"{stack.web.url}/api/v1/tasks/{cid}/cancel", headers={"Authorization": f"Bearer {api_key}"}, timeout=10
+        ).raise_for_status()
+    ids = [*fillers, slow, late]
+    wait(all_final(stack, ids), "every task finished")
+    jobs = vendor_jobs(stack, ids)
+    assert sorted(j["task"] for j in jobs) == sorted(ids)
+    assert next(j for j in jobs if j["task"] == slow)["status"] == "canceled"
+    assert most_open_at_once(jobs) <= CAP, jobs
+    assert waiting is not None and waiting["reason"] == "vendor_capacity", waiting

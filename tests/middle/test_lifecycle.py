@@ -7,14 +7,23 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.classify import Fault
 from core.deadlines import VendorAnswer
 from core.states import EventType, State
 from models.attention import Incident, OrphanEvent
 from models.db import Database
 from models.messages import OutboxKind
-from service.dead_letters import NotReplayable
+from service.dead_letters import NotReplayable, dead_letter
 from service.incidents import IncidentKind
-from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, escalate_due, request_cancel
+from service.lifecycle import (
+    AlreadyFinal,
+    CancelKeyReused,
+    cancel_key_first_time,
+    cancel_unsubmitted,
+    escalate_due,
+    note_unsettled,
+    request_cancel,
+)
 from service.orphans import attach_orphan, discard_orphan, flag_stale_orphans
 from service.probes import claim_silent, settle_probe
 from service.reconciliation import claim_quiet, claim_unsubmitted
@@ -45,6 +54,40 @@ def test_a_task_at_the_vendor_is_canceled_there_through_the_outbox(db: Database)
         assert task.state == State.CANCEL_REQUESTED
         assert [r.kind for r in rows] == [OutboxKind.CANCEL]  # cancel_requested is not relayed
         assert request_cancel(session, task, "again", later(1)) == []  # asked already: nothing more
+
+
+@pytest.mark.parametrize("unanswered", ["a delivery under way", "find could not settle an attempt"])
+def test_a_task_whose_submit_is_unanswered_keeps_its_place_until_the_vendor_says(db: Database, unanswered: str) -> None:
+    """The vendor may hold a job we have no id for: the cancel waits for the submit's outcome (no
+    cancel row yet: no job id to send), counted open (``cancel_requested``); ``find`` finding no job
+    ends it canceled with the caller's reason."""
+    with db.transaction() as session:
+        task = submit(session, new_client(session), "order-1").task
+        [row] = outbox_rows(session, task)
+        if unanswered == "a delivery under way":
+            row.deliveries = 1
+        else:
+            note_unsettled(row)
+        rows = request_cancel(session, task, "no longer needed", NOW)
+        assert task.state == State.CANCEL_REQUESTED and rows == [] and task.outcome is None
+        assert row.done_at is None  # the submit settles it
+        rows = cancel_unsubmitted(session, row, task, later(1))
+        assert task.state == State.CANCELED and task.outcome == {"canceled": "no longer needed"}
+        assert row.done_at == later(1) and "submit.canceled" in timeline(session, task)
+        assert [(r.kind, r.payload["type"]) for r in rows] == [(OutboxKind.RELAY, "task.completed")]
+
+
+def test_an_unanswered_submit_that_cannot_be_settled_leaves_the_task_to_an_operator(db: Database) -> None:
+    """Its budget spent while ``find`` could not be asked: a dead letter and an incident, and the
+    task stays ``cancel_requested`` (the vendor may hold a job), not failed: a replay asks again."""
+    with db.transaction() as session:
+        task = submit(session, new_client(session), "order-1").task
+        [row] = outbox_rows(session, task)
+        note_unsettled(row)
+        request_cancel(session, task, "no longer needed", NOW)
+        assert dead_letter(session, row, "find: 503", Fault.SYSTEM, later(1)) == []
+        assert task.state == State.CANCEL_REQUESTED
+        assert [i.kind for i in _incidents(session, IncidentKind.SUBMIT_FAILED)] == [IncidentKind.SUBMIT_FAILED]
 
 
 def test_a_final_task_cannot_be_canceled(db: Database) -> None:

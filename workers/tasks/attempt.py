@@ -35,7 +35,8 @@ from typing import Any, Generic, TypeVar
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from core.errors import CallError
@@ -43,6 +44,7 @@ from core.retry_policy import RetryPolicy
 from foundation import tracing
 from foundation.logging import bind
 from models.base import utcnow
+from models.db import database_unavailable
 from models.messages import OutboxMessage
 from service import claims, start_leases
 from service.dead_letters import count_delivery
@@ -96,6 +98,9 @@ class OutboxTask(Generic[W, R]):
     #: The task's stored W3C traceparent, set by ``claim``: the call and its record run in a span
     #: of the task's trace (``foundation.tracing.continued``), and the call carries it.
     traceparent: str | None = None
+    #: Set by ``call`` when it was rate-limited after a request that went unanswered (a submit's
+    #: ``find``): the wait for the slot records that the other side may have acted on it.
+    unsettled = False
 
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         """Lock the row at ``stage`` ("start" or "record"); None once it is done. A task that reads
@@ -189,13 +194,14 @@ def run(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], p
         return "superseded"
     except RateLimited as exc:  # the start's rate slot (``before_call``): the start rolled back
         return wait_for_slot(task, ctx, outbox_id, exc)
-    except DBAPIError as exc:
-        if not (exc.connection_invalidated or isinstance(exc, OperationalError)):
+    except (DBAPIError, PoolTimeout) as exc:
+        if not database_unavailable(exc):
             raise
-        # The database is restarting, or the connection died under the task (a failover): every
-        # pooled connection is discarded with it, and the next try starts afresh, a moment later
-        # and then less often while it stays down. The outbox row is as its last commit left it;
-        # nothing else is counted. (Acked as a failure instead, the row would wait for the lease.)
+        # The database is restarting, the connection died under the task (a failover: every pooled
+        # connection is discarded with it), or every pooled connection was busy past the pool's
+        # timeout: the next try starts afresh, a moment later and then less often while it stays
+        # so. The outbox row is as its last commit left it; nothing else is counted. (Acked as a
+        # failure instead, the row would wait for the lease.)
         countdown = min(DB_RETRY_CAP_S, DB_RETRY_S * 2 ** (task.request.retries or 0))
         log.warning("outbox %s: the database is not answering; trying again in %.0fs", outbox_id, countdown)
         raise task.retry(countdown=countdown) from None
@@ -217,7 +223,7 @@ def _attempt(task: Task, ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, An
     try:
         result = steps.call(ctx, attempt)
     except RateLimited as exc:
-        return wait_for_slot(task, ctx, outbox_id, exc)
+        return wait_for_slot(task, ctx, outbox_id, exc, unsettled=steps.unsettled)
     except CallError as exc:
         return _failed(task, ctx, outbox_id, steps, attempt, exc)
     with ctx.db.transaction() as session:

@@ -27,7 +27,7 @@ from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
 from service import claims, start_leases, transitions
 from service.dead_letters import dead_letter
-from service.lifecycle import retry_past_deadline_of
+from service.lifecycle import note_unsettled, retry_past_deadline_of
 from workers.limiter import RateLimited
 from workers.runtime import Liaison
 
@@ -101,6 +101,9 @@ def retry_or_dead_letter(
             return "done"
         if also is not None:
             also(session)
+        row.deliveries = 0  # this delivery ended, its outcome ``exc``: no longer under way
+        if row.kind == OutboxKind.SUBMIT and exc.unanswered:
+            note_unsettled(row)  # the vendor may hold a job: a cancel must ask it first (request_cancel)
         failed_attempts = row.attempts + 1
         kind = row.kind
         delay = None
@@ -153,10 +156,12 @@ def retry_or_dead_letter(
     raise task.retry(countdown=delay, exc=exc)
 
 
-def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) -> str:
+def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited, *, unsettled: bool = False) -> str:
     """The provider's shared rate limit had no slot soon enough: nothing was sent, so no attempt is
     counted. The message comes back after the slot's wait plus jitter (so the waiting messages do
-    not all return at once); a wait past ``max_countdown_s`` is held in the database instead."""
+    not all return at once); a wait past ``max_countdown_s`` is held in the database instead.
+    ``unsettled``: the slot was for the ``find`` after an unanswered submit, so the vendor may hold
+    a job meanwhile (``service.lifecycle.note_unsettled``)."""
     delay = exc.retry_after_s + _rng.uniform(0.0, max(exc.retry_after_s, 0.05))
     metrics.rate_limited("provider", exc.key.removeprefix("provider:"))
     with ctx.db.transaction() as session:
@@ -164,6 +169,8 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited) ->
         if row is None:
             return "done"
         row.deliveries = 0  # this delivery ended normally: not a poison message
+        if unsettled:
+            note_unsettled(row)
         if row.kind == OutboxKind.SUBMIT and row.task_id is not None:
             transitions.note_rate_limited(session, row.task_id, utcnow())  # the task says why it waits
         held = delay > ctx.settings.max_countdown_s
