@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gzip
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -25,6 +25,17 @@ class Span:
     span_id: str  # 16 hex
     parent_id: str  # 16 hex, "" for a root span
     kind: int
+    #: every attribute, the span's and its events' (``<event name>.<key>``), as exported
+    attributes: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    #: the trace ids of its links
+    linked: tuple[str, ...] = ()
+
+    def texts(self) -> list[str]:
+        """Every string the span exported: its name, attribute values (lists flattened)."""
+        found = [self.name]
+        for value in self.attributes.values():
+            found.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+        return found
 
     def line(self) -> str:
         return f"{self.service:<15} {self.name:<45} {self.trace_id} {self.span_id} {self.parent_id or '-':<16}"
@@ -35,6 +46,23 @@ def _service(resource: Any) -> str:
         if attribute.key == "service.name":
             return str(attribute.value.string_value)
     return "?"
+
+
+def _value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` as Python (arrays as lists)."""
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind) if kind else None
+
+
+def _attributes(span: Any) -> dict[str, Any]:
+    found = {a.key: _value(a.value) for a in span.attributes}
+    for event in span.events:
+        found.update({f"{event.name}.{a.key}": _value(a.value) for a in event.attributes})
+    return found
 
 
 def decode(body: bytes) -> list[Span]:
@@ -53,6 +81,8 @@ def decode(body: bytes) -> list[Span]:
                         span.span_id.hex(),
                         span.parent_span_id.hex(),
                         int(span.kind),
+                        _attributes(span),
+                        tuple(link.trace_id.hex() for link in span.links),
                     )
                 )
     return spans
