@@ -65,7 +65,8 @@ def _attributes(span: Any) -> dict[str, Any]:
     return found
 
 
-def decode(body: bytes) -> list[Span]:
+def decode(body: bytes, detail: bool = True) -> list[Span]:
+    """The spans of one export request; ``detail=False`` leaves attributes and links out (a sink)."""
     request = ExportTraceServiceRequest()
     request.ParseFromString(body)
     spans = []
@@ -81,8 +82,8 @@ def decode(body: bytes) -> list[Span]:
                         span.span_id.hex(),
                         span.parent_span_id.hex(),
                         int(span.kind),
-                        _attributes(span),
-                        tuple(link.trace_id.hex() for link in span.links),
+                        _attributes(span) if detail else {},
+                        tuple(link.trace_id.hex() for link in span.links) if detail else (),
                     )
                 )
     return spans
@@ -108,7 +109,7 @@ class OtlpReceiver:
                     self.send_response(404)
                     self.end_headers()
                     return
-                receiver._add(decode(body))
+                receiver._add(decode(body, detail=receiver.keep))
                 answer = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
