@@ -63,6 +63,19 @@ def decimal(minimum: float = 0.0) -> Parser:
     return _number(float, minimum, "number")
 
 
+def fraction() -> Parser:
+    """A share between 0 and 1, both included."""
+    share = decimal(0.0)
+
+    def convert(name: str, raw: str) -> float:
+        value = float(share.convert(name, raw))
+        if value > 1:
+            raise ConfigError(f"{name} must be at most 1")
+        return value
+
+    return Parser(convert, "number 0–1")
+
+
 def optional_int() -> Parser:
     """Seconds, or empty / 0 for none."""
     whole = integer(0)

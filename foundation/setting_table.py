@@ -28,6 +28,7 @@ from foundation.options import (
     Section,
     choice,
     decimal,
+    fraction,
     integer,
     section,
     token,
@@ -289,6 +290,14 @@ SECTIONS: tuple[Section, ...] = (
         Option("OTEL_SERVICE_NAME", "otel_service_name", TEXT, "",
                "service.name of this process's spans; unset = liaison-web, liaison-worker, liaison-calls, "
                "liaison-relay, liaison-beat or liaison-cli, by process"),
+        Option("OTEL_TRACES_SAMPLER", "otel_traces_sampler",
+               choice("parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio",
+                      "always_on", "always_off", "traceidratio"),
+               "parentbased_always_on",
+               "which traces are recorded; parentbased_* follow a parent span of the same process only: "
+               "a caller's or a task's traceparent never decides by its sampled flag (our rule does)"),
+        Option("OTEL_TRACES_SAMPLER_ARG", "otel_traces_sampler_arg", fraction(), "1",
+               "the share of traces the *traceidratio samplers record (1 = all), decided on the trace id"),
     ),
     section(
         "Logs",

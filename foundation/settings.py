@@ -148,6 +148,8 @@ class Settings:
     flower_url: str
     otlp_endpoint: str
     otel_service_name: str
+    otel_traces_sampler: str
+    otel_traces_sampler_arg: float
 
     @property
     def input_limits(self) -> JsonLimits:

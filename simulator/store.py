@@ -38,6 +38,8 @@ class Job:
     finished_at: float | None = None
     #: the W3C ``traceparent`` header the job was created with, as received (tests check the trace)
     traceparent: str | None = None
+    #: the W3C ``baggage`` header it was created with, as received: what a caller leaked (issue 44)
+    baggage: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The provider-contract shape of ``GET /jobs/<id>``."""
@@ -72,6 +74,7 @@ def new_job(
     behaviour: Behaviour,
     job_id: str | None = None,
     traceparent: str | None = None,
+    baggage: str | None = None,
 ) -> Job:
     """``job_id``: over AMQP the job is named by the client's reference (there is no submit answer)."""
     return Job(
@@ -83,6 +86,7 @@ def new_job(
         behaviour=behaviour,
         webhook_ids={event: "msg_" + uuid.uuid4().hex for event in EVENT_TYPES},
         traceparent=traceparent[:128] if traceparent else None,
+        baggage=baggage[:8192] if baggage else None,
     )
 
 
@@ -177,6 +181,7 @@ class Store:
                     "accepted_at": job.accepted_at,
                     "finished_at": job.finished_at,
                     "traceparent": job.traceparent,
+                    "baggage": job.baggage,
                 }
                 for job in self._jobs.values()
             ]

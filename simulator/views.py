@@ -83,6 +83,7 @@ def submit_job() -> Response:
                 body["callback_url"],
                 behaviour,
                 traceparent=request.headers.get("traceparent"),
+                baggage=request.headers.get("baggage"),
             )
         )
     )

@@ -16,6 +16,7 @@ from kombu.exceptions import KombuError, OperationalError
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import load_only
 
+from foundation import tracing
 from models import publishing
 from models.db import Database
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
@@ -48,6 +49,11 @@ class Publisher:
         self.db = db
 
     def _send(self, rows: Iterable[OutboxMessage]) -> list[int]:
+        with tracing.detached():  # a message carries no context of whoever committed it (issue 44)
+            return self._send_each(rows)
+
+    def _send_each(self, rows: Iterable[OutboxMessage]) -> list[int]:
+        """Each row's message; the rest are left for the sweep once the broker refuses one."""
         sent: list[int] = []
         for row in rows:
             try:

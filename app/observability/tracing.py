@@ -13,6 +13,18 @@ starts, or at once if it has already. Spans still buffered are flushed when the 
 
 Service names: ``OTEL_SERVICE_NAME`` if set, else ``liaison-<process>``: web, worker, calls, relay
 (the Procfile's Celery node names), beat, or the broker consumer's name.
+
+What crosses a boundary is ours to decide, not a tenant's (issue 44):
+
+- **Propagation is W3C ``traceparent`` (and its ``tracestate``) only**, whatever ``OTEL_PROPAGATORS``
+  says: no ``baggage`` is read from a request or a Celery message, and none is sent to a vendor, a
+  domain app or a broker. A tenant's baggage would otherwise ride along to the vendor, and onto
+  another tenant's task released in its request.
+- **Sampling is the operators'** (:func:`sampler`): ``OTEL_TRACES_SAMPLER``'s ``parentbased_*``
+  follow a parent of this process only; a *remote* parent -- a caller's traceparent, a task's stored
+  one -- is decided by the root rule, never by its ``sampled`` flag.
+- **Spans are cleaned on export** (``app.observability.span_redaction``): URLs without query or
+  userinfo, the logs' secret patterns masked.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from foundation.settings import Settings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import Sampler
     from sqlalchemy.engine import Engine
 
 log = get_logger(__name__)
@@ -82,6 +95,7 @@ def start(settings: Settings, service: str) -> bool:
     from opentelemetry.instrumentation.requests import RequestsInstrumentor
 
     trace.set_tracer_provider(provider)
+    _propagate_traceparent_only()
     tracing.mark_enabled()
     for instrumentor in (CeleryInstrumentor(), RequestsInstrumentor(), RedisInstrumentor()):
         if not instrumentor.is_instrumented_by_opentelemetry:
@@ -99,10 +113,42 @@ def _provider(settings: Settings, service: str) -> TracerProvider:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
+    from app.observability.span_redaction import RedactingExporter
+
+    resource = Resource.create({SERVICE_NAME: service})
+    provider = TracerProvider(resource=resource, sampler=sampler(settings))
     exporter = OTLPSpanExporter(endpoint=settings.otlp_endpoint.rstrip("/") + "/v1/traces")
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(BatchSpanProcessor(RedactingExporter(exporter)))
     return provider
+
+
+def sampler(settings: Settings) -> Sampler:
+    """The sampler ``OTEL_TRACES_SAMPLER`` (and ``_ARG``, a ratio) names, with one change to the
+    SDK's: a ``parentbased_*`` sampler follows a *local* parent's decision (a span of this process:
+    one trace is recorded whole or not at all), but decides a span with a *remote* parent by its
+    root rule, as if it had none. A remote parent's ``sampled`` flag is the caller's -- a tenant's
+    submit, a task's stored traceparent -- and must neither hide our spans from operators (flag
+    0) nor make us record everything (flag 1). The ratio rule decides on the trace id, so every
+    process that works on one trace decides the same."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, TraceIdRatioBased
+
+    name = settings.otel_traces_sampler
+    rule = name.removeprefix("parentbased_")
+    root: Sampler = {"always_on": ALWAYS_ON, "always_off": ALWAYS_OFF}.get(rule) or TraceIdRatioBased(
+        settings.otel_traces_sampler_arg
+    )
+    if not name.startswith("parentbased_"):
+        return root
+    return ParentBased(root, remote_parent_sampled=root, remote_parent_not_sampled=root)
+
+
+def _propagate_traceparent_only() -> None:
+    """The global propagator -- what Flask and Celery extract, what Celery and requests inject --
+    is W3C Trace Context alone: never ``baggage``, whatever ``OTEL_PROPAGATORS`` says."""
+    from opentelemetry.propagate import set_global_textmap
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    set_global_textmap(TraceContextTextMapPropagator())
 
 
 def _instrument_app(app: Flask, engine: Engine) -> None:

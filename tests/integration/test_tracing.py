@@ -8,18 +8,24 @@ decodes the protobuf export requests). The vendor is the session's simulator, wh
 traceparent each job was created with; the domain app is a ``CallbackRecorder``.
 
 Run with ``-s`` to see the trace's span list (service, name, trace id, span id, parent).
+
+Issue 44 (the tests after the first): one tenant's trace context reaches no other tenant, no vendor
+and no span -- baggage is neither read nor sent, a task released in another tenant's request is its
+own trace, spans hold no query string or token, and a caller's sampled flag decides nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -50,6 +56,8 @@ class Platform:
     callbacks: CallbackRecorder
     procs: list[Proc]
     log_dir: Path
+    database_url: str
+    callback_base: str  # the CallbackRecorder's http://127.0.0.1:<port>
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.tail(30)}" for p in self.procs)
@@ -72,6 +80,10 @@ def _answers(url: str) -> bool:
 
 @pytest.fixture
 def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterator[Platform]:
+    yield from _boot(tmp_path, vendor, vendor_secret, {})
+
+
+def _boot(tmp_path: Path, vendor: ServerThread, vendor_secret: str, extra_env: dict[str, str]) -> Iterator[Platform]:
     services.require(services.REDIS_URL, "Redis")
     with ExitStack() as cleanup:
         database_url, db_name = services.create_postgres_database()
@@ -108,6 +120,7 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
             OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
             OTEL_BSP_SCHEDULE_DELAY="200",  # the SDK's own setting: export every 200 ms, not 5 s
         )
+        env.update(extra_env)
         env.pop("OTEL_SERVICE_NAME", None)
         cleanup.callback(_delete_queues, services.REDIS_URL, [queue, f"{queue}.relay", f"{queue}.calls"])
         procs: list[Proc] = []
@@ -116,7 +129,7 @@ def platform(tmp_path: Path, vendor: ServerThread, vendor_secret: str) -> Iterat
             procs.append(proc)
             cleanup.callback(proc.stop, 40)
         web_url = f"http://127.0.0.1:{port}"
-        built = Platform(web_url, key.api_key, receiver, callbacks, procs, tmp_path)
+        built = Platform(web_url, key.api_key, receiver, callbacks, procs, tmp_path, database_url, callback_server.url)
         poll("the web process to answer", lambda: _answers(web_url + "/healthz"), BOOT_TIMEOUT_S, built.logs)
         yield built
 
@@ -192,7 +205,8 @@ def test_one_submitted_task_is_one_trace_across_web_calls_relay_vendor_and_domai
     # the vendor call and the callback: spans of the calls and relay processes, in the same trace
     assert any(s.service == "liaison-calls" and s.name.startswith("liaison.submit") for s in spans)
     assert any(s.service == "liaison-relay" and s.name.startswith("liaison.relay") for s in spans)
-    # no span of the task in another trace: everything Liaison did for it is this trace
+    # every parent in the trace arrived: the task's spans hang together (Celery's own publish and
+    # run spans are a trace per message since issue 44, linked from the task's attempt spans)
     ids = {s.span_id for s in spans}
     assert not orphans_of(spans), f"spans whose parent never arrived: {orphans_of(spans)}"
 
@@ -256,3 +270,200 @@ print(type(trace.get_tracer_provider()).__name__, tracing.enabled(),
         cwd=Path(__file__).parents[2],
     ).stdout.split()
     assert out == ["ProxyTracerProvider", "False", "False", "False", "False", "False", "00-"]
+
+
+# --- issue 44: what a tenant's trace context may reach, and what spans may say ------------------
+
+CAP_ENV = {
+    # one task of the vendor's open at a time: a task that frees it releases the next, whoever's
+    "LIAISON_PROVIDER_SIM_MAX_IN_FLIGHT": "1",
+    # a held submit retry (Retry-After 120) stays within the cap: the task waits, it is not dead-lettered
+    "LIAISON_PROVIDER_SIM_SUBMIT_BACKOFF_CAP_S": "300",
+}
+HELD = {"transient_failures": 1000, "retry_after": 120}
+#: a query-string parameter shape: ``?key=`` / ``&key=`` (SQL placeholders are ``%(name)s`` on PostgreSQL)
+QUERY = re.compile(r"[?&][A-Za-z0-9_.~%-]+=")
+URL_KEYS = ("http.url", "url.full", "http.target", "url.query")
+SERVER, CLIENT = 2, 3  # OTLP's span kinds
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory, vendor: ServerThread, vendor_secret: str) -> Iterator[Platform]:
+    """One platform for the module's issue-44 tests (each works in traces and clients of its own)."""
+    yield from _boot(tmp_path_factory.mktemp("capped-trace"), vendor, vendor_secret, CAP_ENV)
+
+
+def _new_client(platform: Platform, callback_url: str) -> str:
+    db = Database(platform.database_url)
+    try:
+        with db.transaction() as session:
+            _, key, _ = create_client(session, f"tenant-{uuid.uuid4().hex[:8]}", callback_url)
+    finally:
+        db.dispose()
+    return key.api_key
+
+
+def _traceparent(flags: str = "01") -> tuple[str, str]:
+    trace_id = secrets.token_hex(16)
+    return trace_id, f"00-{trace_id}-{secrets.token_hex(8)}-{flags}"
+
+
+def _submit(platform: Platform, api_key: str, correlation_id: str, headers: dict[str, str], **body: Any) -> None:
+    response = requests.post(
+        f"{platform.web_url}/api/v1/tasks",
+        json={"correlation_id": correlation_id, **body},
+        headers={"Authorization": f"Bearer {api_key}", **headers},
+        timeout=10,
+    )
+    assert response.status_code == 202, response.text
+
+
+def _get(platform: Platform, api_key: str, correlation_id: str, headers: dict[str, str] | None = None) -> dict:
+    response = requests.get(
+        f"{platform.web_url}/api/v1/tasks/{correlation_id}",
+        headers={"Authorization": f"Bearer {api_key}", **(headers or {})},
+        timeout=10,
+    )
+    response.raise_for_status()
+    return response.json()
+
+
+def _final(platform: Platform, api_key: str, correlation_id: str) -> str:
+    def state() -> str:
+        return str(_get(platform, api_key, correlation_id)["state"])
+
+    poll_while_moving(f"{correlation_id} to be final", lambda: state() in TERMINAL, state, 60, platform.logs)
+    return state()
+
+
+def _vendor_job(vendor: ServerThread, marker: str) -> dict:
+    """The simulator's job whose input carries ``marker`` (it records the headers it was created with)."""
+    jobs = requests.get(f"{vendor.url}/_sim/jobs", timeout=10).json()["jobs"]
+    found = [j for j in jobs if isinstance(j["input"], dict) and j["input"].get("marker") == marker]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _spans_until(platform: Platform, what: str, found: Callable[[list[Span]], object]) -> list[Span]:
+    poll_while_moving(
+        what,
+        lambda: found(platform.receiver.spans()),
+        lambda: len(platform.receiver.spans()),
+        30,
+        lambda: platform.logs() + "\n" + "\n".join(s.line() for s in platform.receiver.spans()),
+    )
+    return platform.receiver.spans()
+
+
+def test_a_task_released_in_another_tenants_request_runs_in_its_own_trace_without_their_baggage(
+    capped: Platform, vendor: ServerThread
+) -> None:
+    """Tenant A's request (its cancel) frees the vendor's one place, which releases tenant B's queued
+    task in that request's commit. B's work -- the Celery message, its run, the vendor call -- is
+    B's trace alone, and neither B's nor A's own vendor call carries A's ``baggage``."""
+    secret = secrets.token_hex(8)
+    baggage = {"baggage": f"tenantA-secret={secret},userId=alice"}
+    key_a = _new_client(capped, capped.callback_base + "/a")
+    key_b = _new_client(capped, capped.callback_base + "/b")
+    run = uuid.uuid4().hex[:6]
+
+    # A's own task, submitted with baggage: it goes to the vendor and succeeds
+    _, tp_a0 = _traceparent()
+    _submit(capped, key_a, f"a0-{run}", {"traceparent": tp_a0, **baggage}, input={"marker": f"a0-{run}"})
+    assert _final(capped, key_a, f"a0-{run}") == "succeeded"
+    # A's second task holds the vendor's one place: released, its submit answered 503 + Retry-After
+    _submit(capped, key_a, f"a1-{run}", {**baggage}, input={"marker": f"a1-{run}", "simulate": HELD})
+    # B's task waits in the database for that place
+    trace_b, tp_b = _traceparent()
+    _submit(capped, key_b, f"b1-{run}", {"traceparent": tp_b}, input={"marker": f"b1-{run}"})
+    assert (_get(capped, key_b, f"b1-{run}")["waiting"] or {}).get("reason"), "B's task is queued"
+
+    # A cancels its held task (never at the vendor: canceled at once), in a request with its baggage
+    trace_cancel, tp_cancel = _traceparent()
+    response = requests.post(
+        f"{capped.web_url}/api/v1/tasks/a1-{run}/cancel",
+        headers={"Authorization": f"Bearer {key_a}", "traceparent": tp_cancel, **baggage},
+        timeout=10,
+    )
+    assert response.status_code == 202, response.text
+    assert _final(capped, key_b, f"b1-{run}") == "succeeded"
+
+    # the vendor saw B's trace on B's job, and nobody's baggage on any job
+    job_b = _vendor_job(vendor, f"b1-{run}")
+    parent_b = parse_traceparent(job_b["traceparent"])
+    assert parent_b is not None and parent_b.trace_id == trace_b, job_b["traceparent"]
+    assert job_b["baggage"] is None, f"B's vendor call carried {job_b['baggage']!r}"
+    assert _vendor_job(vendor, f"a0-{run}")["baggage"] is None, "A's own vendor call carried its baggage"
+
+    def b_attempt(spans: list[Span]) -> Span | None:
+        return next((s for s in spans if s.trace_id == trace_b and s.name == "liaison.submit attempt"), None)
+
+    def b_run(spans: list[Span]) -> Span | None:
+        """The Celery run span of B's submit: in the cancel's trace (the bug), or the one B's attempt links to."""
+        attempt = b_attempt(spans)
+        linked = attempt.linked if attempt else ()
+        runs = [s for s in spans if s.service == "liaison-calls" and s.name == "run/liaison.submit"]
+        return next((s for s in runs if s.trace_id == trace_cancel or s.trace_id in linked), None)
+
+    spans = _spans_until(capped, "B's submit: its attempt and its Celery run", lambda s: b_attempt(s) and b_run(s))
+    attempt, run_span = b_attempt(spans), b_run(spans)
+    assert attempt is not None and run_span is not None
+    assert f"{parent_b.parent_id}" in {s.span_id for s in spans if s.trace_id == trace_b}
+    in_cancel = [s for s in spans if s.trace_id == trace_cancel]
+    _print_spans(in_cancel)
+    assert run_span.trace_id != trace_cancel, "B's Celery run span landed in A's (the cancel's) trace"
+    assert not [s for s in in_cancel if "liaison.submit" in s.name], "B's submit has spans in A's trace"
+    assert not [s for s in in_cancel if s.service == "liaison-calls"], "the calls process did nothing for A's cancel"
+    assert not [s for s in spans if any(secret in text for text in s.texts())], "A's baggage in a span"
+
+
+def test_no_exported_span_holds_a_query_string_or_a_callback_token(capped: Platform, vendor: ServerThread) -> None:
+    """The callback URL's token (``?token=…``) reaches the domain app, and no span: the requests
+    instrumentation's ``http.url``, Flask's ``http.target`` and ``http.url`` are stripped like the logs'."""
+    token = secrets.token_urlsafe(16)
+    asked = secrets.token_urlsafe(16)
+    api_key = _new_client(capped, f"{capped.callback_base}/t?token={token}")
+    correlation_id = f"url-{uuid.uuid4().hex[:6]}"
+    trace_id, traceparent = _traceparent()
+    _submit(capped, api_key, correlation_id, {"traceparent": traceparent}, input={"marker": correlation_id})
+    assert _final(capped, api_key, correlation_id) == "succeeded"
+    # a request of the caller's with a query string of its own
+    trace_get, tp_get = _traceparent()
+    response = requests.get(
+        f"{capped.web_url}/api/v1/tasks/{correlation_id}?token={asked}",
+        headers={"Authorization": f"Bearer {api_key}", "traceparent": tp_get},
+        timeout=10,
+    )
+    assert response.status_code == 200, response.text
+    delivered = capped.callbacks.posts_to("/t")
+    assert delivered, "the callback went out (with its token: the recorder's path has no query)"
+
+    def seen(spans: list[Span]) -> bool:
+        relayed = any(s.trace_id == trace_id and s.service == "liaison-relay" and s.kind == CLIENT for s in spans)
+        served = any(s.trace_id == trace_get and s.service == "liaison-web" and s.kind == SERVER for s in spans)
+        return relayed and served
+
+    spans = _spans_until(capped, "the relay's client span and the GET's server span", seen)
+    ours = [s for s in spans if s.trace_id in (trace_id, trace_get)]
+    urls = [s.attributes[key] for s in ours for key in URL_KEYS if key in s.attributes]
+    assert f"{capped.callback_base}/t" in urls, f"the callback's URL, stripped, is still named: {urls}"
+    assert f"/api/v1/tasks/{correlation_id}" in urls, f"the GET's target, stripped, is still named: {urls}"
+    leaks = [(s.service, s.name, text) for s in spans for text in s.texts() if token in text or asked in text]
+    assert not leaks, f"a token in an exported span: {leaks}"
+    queries = [(s.service, s.name, text) for s in spans for text in s.texts() if QUERY.search(text)]
+    assert not queries, f"a query string in an exported span: {queries}"
+
+
+def test_a_callers_unsampled_flag_does_not_hide_the_task_from_operators(capped: Platform) -> None:
+    """A traceparent with sampled=0: our sampler (parentbased_always_on) records the task's trace anyway."""
+    api_key = _new_client(capped, capped.callback_base + "/s")
+    trace_id, traceparent = _traceparent(flags="00")
+    correlation_id = f"unsampled-{uuid.uuid4().hex[:6]}"
+    _submit(capped, api_key, correlation_id, {"traceparent": traceparent}, input={"marker": correlation_id})
+    assert _final(capped, api_key, correlation_id) == "succeeded"
+
+    def recorded(spans: list[Span]) -> bool:
+        services_seen = {s.service for s in spans if s.trace_id == trace_id}
+        return {"liaison-web", "liaison-calls"} <= services_seen
+
+    _spans_until(capped, "spans of the unsampled caller's trace from web and calls", recorded)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gzip
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -25,6 +25,17 @@ class Span:
     span_id: str  # 16 hex
     parent_id: str  # 16 hex, "" for a root span
     kind: int
+    #: every attribute, the span's and its events' (``<event name>.<key>``), as exported
+    attributes: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    #: the trace ids of its links
+    linked: tuple[str, ...] = ()
+
+    def texts(self) -> list[str]:
+        """Every string the span exported: its name, attribute values (lists flattened)."""
+        found = [self.name]
+        for value in self.attributes.values():
+            found.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+        return found
 
     def line(self) -> str:
         return f"{self.service:<15} {self.name:<45} {self.trace_id} {self.span_id} {self.parent_id or '-':<16}"
@@ -37,7 +48,25 @@ def _service(resource: Any) -> str:
     return "?"
 
 
-def decode(body: bytes) -> list[Span]:
+def _value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` as Python (arrays as lists)."""
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind) if kind else None
+
+
+def _attributes(span: Any) -> dict[str, Any]:
+    found = {a.key: _value(a.value) for a in span.attributes}
+    for event in span.events:
+        found.update({f"{event.name}.{a.key}": _value(a.value) for a in event.attributes})
+    return found
+
+
+def decode(body: bytes, detail: bool = True) -> list[Span]:
+    """The spans of one export request; ``detail=False`` leaves attributes and links out (a sink)."""
     request = ExportTraceServiceRequest()
     request.ParseFromString(body)
     spans = []
@@ -53,6 +82,8 @@ def decode(body: bytes) -> list[Span]:
                         span.span_id.hex(),
                         span.parent_span_id.hex(),
                         int(span.kind),
+                        _attributes(span) if detail else {},
+                        tuple(link.trace_id.hex() for link in span.links) if detail else (),
                     )
                 )
     return spans
@@ -78,7 +109,7 @@ class OtlpReceiver:
                     self.send_response(404)
                     self.end_headers()
                     return
-                receiver._add(decode(body))
+                receiver._add(decode(body, detail=receiver.keep))
                 answer = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
