@@ -110,9 +110,7 @@ def plan(candidates: list[Candidate], room: int | None, window: int) -> dict[int
     return granted
 
 
-def fill(
-    candidates: list[Candidate], room: int | None, window: int, take: Callable[[int, int], int]
-) -> dict[int, int]:
+def fill(candidates: list[Candidate], room: int | None, window: int, take: Callable[[int, int], int]) -> dict[int, int]:
     """:func:`plan`, with the slots a client cannot use handed on to the next in fair order.
 
     ``take(client_id, n)`` finds how many of the client's first ``n`` queued tasks may go now (at
