@@ -16,10 +16,12 @@ import shutil
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
 from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
 
 from app.cli import alembic_config
 from core.classify import Fault
@@ -69,17 +71,17 @@ def _client(db: Database, **limits: int) -> Client:
         return client
 
 
-def _submit(db: Database, client: Client, ids: list[str], provider: str, at: float, **fields: object) -> None:
+def _submit(db: Database, client: Client, ids: list[str], provider: str, at: float, **fields: Any) -> None:
     with db.transaction() as session:
         for n, cid in enumerate(ids):
             submit(session, client, cid, now=later(at + n / 1000), provider=provider, **fields)
 
 
-def _task(session, correlation_id: str) -> ExternalTask:  # type: ignore[no-untyped-def]
+def _task(session: Session, correlation_id: str) -> ExternalTask:
     return session.scalars(select(ExternalTask).where(ExternalTask.correlation_id == correlation_id)).one()
 
 
-def _submit_row(session, task: ExternalTask) -> OutboxMessage:  # type: ignore[no-untyped-def]
+def _submit_row(session: Session, task: ExternalTask) -> OutboxMessage:
     return session.scalars(
         select(OutboxMessage).where(OutboxMessage.task_id == task.id, OutboxMessage.kind == "submit")
     ).one()
