@@ -15,14 +15,18 @@ decide what is released when there is room:
   shared in proportion to weight, whatever each client's backlog.
 - **Concurrency keys.** At most ``key_limit`` tasks of one client and key are open at the vendor at
   once; a later task with that key waits, in rank order, and lets the others of its client pass.
+- **No slot idles while a task may go** (issue 44): a client whose queued tasks are all held by their
+  keys cannot use the slots it is granted; :func:`fill` hands what it could not use on, in the same
+  fair order, to the clients that can, so a capped vendor is never left idle while another tenant
+  waits behind a backlog that is only blocked by its own key.
 
 Standard library only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 MIN_PRIORITY, MAX_PRIORITY, DEFAULT_PRIORITY = 1, 5, 3
@@ -71,23 +75,31 @@ class Candidate:
     on_the_way: int  # released and still ``requested``: what the client's window counts
     waiting: int  # queued tasks
     first_rank: datetime  # the rank of its most urgent queued task
+    #: how many of its queued tasks may go now (their keys let them), when known; None: as many as wait
+    ready: int | None = None
 
 
 def window_room(candidate: Candidate, window: int) -> int:
     return max(0, window * max(candidate.weight, 1) - candidate.on_the_way)
 
 
+def can_take(candidate: Candidate, window: int) -> int:
+    """The most a client can be granted: its window's room, its waiting tasks, those that may go."""
+    most = min(candidate.waiting, window_room(candidate, window))
+    return most if candidate.ready is None else min(most, max(candidate.ready, 0))
+
+
 def plan(candidates: list[Candidate], room: int | None, window: int) -> dict[int, int]:
-    """How many tasks to release per client: within each one's window and its waiting tasks, and
-    in all at most ``room`` (a vendor's free capacity; None: no cap), each free slot going to the
-    client with the fewest open jobs per unit of weight."""
+    """How many tasks to release per client: within each one's window, its waiting tasks and those
+    that may go (``ready``), and in all at most ``room`` (a vendor's free capacity; None: no cap),
+    each free slot going to the client with the fewest open jobs per unit of weight."""
     granted = {c.client_id: 0 for c in candidates}
     if room is None:  # no shared capacity to divide: each client fills its own window
         for c in candidates:
-            granted[c.client_id] = min(c.waiting, window_room(c, window))
+            granted[c.client_id] = can_take(c, window)
         return granted
     for _ in range(max(room, 0)):
-        eligible = [c for c in candidates if granted[c.client_id] < min(c.waiting, window_room(c, window))]
+        eligible = [c for c in candidates if granted[c.client_id] < can_take(c, window)]
         if not eligible:
             break
         best = min(
@@ -96,6 +108,32 @@ def plan(candidates: list[Candidate], room: int | None, window: int) -> dict[int
         )
         granted[best.client_id] += 1
     return granted
+
+
+def fill(candidates: list[Candidate], room: int | None, window: int, take: Callable[[int, int], int]) -> dict[int, int]:
+    """:func:`plan`, with the slots a client cannot use handed on to the next in fair order.
+
+    ``take(client_id, n)`` finds how many of the client's first ``n`` queued tasks may go now (at
+    most ``n``: fewer when their concurrency keys hold the rest back), as the caller's query finds
+    them. A client that comes short is known from then on to have only that many ready, and the
+    plan is made again over what can actually go, until every grant is met: so no slot of the
+    vendor stays idle while any client has a task that may go, and the slots are still shared by
+    fewest open jobs per weight among the clients that can use them. Each client is asked again
+    only for a larger ``n`` (the first ones it found stay the first, in rank order); every round
+    but the last finds a client short, so there are at most one more rounds than clients."""
+    ready: dict[int, int] = {}
+    found: dict[int, int] = {}
+    while True:
+        granted = plan([replace(c, ready=ready.get(c.client_id, c.ready)) for c in candidates], room, window)
+        asks = [(cid, n) for cid, n in granted.items() if n > found.get(cid, 0) and cid not in ready]
+        if not asks:
+            # a plan made over fewer ready tasks never grants a client more than it found
+            return {cid: min(n, found.get(cid, 0)) for cid, n in granted.items()}
+        for cid, n in asks:
+            got = max(0, min(take(cid, n), n))
+            found[cid] = got
+            if got < n:
+                ready[cid] = got
 
 
 def first_free(

@@ -20,6 +20,7 @@ from models.publishing import publish_after_commit
 from models.task import ExternalTask
 from service import ordering
 from service.claims import lock_task
+from service.dispatch import requeue
 from service.errors import ServiceError
 from service.incidents import IncidentKind, open_incident, resolve_open
 from service.outbox_rows import add_event
@@ -127,7 +128,9 @@ def _by(by: str | None) -> dict[str, str]:
 
 def replay(session: Session, letter: DeadLetter, now: datetime, by: str | None = None) -> list[OutboxMessage]:
     """Re-drive a dead letter with its original message id (the vendor sees the same Idempotency-Key,
-    the domain app the same webhook-id). A task that its submission failed is reopened."""
+    the domain app the same webhook-id). A task that its submission failed is reopened, and its
+    submission queued in fair dispatch (``service.dispatch.requeue``). Returns the rows published
+    at commit (none for a submission that waits for its turn)."""
     if letter.state != "open":
         raise NotReplayable(f"dead letter {letter.id} is {letter.state}")
     row = session.get(OutboxMessage, letter.outbox_id) if letter.outbox_id is not None else None
@@ -139,6 +142,7 @@ def replay(session: Session, letter: DeadLetter, now: datetime, by: str | None =
     row.attempts = row.deliveries = 0
     row.holds_back = False
     row.created_at = now  # the retry budget (max total time) starts again
+    reopened: ExternalTask | None = None
     if row.task_id is not None:
         task = lock_task(session, row.task_id)
         add_event(session, task, f"{row.kind}.replayed", now, dead_letter_id=letter.id, **_by(by))
@@ -146,8 +150,14 @@ def replay(session: Session, letter: DeadLetter, now: datetime, by: str | None =
             previous, task.state = task.state, reopen(task.state).value
             task.outcome, task.updated_at = None, now
             add_event(session, task, "state.requested", now, previous=previous, reason="dead letter replayed")
+            reopened = task
     kind = IncidentKind.POISON_MESSAGE if letter.kind == POISON else INCIDENT_FOR_KIND.get(row.kind, "")
     resolve_open(session, kind, f"outbox:{row.id}", now, f"dead letter {letter.id} replayed")
+    # A reopened submission waits in fair dispatch like a new one (its vendor's MAX_IN_FLIGHT, its
+    # client's window, its concurrency key): released now if they have room, else when they do.
+    # Last, because the release takes the dispatch lock.
+    if reopened is not None and requeue(session, reopened, row, now):
+        return [row] if row.parked_reason is None else []
     publish_after_commit(session, [row])
     return [row]
 

@@ -30,10 +30,32 @@ from datetime import datetime
 from itertools import zip_longest
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Select, Table, bindparam, func, literal_column, select, text, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
-from core.fair_share import Candidate, DispatchPolicy, first_free, plan
+from core.fair_share import (
+    CLIENT_BACKLOG,
+    CONCURRENCY_KEY,
+    VENDOR_CAPACITY,
+    Candidate,
+    DispatchPolicy,
+    fill,
+    first_free,
+    rank,
+)
 from core.states import TERMINAL, State
 from foundation import metrics
 from models.client import Client
@@ -91,22 +113,27 @@ def moved(session: Session, task: ExternalTask, previous: str, target: State, no
 def release(session: Session, provider: str, client_id: int | None, now: datetime) -> int:
     """Release queued tasks of ``provider`` that now have room: the client's (its window), or, for
     a provider with a capacity, every client's in turn. Returns how many were released."""
+    return len(_release(session, provider, client_id, now))
+
+
+def _release(session: Session, provider: str, client_id: int | None, now: datetime) -> list[int]:
+    """:func:`release`, naming the tasks it released (in the order they were published)."""
     policy = policy_of(session)
     if policy is None:
-        return 0
+        return []
     cap = policy.cap(provider)
     scope = {"provider": provider, "client_id": client_id}
     queued = _noted(session, provider, client_id if cap is None else None)
     if queued is None:
         queued = session.scalar(_any_queued(cap is None), scope) is not None
     if not queued:  # usually nothing waits: no lock taken
-        return 0
+        return []
     lock_releases(session, provider, client_id, policy)
     room: int | None = None
     if cap is not None:
         room = min(BATCH, cap - (session.scalar(open_at_vendor(), {"provider": provider}) or 0))
         if room <= 0:
-            return 0
+            return []
     found = session.execute(_candidates(cap is None), scope).all()
     names = {row.client_id: row.name for row in found}
     limits = {row.client_id: row.concurrency_key_limit for row in found}
@@ -114,18 +141,62 @@ def release(session: Session, provider: str, client_id: int | None, now: datetim
         Candidate(row.client_id, row.weight, row.open_jobs, row.on_the_way, row.waiting, row.first_rank)
         for row in found
     ]
-    granted = plan(candidates, room, policy.window)
+    found_ids: dict[int, list[int]] = {}
+
+    def take(client_id: int, wanted: int) -> int:
+        found_ids[client_id] = _next_tasks(session, provider, client_id, min(wanted, BATCH), limits[client_id])
+        return len(found_ids[client_id])
+
+    # a client whose queued tasks are all held by their keys hands the slots it cannot use on
+    granted = fill(candidates, room, policy.window, take)
     picked = {
-        c.client_id: _next_tasks(session, provider, c.client_id, min(granted[c.client_id], BATCH), limits[c.client_id])
-        for c in candidates
-        if granted[c.client_id] > 0
+        c.client_id: found_ids[c.client_id][: granted[c.client_id]] for c in candidates if granted[c.client_id] > 0
     }
     # published in turns (one of each client, then the next of each), so that the broker, too,
     # hands them to the workers in round-robin order
     order = [task_id for turn in zip_longest(*picked.values()) for task_id in turn if task_id is not None]
     owner = {task_id: cid for cid, ids in picked.items() for task_id in ids}
-    _mark_released(session, order, provider, {t: names[owner[t]] for t in order}, now)
-    return len(order)
+    return _mark_released(session, order, provider, {t: names[owner[t]] for t in order}, now)
+
+
+def requeue(session: Session, task: ExternalTask, row: OutboxMessage, now: datetime) -> bool:
+    """A reopened submission (a replayed dead letter: ``service.dead_letters.replay``) waits in fair
+    dispatch like a new one: no longer counted as released (its first release is spent), ranked at
+    the replay with its priority, its submit row parked ``queued``, and released at once if its
+    vendor's capacity, its client's window and its concurrency key have room — else it waits, with
+    its reason, for the release their room frees. So replaying dead letters in bulk never takes a
+    vendor past ``MAX_IN_FLIGHT`` nor a key past its limit. False without a policy: the caller
+    publishes the row itself, as before fair dispatch.
+
+    The caller holds the task's row lock and takes no other after this (the release takes the
+    dispatch lock: a dispatch-lock holder never waits on a task)."""
+    policy = policy_of(session)
+    if policy is None:
+        return False
+    task.dispatched_at = None
+    task.dispatch_rank = rank(now, task.priority, policy.aging_s)
+    row.parked_reason = QUEUED_ROW
+    session.flush()
+    if task.id in _release(session, task.provider, task.client_id, now):
+        session.expire(task, ["dispatched_at", "wait_reason"])  # the release wrote them in SQL
+        return True
+    task.wait_reason = _wait_reason(session, task, policy)
+    record_event(session, task.id, "submit.queued", now, {"reason": task.wait_reason, "priority": task.priority})
+    return True
+
+
+def _wait_reason(session: Session, task: ExternalTask, policy: DispatchPolicy) -> str:
+    """Why a queued task was not released, named as a submit names it (``service.admission``): a
+    vendor at capacity, then its concurrency key, then its client's own earlier work."""
+    cap = policy.cap(task.provider)
+    if cap is not None and (session.scalar(open_at_vendor(), {"provider": task.provider}) or 0) >= cap:
+        return VENDOR_CAPACITY
+    if task.concurrency_key is not None:
+        limit = session.scalar(select(Client.concurrency_key_limit).where(Client.id == task.client_id)) or 1
+        params = {"provider": task.provider, "client_id": task.client_id, "key": task.concurrency_key}
+        if (session.scalar(_open_with_key(), params) or 0) >= limit:
+            return CONCURRENCY_KEY
+    return CLIENT_BACKLOG
 
 
 def queued_pairs(session: Session) -> list[tuple[str, int]]:
@@ -138,27 +209,57 @@ def queued_pairs(session: Session) -> list[tuple[str, int]]:
 
 
 def _next_tasks(session: Session, provider: str, client_id: int, wanted: int, key_limit: int) -> list[int]:
-    """The client's first ``wanted`` queued tasks in rank order that their concurrency key lets go;
-    a task another transaction holds (being canceled) is skipped."""
-    params = {"provider": provider, "client_id": client_id, "limit": wanted * 4 + 16}
-    ranked = [(task_id, key) for task_id, key in session.execute(_ranked(), params)]
-    keys = sorted({key for _, key in ranked if key is not None})
-    open_by_key: dict[str, int] = {}
-    if keys:
-        found = session.execute(_open_by_key(), {"provider": provider, "client_id": client_id, "keys": keys})
-        open_by_key = dict(found.tuples().all())
-    return first_free(ranked, open_by_key, key_limit, wanted)
+    """The client's first ``wanted`` queued tasks in rank order that their concurrency key lets go,
+    however many tasks held back by their keys stand before them; a task another transaction holds
+    (being canceled) is skipped.
+
+    The query passes over the keys already at their limit at the vendor (:func:`_eligible`), so a
+    long run of one blocked key costs a scan, not the client's other tasks their turn. A key that
+    this very selection fills (its first task taken, the rest of its run on the page) is passed over
+    on the next page, which starts after the last task seen: pages stop when ``wanted`` are taken
+    or the queue is exhausted, and each page but the last fills a key or takes a task, so there are
+    at most ``wanted`` + 1 of them (usually one)."""
+    taken: list[int] = []
+    counts: dict[str, int] = {}  # a key's open jobs and what this selection took of it
+    params: dict[str, Any] = {"provider": provider, "client_id": client_id, "key_limit": key_limit}
+    after: tuple[datetime, int] | None = None
+    while len(taken) < wanted:
+        page_size = (wanted - len(taken)) * 4 + 16
+        full = sorted(key for key, n in counts.items() if n >= key_limit)
+        page = {**params, "limit": page_size, "full": full}
+        if after is not None:
+            page.update(after_rank=after[0], after_id=after[1])
+        rows = session.execute(_eligible(after is not None, bool(full)), page).all()
+        for _, key, _, open_now in rows:
+            if key is not None:
+                counts.setdefault(key, open_now)
+        ranked = [(task_id, key) for task_id, key, _, _ in rows]
+        more = first_free(ranked, counts, key_limit, wanted - len(taken))
+        chosen = set(more)
+        for task_id, key in ranked:
+            if key is not None and task_id in chosen:
+                counts[key] += 1
+        taken.extend(more)
+        if len(rows) < page_size:
+            break
+        after = (rows[-1][2], rows[-1][0])
+    return taken
 
 
-def _mark_released(session: Session, ids: list[int], provider: str, clients: dict[int, str], now: datetime) -> None:
+def _mark_released(
+    session: Session, ids: list[int], provider: str, clients: dict[int, str], now: datetime
+) -> list[int]:
+    """Release those of ``ids`` still queued; returns them, in ``ids``' order."""
     if not ids:
-        return
+        return []
     released = session.execute(_RELEASE, {"ids": ids, "now": now}).all()  # those still queued
     for task_id, created_at, priority in released:
         record_event(session, task_id, "submit.released", now, {"priority": priority})
         metrics.dispatch_wait(provider, clients[task_id], max((now - created_at).total_seconds(), 0.0))
     still = {task_id for task_id, _, _ in released}
-    _release_rows(session, [task_id for task_id in ids if task_id in still])
+    done = [task_id for task_id in ids if task_id in still]
+    _release_rows(session, done)
+    return done
 
 
 def _release_rows(session: Session, task_ids: list[int]) -> None:
@@ -206,16 +307,17 @@ def open_at_vendor() -> Select[Any]:
 
 
 @built_once
-def _open_by_key() -> Select[Any]:
+def _open_with_key() -> Select[Any]:
+    """A client's released tasks of one key open at the vendor: what its concurrency key counts."""
     return (
-        select(ExternalTask.concurrency_key, func.count())
+        select(func.count())
+        .select_from(ExternalTask)
         .where(
             ExternalTask.provider == bindparam("provider"),
             ExternalTask.client_id == bindparam("client_id"),
-            ExternalTask.concurrency_key.in_(bindparam("keys", expanding=True)),
+            ExternalTask.concurrency_key == bindparam("key"),
             text(RELEASED_OPEN),
         )
-        .group_by(ExternalTask.concurrency_key)
     )
 
 
@@ -314,15 +416,56 @@ def _candidates(one_client: bool) -> Select[Any]:
 
 
 @built_once
-def _ranked() -> Select[Any]:
-    return (
-        select(ExternalTask.id, ExternalTask.concurrency_key)
+def _eligible(paged: bool, passing: bool) -> Select[Any]:
+    """A page of the client's queued tasks in rank order (id, key, rank, the key's open jobs at the
+    vendor), without those whose key is at its limit there, nor (``passing``) those of the keys in
+    ``full``, and (``paged``) after the task at ``after_rank``/``after_id``. Plain SQL both
+    databases run alike: a NOT IN over the keys at their limit (one pass over the client's open
+    tasks, hashed on PostgreSQL) rather than a window function, which ``FOR UPDATE`` forbids; the
+    subqueries' bare column names (``RELEASED_OPEN``) are their own table's, the nearest in scope."""
+    held = aliased(ExternalTask, name="held")
+    at_limit = (
+        select(held.concurrency_key)
         .where(
-            ExternalTask.provider == bindparam("provider"),
-            ExternalTask.client_id == bindparam("client_id"),
-            text(QUEUED),
+            held.provider == bindparam("provider"),
+            held.client_id == bindparam("client_id"),
+            held.concurrency_key.is_not(None),
+            text(RELEASED_OPEN),
         )
-        .order_by(ExternalTask.dispatch_rank, ExternalTask.id)
+        .group_by(held.concurrency_key)
+        .having(func.count() >= bindparam("key_limit"))
+    )
+    same_key = aliased(ExternalTask, name="same_key")
+    open_of_key = (
+        select(func.count())
+        .select_from(same_key)
+        .where(
+            same_key.provider == bindparam("provider"),
+            same_key.client_id == bindparam("client_id"),
+            same_key.concurrency_key == ExternalTask.concurrency_key,
+            text(RELEASED_OPEN),
+        )
+        .scalar_subquery()
+    )
+    key = ExternalTask.concurrency_key
+    query = select(ExternalTask.id, key, ExternalTask.dispatch_rank, open_of_key).where(
+        ExternalTask.provider == bindparam("provider"),
+        ExternalTask.client_id == bindparam("client_id"),
+        text(QUEUED),
+        or_(key.is_(None), key.not_in(at_limit)),
+    )
+    if passing:
+        query = query.where(or_(key.is_(None), key.not_in(bindparam("full", expanding=True))))
+    if paged:
+        after_rank = bindparam("after_rank", type_=ExternalTask.dispatch_rank.type)
+        query = query.where(
+            or_(
+                ExternalTask.dispatch_rank > after_rank,
+                and_(ExternalTask.dispatch_rank == after_rank, ExternalTask.id > bindparam("after_id")),
+            )
+        )
+    return (
+        query.order_by(ExternalTask.dispatch_rank, ExternalTask.id)
         .limit(bindparam("limit"))
-        .with_for_update(skip_locked=True)
+        .with_for_update(skip_locked=True, of=ExternalTask)
     )

@@ -6,7 +6,7 @@ a dead letter, incident, orphan or endpoint (``models.audit``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -18,7 +18,7 @@ from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
 from models.db import Database
-from models.messages import DeadLetter
+from models.messages import DeadLetter, OutboxMessage
 from models.notifications import NotificationMute, mute, unmute
 from models.task import ExternalTask
 from service.claims import lock_task
@@ -115,6 +115,7 @@ def replay_matching(
                 .limit(size)
                 .with_for_update(skip_locked=True)
             ).all()
+            _lock_tasks_of(session, letters)
             for letter in letters:
                 after_id = letter.id
                 try:
@@ -128,6 +129,21 @@ def replay_matching(
         if len(letters) < size:
             break
     return replayed, skipped
+
+
+def _lock_tasks_of(session: Session, letters: Sequence[DeadLetter]) -> None:
+    """The row locks of the batch's tasks, in id order, before any letter is replayed: a replayed
+    submission is released under the dispatch lock (``service.dispatch.requeue``), whose holder must
+    never wait on a task, as the batch's next replay would otherwise."""
+    outbox_ids = [letter.outbox_id for letter in letters if letter.outbox_id is not None]
+    if outbox_ids and session.get_bind().dialect.name == "postgresql":  # SQLite: writers are serialised already
+        task_ids = select(OutboxMessage.task_id).where(OutboxMessage.id.in_(outbox_ids))
+        session.execute(
+            select(ExternalTask.id)
+            .where(ExternalTask.id.in_(task_ids))
+            .order_by(ExternalTask.id)
+            .with_for_update(key_share=True)
+        ).all()
 
 
 def discard_one(db: Database, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:

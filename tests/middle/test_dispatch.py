@@ -10,13 +10,17 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core.classify import Fault
 from core.fair_share import DispatchPolicy
 from models.client import Client
 from models.db import Database
-from models.messages import OutboxMessage
+from models.messages import DeadLetter, OutboxMessage
 from models.task import ExternalTask
 from service import dispatch
+from service.dead_letters import dead_letter
 from service.lifecycle import request_cancel
+from service.operator_actions import replay_matching, replay_one
+from service.queries import DeadLetterFilter
 from service.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, later, new_client, submit, timeline
 from tests.middle.conftest import Published
@@ -231,3 +235,79 @@ def test_a_released_task_waiting_for_the_vendors_rate_limit_says_so(
     _reach_vendor(db, "paced")
     with db.transaction() as session:
         assert waiting_body(_task(session, "paced")) is None
+
+
+# --- issue 44 ---------------------------------------------------------------------------------
+
+
+def test_a_place_a_client_cannot_use_goes_to_the_next_client_not_to_nobody(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    """Cap 3. X has one ``acct`` job open and its queue all on that key; Y waits. When Y's job
+    finishes, X has as few open jobs as Y and waited longer, so the plan gives it the place: it can
+    use none, and the place goes to Y (before issue 44 it went to nobody)."""
+    x, y = _client(db), _client(db)
+    with db.transaction() as session:
+        submit(session, x, "x-acct-0", now=later(0.1), provider="capped", concurrency_key="acct")
+        submit(session, y, "y-0", now=later(0.2), provider="capped")
+        submit(session, y, "y-1", now=later(0.3), provider="capped")
+        for i in range(1, 31):
+            submit(session, x, f"x-acct-{i}", now=later(0.4 + i / 100), provider="capped", concurrency_key="acct")
+        for i in range(2, 6):
+            submit(session, y, f"y-{i}", now=later(1 + i / 10), provider="capped")
+    assert _published_tasks(db, published) == ["x-acct-0", "y-0", "y-1"]
+    _reach_vendor(db, "y-0")
+    _finish(db, "y-0")
+    assert _published_tasks(db, published) == ["x-acct-0", "y-0", "y-1", "y-2"]
+    with db.transaction() as session:
+        assert session.scalar(dispatch.open_at_vendor(), {"provider": "capped"}) == 3
+
+
+def test_a_key_free_task_is_not_stuck_behind_a_long_run_of_one_blocked_key(
+    db: Database, published: Published, policy: DispatchPolicy
+) -> None:
+    """The selection used to read ``4 × wanted + 16`` of the client's queue: 40 tasks held by their
+    key in front of a key-free one kept it waiting while its window had room."""
+    shop = _client(db)
+    with db.transaction() as session:
+        for i in range(41):
+            submit(session, shop, f"acct-{i}", now=later(i / 100), concurrency_key="acct")
+        submit(session, shop, "free", now=later(1))
+    assert _published_tasks(db, published) == ["acct-0", "free"]
+
+
+def _dead_letters_at_a_full_vendor(db: Database) -> list[int]:
+    """Cap 3: the first 3 of a client's 6 tasks fail for good, so the 3 that waited go."""
+    shop = _client(db, weight=4)
+    with db.transaction() as session:
+        for i in range(6):
+            submit(session, shop, f"d-{i}", now=later(i / 10), provider="capped")
+    with db.transaction() as session:
+        for i in range(3):
+            task = _task(session, f"d-{i}")
+            row = session.scalars(select(OutboxMessage).where(OutboxMessage.task_id == task.id)).one()
+            dead_letter(session, row, "vendor said no", Fault.SYSTEM, later(2))
+        assert session.scalar(dispatch.open_at_vendor(), {"provider": "capped"}) == 3
+        return list(session.scalars(select(DeadLetter.id).order_by(DeadLetter.id)))
+
+
+@pytest.mark.parametrize("how", ["one by one", "matching"])
+def test_replayed_dead_letters_wait_for_a_full_vendors_capacity(
+    db: Database, published: Published, policy: DispatchPolicy, how: str
+) -> None:
+    letters = _dead_letters_at_a_full_vendor(db)
+    published.forget()
+    if how == "one by one":
+        for letter_id in letters:
+            replay_one(db, letter_id, later(5))
+    else:
+        assert replay_matching(db, DeadLetterFilter(), later(5)) == (3, 0)
+    assert published.sent == []  # none went to the broker: the vendor is full
+    with db.transaction() as session:
+        assert session.scalar(dispatch.open_at_vendor(), {"provider": "capped"}) == 3
+        replayed = _task(session, "d-0")
+        assert (replayed.state, replayed.wait_reason) == ("requested", "vendor_capacity")
+        assert timeline(session, replayed)[-3:] == ["submit.replayed", "state.requested", "submit.queued"]
+    _reach_vendor(db, "d-3", seconds=6)
+    _finish(db, "d-3", seconds=7)  # a place frees: the first replayed takes it
+    assert _published_tasks(db, published) == ["d-0"]

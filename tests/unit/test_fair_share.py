@@ -3,13 +3,14 @@ windows, concurrency keys."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.fair_share import Candidate, DispatchPolicy, first_free, plan, rank
+from core.fair_share import Candidate, DispatchPolicy, fill, first_free, plan, rank, window_room
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -106,3 +107,64 @@ def test_bad_policies_are_refused():
     with pytest.raises(ValueError):
         DispatchPolicy(caps={"sim": 0})
     assert DispatchPolicy(caps={"sim": 20}).cap("sim") == 20 and DispatchPolicy().cap("sim") is None
+
+
+# --- issue 44: slots a client cannot use (its tasks all held by their keys) are handed on ---------
+
+
+def test_a_client_whose_queue_is_all_held_by_its_key_hands_its_slots_to_the_next():
+    """Cap 8, 5 open: X has 1 open job and 199 queued on that job's key, Y has 4 open and 36 queued.
+    X has the fewest open jobs, so the plan gives it the 3 free slots; it can use none of them."""
+    x, y = candidate(1, open_jobs=1, waiting=199), candidate(2, open_jobs=4, waiting=36)
+    assert plan([x, y], 3, window=16) == {1: 3, 2: 0}  # what can go is not what waits
+    asked: list[tuple[int, int]] = []
+
+    def take(cid: int, n: int) -> int:
+        asked.append((cid, n))
+        return 0 if cid == 1 else n
+
+    assert fill([x, y], 3, window=16, take=take) == {1: 0, 2: 3}
+    assert asked == [(1, 3), (2, 3)]
+    # told beforehand, the plan itself gives the slots to the client that can use them
+    assert plan([replace(x, ready=0), y], 3, window=16) == {1: 0, 2: 3}
+
+
+def test_a_short_client_keeps_what_it_found_and_the_rest_goes_on():
+    a, b, c = candidate(1), candidate(2), candidate(3)
+    ready = {1: 1, 2: 100, 3: 100}
+    assert fill([a, b, c], 6, window=8, take=lambda cid, n: min(n, ready[cid])) == {1: 1, 2: 3, 3: 2}
+
+
+@given(
+    clients=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(0, 30), st.integers(0, 10), st.integers(0, 40), st.integers(0, 40)),
+        max_size=8,
+    ),
+    room=st.one_of(st.none(), st.integers(0, 60)),
+    window=st.integers(1, 10),
+)
+def test_no_slot_idles_while_any_client_has_a_task_that_may_go(clients, room, window):
+    candidates = [
+        Candidate(i, weight, open_jobs, on_the_way, waiting, at(i))
+        for i, (weight, open_jobs, on_the_way, waiting, _) in enumerate(clients)
+    ]
+    ready = {i: min(eligible, clients[i][3]) for i, (*_, eligible) in enumerate(clients)}
+    asks: list[tuple[int, int]] = []
+
+    def take(cid: int, n: int) -> int:
+        asks.append((cid, n))
+        return min(n, ready[cid])
+
+    granted = fill(candidates, room, window, take)
+    can = {c.client_id: min(ready[c.client_id], window_room(c, window)) for c in candidates}
+    for c in candidates:
+        assert 0 <= granted[c.client_id] <= can[c.client_id]  # never more than may go
+    if room is not None:
+        assert sum(granted.values()) <= room
+    if room is None or sum(granted.values()) < room:
+        assert granted == can  # a slot left over: every client took all it could
+    # fair: exactly what the plan gives when told beforehand how many of each client's tasks may go
+    assert granted == plan([replace(c, ready=ready[c.client_id]) for c in candidates], room, window)
+    rounds_bound = (len(candidates) + 1) * max(len(candidates), 1)
+    assert len(asks) <= rounds_bound
+    assert all(n > 0 for _, n in asks)
