@@ -8,7 +8,8 @@ machines) -- with the same context: whatever was bound for the current request o
 and the task's ``trace_id`` (:func:`add_trace_id`).
 
 Secrets never reach the output: :func:`redact_secrets` runs last before rendering, on every line,
-whatever produced it.
+whatever produced it, and on every value: an exception (or any other object) is redacted as the
+text the renderer would show for it, a traceback as the text the exception formatter writes.
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ def redact(value: Any) -> Any:
         return [redact(v) for v in value]
     if isinstance(value, tuple):
         return tuple(redact(v) for v in value)
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    # Anything else (an exception, a URL object, a datetime, a set...) is shown by the renderers as
+    # its repr: an exception's carries its message, which may hold a connection URL or a token. The
+    # text the renderer would have shown is redacted like any other string.
+    return redact(repr(value))
 
 
 def _redact_item(key: Any, value: Any) -> Any:
@@ -74,8 +80,13 @@ def _redact_item(key: Any, value: Any) -> Any:
 
 
 def redact_secrets(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: mask secret keys and secret-looking values on every line."""
-    return {k: _redact_item(k, v) for k, v in event_dict.items()}
+    """structlog processor: mask secret keys and secret-looking values on every line. An event that
+    is not a string (``log.error(exc)``) is its text, as the console renderer would show it;
+    ``exc_info`` is left for the exception formatter, which redacts the traceback it writes."""
+    event = event_dict.get("event")
+    if event is not None and not isinstance(event, str):
+        event_dict = {**event_dict, "event": str(event)}
+    return {k: v if k == "exc_info" else _redact_item(k, v) for k, v in event_dict.items()}
 
 
 def _redacting_traceback(
