@@ -39,8 +39,9 @@ SECRET_VALUES = (
     (re.compile(r"(?<![A-Za-z0-9_])lk_[A-Za-z0-9_-]{16,}"), REDACTED),  # our API keys
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer " + REDACTED),
     (re.compile(r"\bv1,[A-Za-z0-9+/]{20,}={0,2}"), "v1," + REDACTED),  # Standard Webhooks signatures
-    # passwords in URLs: amqp://user:pass@, postgresql+psycopg://user:pass@, redis://:pass@ (no user)
-    (re.compile(r"(?<=://)([^:/@\s]*):([^@/\s]+)@"), r"\1:" + REDACTED + "@"),
+    # passwords in URLs: amqp://user:pass@, postgresql+psycopg://user:pass@, redis://:pass@ (no user),
+    # up to the authority's last @: a raw @ in a password is masked whole, not half
+    (re.compile(r"(?<=://)([^:/\s]*):([^/\s]+)@"), r"\1:" + REDACTED + "@"),
 )
 
 
