@@ -78,7 +78,6 @@ def test_a_broker_password_with_a_raw_hash_is_one_line_saying_to_percent_encode(
     assert "3f9c1e" not in result.stdout + result.stderr
 
 
-
 @pytest.mark.parametrize("args", [*ENTRY_POINTS.values(), MIGRATE], ids=[*ENTRY_POINTS, "migrate"])
 def test_an_unreachable_database_is_one_line_naming_its_host(args: list[str], tmp_path: Path) -> None:
     url = f"postgresql+psycopg://liaison:{PASSWORD}@127.0.0.1:{CLOSED}/x"

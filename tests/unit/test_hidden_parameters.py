@@ -33,13 +33,16 @@ def test_a_database_error_does_not_show_its_bound_values(tmp_path: Path) -> None
     assert "tok-5e1f9a" not in shown and "hidden" in shown  # SQLAlchemy's "[SQL parameters hidden ...]"
 
 
+ENGINE_FACTORIES = ("create_engine", "engine_from_config")
+
+
 def _engine_calls(path: Path) -> list[ast.Call]:
     tree = ast.parse(path.read_text(), str(path))
     return [
         node
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
-        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in ("create_engine", "engine_from_config")
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in ENGINE_FACTORIES
     ]
 
 

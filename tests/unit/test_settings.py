@@ -421,7 +421,9 @@ def test_a_broker_or_redis_password_with_a_raw_reserved_character_is_refused(nam
 def test_broker_urls_percent_encoded_or_in_a_failover_list_are_taken():
     failover = "redis://:pw-a@127.0.0.1:6379/0;redis://:pw%40b@127.0.0.1:6380/0"
     assert Settings.from_env({"CELERY_BROKER_URL": failover}).broker_url == failover
-    assert Settings.from_env({"CELERY_BROKER_URL": "amqp://u:p%23w@127.0.0.1//"}).broker_url.endswith("p%23w@127.0.0.1//")
+    assert Settings.from_env({"CELERY_BROKER_URL": "amqp://u:p%23w@127.0.0.1//"}).broker_url.endswith(
+        "p%23w@127.0.0.1//"
+    )
 
 
 @pytest.mark.parametrize(
