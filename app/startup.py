@@ -109,7 +109,7 @@ def check_database(url: str, wait_s: float) -> None:
     try:
         ensure_private_sqlite_file(url)
         connect_args = {"connect_timeout": 5} if make_url(url).get_backend_name() == "postgresql" else {}
-        engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+        engine = create_engine(url, poolclass=NullPool, connect_args=connect_args, hide_parameters=True)
     except (SQLAlchemyError, OSError, ValueError) as exc:
         fail(database_failure(url, exc), EXIT_UNAVAILABLE)
     try:

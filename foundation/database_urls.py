@@ -3,7 +3,8 @@
 Heroku-style platforms (the ones that run Procfiles) set ``DATABASE_URL=postgres://…``, a scheme
 SQLAlchemy no longer knows, and plain ``postgresql://`` would pick psycopg2, which Liaison does not
 install: both become ``postgresql+psycopg://`` (psycopg 3). SQLite URLs stay as they are. Any
-other URL is refused with one line naming the setting, never its value (it may hold a password).
+other URL is refused with one line naming the setting, never its value (it may hold a password), and
+so is one whose password holds a raw ``@``, ``#``, ``/`` or ``?`` (it must be percent-encoded).
 Pure text work: no database driver is imported here (the foundation knows none).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from foundation.options import ConfigError, Parser
+from foundation.options import ConfigError, Parser, refuse_ambiguous_credentials
 
 #: The driver Liaison installs (psycopg[binary] in requirements.txt), as SQLAlchemy names it.
 POSTGRES_SCHEME = "postgresql+psycopg"
@@ -29,6 +30,8 @@ def normalise_database_url(name: str, raw: str) -> str:
     if not sep:
         raise ConfigError(f"{name} must be {_EXPECTED}")
     scheme = scheme.lower()
+    if scheme not in _SQLITE_SCHEMES:  # a SQLite URL has no user name or password, and its path may hold @
+        refuse_ambiguous_credentials(name, raw)
     try:
         parts = urlsplit(raw)
         parts.port  # noqa: B018  # a port that is not a number raises here, not in the driver

@@ -8,7 +8,8 @@ machines) -- with the same context: whatever was bound for the current request o
 and the task's ``trace_id`` (:func:`add_trace_id`).
 
 Secrets never reach the output: :func:`redact_secrets` runs last before rendering, on every line,
-whatever produced it.
+whatever produced it, and on every value: an exception (or any other object) is redacted as the
+text the renderer would show for it, a traceback as the text the exception formatter writes.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ SECRET_VALUES = (
     (re.compile(r"(?<![A-Za-z0-9_])lk_[A-Za-z0-9_-]{16,}"), REDACTED),  # our API keys
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer " + REDACTED),
     (re.compile(r"\bv1,[A-Za-z0-9+/]{20,}={0,2}"), "v1," + REDACTED),  # Standard Webhooks signatures
-    # passwords in URLs: amqp://user:pass@, postgresql+psycopg://user:pass@, redis://:pass@ (no user)
-    (re.compile(r"(?<=://)([^:/@\s]*):([^@/\s]+)@"), r"\1:" + REDACTED + "@"),
+    # passwords in URLs: amqp://user:pass@, postgresql+psycopg://user:pass@, redis://:pass@ (no user),
+    # up to the authority's last @: a raw @ in a password is masked whole, not half
+    (re.compile(r"(?<=://)([^:/\s]*):([^/\s]+)@"), r"\1:" + REDACTED + "@"),
 )
 
 
@@ -64,7 +66,12 @@ def redact(value: Any) -> Any:
         return [redact(v) for v in value]
     if isinstance(value, tuple):
         return tuple(redact(v) for v in value)
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    # Anything else (an exception, a URL object, a datetime, a set...) is shown by the renderers as
+    # its repr: an exception's carries its message, which may hold a connection URL or a token. The
+    # text the renderer would have shown is redacted like any other string.
+    return redact(repr(value))
 
 
 def _redact_item(key: Any, value: Any) -> Any:
@@ -74,8 +81,13 @@ def _redact_item(key: Any, value: Any) -> Any:
 
 
 def redact_secrets(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: mask secret keys and secret-looking values on every line."""
-    return {k: _redact_item(k, v) for k, v in event_dict.items()}
+    """structlog processor: mask secret keys and secret-looking values on every line. An event that
+    is not a string (``log.error(exc)``) is its text, as the console renderer would show it;
+    ``exc_info`` is left for the exception formatter, which redacts the traceback it writes."""
+    event = event_dict.get("event")
+    if event is not None and not isinstance(event, str):
+        event_dict = {**event_dict, "event": str(event)}
+    return {k: v if k == "exc_info" else _redact_item(k, v) for k, v in event_dict.items()}
 
 
 def _redacting_traceback(

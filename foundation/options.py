@@ -18,13 +18,44 @@ from webhooks.signing import decode_secret
 
 #: A bearer token (admin API, /metrics) is a credential: no shorter than this.
 MIN_ADMIN_TOKEN_LEN = MIN_METRICS_TOKEN_CHARS = 32
-#: ``scheme://user:password@`` and ``scheme://:password@`` (Redis): the password part of a URL.
-_URL_PASSWORD = re.compile(r"(?<=://)([^:/@\s]*):([^@/\s]+)@")
+#: ``scheme://user:password@`` and ``scheme://:password@`` (Redis): the password part of a URL, up
+#: to the authority's *last* ``@`` (as ``urllib`` reads it), so a raw ``@`` in a password is masked
+#: whole rather than half (``foundation.logging.SECRET_VALUES`` masks the same way).
+_URL_PASSWORD = re.compile(r"(?<=://)([^:/\s]*):([^/\s]+)@")
 
 
 def mask_url_password(url: str) -> str:
     """``redis://:***@host``: a URL fit to show, with any password masked (the user name stays)."""
     return _URL_PASSWORD.sub(r"\1:***@", url)
+
+
+#: what a URL's user name or password may not hold raw: each ends the part it is in
+_USERINFO_RESERVED = "@/?#"
+PERCENT_ENCODE = (
+    "percent-encode them (@ as %40, # as %23, / as %2F, ? as %3F: Python's urllib.parse.quote(password, safe=''))"
+)
+
+
+def ambiguous_credentials(url: str) -> bool:
+    """True when a ``scheme://user:password@host/…`` URL cannot be read one way only: its user name or
+    password (everything before the last ``@``) holds a raw ``@``, ``/``, ``?`` or ``#``, or it has a
+    ``#`` anywhere (a fragment means nothing to a database or a broker). Drivers split such a URL
+    differently -- SQLAlchemy took ``p`` of ``app:p@ss@db`` as the password and ``ss@db`` as the
+    host, whose name then went into the driver's error, and a masked display hid only ``p`` -- so it
+    is refused rather than guessed at. Without ``://`` there is nothing to read: False."""
+    _scheme, sep, rest = url.partition("://")
+    if not sep:
+        return False
+    if "#" in rest:
+        return True
+    userinfo, at, _host = rest.rpartition("@")
+    return bool(at) and any(c in userinfo for c in _USERINFO_RESERVED)
+
+
+def refuse_ambiguous_credentials(name: str, url: str) -> None:
+    """Raise a :class:`ConfigError` naming ``name`` (never the URL) when ``url`` is ambiguous."""
+    if ambiguous_credentials(url):
+        raise ConfigError(f"{name} has a raw @, #, / or ? in its user name or password: {PERCENT_ENCODE}")
 
 
 class ConfigError(ValueError):
@@ -177,11 +208,21 @@ def _addresses(name: str, raw: str) -> tuple[str, ...]:
 def _amqp_url(name: str, raw: str) -> str:
     if raw and not raw.startswith(("amqp://", "amqps://")):
         raise ConfigError(f"{name} must be an amqp:// or amqps:// URL")
+    refuse_ambiguous_credentials(name, raw)
+    return raw
+
+
+def _service_url(name: str, raw: str) -> str:
+    """A broker's or Redis's URL, or several separated by ``;`` (Kombu's failover list): each one
+    unambiguous (:func:`ambiguous_credentials`); what else it may be is its client library's to say."""
+    for url in raw.split(";"):
+        refuse_ambiguous_credentials(name, url.strip())
     return raw
 
 
 TEXT = Parser(_text, "text")
 AMQP_URL = Parser(_amqp_url, "amqp(s) URL")
+SERVICE_URL = Parser(_service_url, "URL, password percent-encoded")
 HTTP_URL = Parser(_http_url, "http(s) URL")
 OPTIONAL_HTTP_URL = Parser(lambda name, raw: _http_url(name, raw) if raw else "", "http(s) URL or empty")
 DELAYS = Parser(_delays, "seconds, comma-separated")

@@ -20,7 +20,16 @@ from liaison_client.errors import (
     UnexpectedResponse,
     ValidationFailed,
 )
-from liaison_client.models import FINAL_STATES, STATES, Callback, Page, Task, TaskState, TimelineEntry
+from liaison_client.models import (
+    FINAL_STATES,
+    STATES,
+    Callback,
+    Page,
+    Task,
+    TaskState,
+    TimelineEntry,
+    TimelinePage,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -38,6 +47,7 @@ __all__ = [
     "Task",
     "TaskState",
     "TimelineEntry",
+    "TimelinePage",
     "TooManyRequests",
     "TransportError",
     "Unauthorized",

@@ -1,4 +1,4 @@
-"""``LiaisonClient``: submit, get, list and cancel tasks over Liaison's HTTP API.
+"""``LiaisonClient``: submit, get, list and cancel tasks, and page a task's timeline, over Liaison's HTTP API.
 
 One ``requests.Session`` per client (connections are reused); thread-safe as far as ``requests``
 is, which is fine for one client per thread or a process-wide one used from a few threads.
@@ -15,7 +15,7 @@ from urllib.parse import quote
 import requests
 
 from liaison_client.errors import TransportError, UnexpectedResponse, problem_from
-from liaison_client.models import Page, Task, TaskState
+from liaison_client.models import Page, Task, TaskState, TimelineEntry, TimelinePage
 
 __version__ = "0.1.0"
 USER_AGENT = f"liaison-client/{__version__}"
@@ -114,8 +114,34 @@ class LiaisonClient:
         return self._task(self._request("POST", "/api/v1/tasks", json=body, headers=headers))
 
     def get(self, correlation_id: str) -> Task:
-        """The task with its ``timeline`` (``GET /api/v1/tasks/<id>``); NotFound if it is not yours."""
+        """The task with the start of its ``timeline`` (``GET /api/v1/tasks/<id>``): the oldest 200
+        entries at most, and ``timeline_next_cursor`` when there are more. NotFound if it is not yours."""
         return self._task(self._request("GET", f"/api/v1/tasks/{quote(correlation_id, safe='')}"))
+
+    def timeline(self, correlation_id: str, *, cursor: str | None = None, limit: int | None = None) -> TimelinePage:
+        """One page of the task's timeline, oldest first (``limit`` 1 to 500, default 200), after
+        ``cursor`` (a task's ``timeline_next_cursor`` or a page's ``next_cursor``; None: from the start)."""
+        params: dict[str, str | int] = {}
+        if cursor is not None:
+            params["cursor"] = cursor
+        if limit is not None:
+            params["limit"] = limit
+        path = f"/api/v1/tasks/{quote(correlation_id, safe='')}/timeline"
+        data = self._request("GET", path, params=params)
+        try:
+            return TimelinePage.from_json(data)
+        except (ValueError, TypeError) as exc:
+            raise UnexpectedResponse(f"GET {path}: {exc}") from None
+
+    def iter_timeline(self, correlation_id: str, page_size: int = 500) -> Iterator[TimelineEntry]:
+        """Every entry of the task's timeline, oldest first, fetching pages as it goes."""
+        cursor: str | None = None
+        while True:
+            page = self.timeline(correlation_id, cursor=cursor, limit=page_size)
+            yield from page.entries
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     def list(self, state: TaskState | None = None, limit: int = 50, cursor: str | None = None) -> Page:
         """One page of your tasks, newest first (``limit`` 1 to 200). Pass the page's

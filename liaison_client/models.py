@@ -72,7 +72,9 @@ class TimelineEntry:
 @dataclass(frozen=True)
 class Task:
     """A task as its domain app sees it. ``timeline`` is filled by :meth:`LiaisonClient.get` only
-    (lists and submits leave it empty)."""
+    (lists and submits leave it empty), with the oldest 200 entries at most: the rest are read with
+    :meth:`LiaisonClient.timeline` from ``timeline_next_cursor``, or all of it with
+    :meth:`LiaisonClient.iter_timeline`."""
 
     correlation_id: str
     state: TaskState
@@ -95,6 +97,9 @@ class Task:
     concurrency_key: str | None = None
     #: while the task waits in Liaison for its turn: ``{"reason", "description", "since"}``
     waiting: Mapping[str, Any] | None = None
+    #: ``timeline`` is the start of a longer one: the cursor for :meth:`LiaisonClient.timeline`
+    #: that goes on after its last entry (None: ``timeline`` is all of it, or not asked for)
+    timeline_next_cursor: str | None = None
 
     @property
     def is_final(self) -> bool:
@@ -129,6 +134,7 @@ class Task:
             priority=data["priority"] if isinstance(data.get("priority"), int) else 3,
             concurrency_key=_opt_str(data, "concurrency_key"),
             waiting=data["waiting"] if isinstance(data.get("waiting"), Mapping) else None,
+            timeline_next_cursor=_opt_str(data, "timeline_next_cursor"),
         )
 
 
@@ -144,6 +150,22 @@ class Page:
         if not isinstance(data, Mapping) or not isinstance(data.get("tasks"), list):
             raise TypeError("a page must be a JSON object with a tasks list")
         return cls(tuple(Task.from_json(t) for t in data["tasks"]), _opt_str(data, "next_cursor"))
+
+
+@dataclass(frozen=True)
+class TimelinePage:
+    """One page of ``GET /api/v1/tasks/<id>/timeline``, oldest first. ``next_cursor`` is None on the
+    last page (for now: kept, it later gives the entries added since)."""
+
+    entries: tuple[TimelineEntry, ...]
+    next_cursor: str | None
+
+    @classmethod
+    def from_json(cls, data: Any) -> TimelinePage:
+        if not isinstance(data, Mapping) or not isinstance(data.get("timeline"), list):
+            raise TypeError("a timeline page must be a JSON object with a timeline list")
+        entries = tuple(TimelineEntry.from_json(e) for e in data["timeline"] if isinstance(e, Mapping))
+        return cls(entries, _opt_str(data, "next_cursor"))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ def run_offline() -> None:
 
 
 def run_online() -> None:
-    engine = create_engine(url)
+    engine = create_engine(url, hide_parameters=True)  # an error names its statement, not its values
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
         with context.begin_transaction():

@@ -118,12 +118,20 @@ POOL_SIZE = 15
 
 
 def _make_engine(url: str, echo: bool) -> Engine:
+    """``hide_parameters``: a database error (and ``echo``) names its statement, never the values
+    bound to it -- a task's input, a callback URL and its token -- since such an error may be
+    logged or shown whole."""
     if not url.startswith("sqlite"):
-        engine = create_engine(url, echo=echo, pool_size=POOL_SIZE, max_overflow=0)
+        engine = create_engine(url, echo=echo, pool_size=POOL_SIZE, max_overflow=0, hide_parameters=True)
         _ping_idle_connections(engine)
         return engine
     ensure_private_sqlite_file(url)
-    engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_S})
+    engine = create_engine(
+        url,
+        echo=echo,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_S},
+        hide_parameters=True,
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:

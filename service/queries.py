@@ -100,9 +100,14 @@ def disabled_endpoints(session: Session) -> list[CallbackEndpoint]:
     )
 
 
-def task_events(session: Session, task_id: int) -> list[TaskEvent]:
-    """One task's whole timeline, oldest first."""
-    return list(session.scalars(select(TaskEvent).where(TaskEvent.task_id == task_id).order_by(TaskEvent.id)))
+def task_events(session: Session, task_id: int, limit: int, after_id: int | None = None) -> list[TaskEvent]:
+    """One task's timeline, oldest first: at most ``limit`` events, those after the event
+    ``after_id`` (a page's cursor). One statement, on the index of ``task_id``; a task's timeline
+    has no bound of its own (a vendor may send 50,000 progress events), so its reader takes a page."""
+    query = select(TaskEvent).where(TaskEvent.task_id == task_id)
+    if after_id is not None:
+        query = query.where(TaskEvent.id > after_id)
+    return list(session.scalars(query.order_by(TaskEvent.id).limit(limit)))
 
 
 def newest_tasks(

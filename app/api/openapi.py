@@ -35,6 +35,7 @@ from app.api.openapi_parts import (
     ref,
 )
 from app.api.openapi_schemas import SCHEMAS
+from app.api.representation import TIMELINE_CAP, TIMELINE_MAX_LIMIT
 from core.states import State
 
 Schema = dict[str, Any]
@@ -98,10 +99,51 @@ def _tasks() -> dict[str, Schema]:
         "/api/v1/tasks/{correlation_id}": {
             "get": op(
                 "getTask",
-                "A task: state, deadlines, outcome and timeline",
+                "A task: state, deadlines, outcome and the start of its timeline",
                 {200: task, 404: None},
                 tag="tasks",
                 params=(CORRELATION,),
+                description=f"`timeline` holds the oldest {TIMELINE_CAP} entries at most; when there are more, "
+                "`timeline_next_cursor` is the `cursor` for GET /api/v1/tasks/{correlation_id}/timeline.",
+            ),
+        },
+        "/api/v1/tasks/{correlation_id}/timeline": {
+            "get": op(
+                "getTaskTimeline",
+                "A task's timeline, a page at a time, oldest first",
+                {
+                    200: ok(
+                        "One page; `next_cursor` is null on the last (for now: a task's timeline grows at its end, "
+                        "so the cursor of the last page, kept, later gives what was added since).",
+                        obj(
+                            {
+                                "timeline": {
+                                    "type": "array",
+                                    "maxItems": TIMELINE_MAX_LIMIT,
+                                    "items": ref("TimelineEntry"),
+                                },
+                                "next_cursor": nullable("string"),
+                            },
+                            ("timeline", "next_cursor"),
+                        ),
+                    ),
+                    400: None,
+                    404: None,
+                    422: None,
+                },
+                tag="tasks",
+                params=(
+                    CORRELATION,
+                    query(
+                        "limit",
+                        {"type": "integer", "minimum": 1, "maximum": TIMELINE_MAX_LIMIT, "default": TIMELINE_CAP},
+                    ),
+                    {
+                        **CURSOR_PARAM,
+                        "description": "`timeline_next_cursor` of the task, or `next_cursor` of the previous page, "
+                        "as it came (empty: from the first entry).",
+                    },
+                ),
             ),
         },
         "/api/v1/tasks/{correlation_id}/cancel": {

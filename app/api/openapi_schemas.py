@@ -5,6 +5,7 @@ drift apart silently."""
 from __future__ import annotations
 
 from app.api.openapi_parts import CALLBACK_URL, NO_NUL, STORED_JSON, STRING, TIME, nullable, obj, ref, storable
+from app.api.representation import TIMELINE_CAP
 from app.api.validation import CONCURRENCY_KEY, CORRELATION_ID, MAX_TIMEOUT_S
 from core.fair_share import ENDPOINT_PAUSED, MAX_PRIORITY, MIN_PRIORITY, REASONS
 from core.states import State
@@ -60,8 +61,15 @@ TASK = obj(
         "updated_at": TIME,
         "timeline": {
             "type": "array",
-            "description": "Only on GET /api/v1/tasks/{correlation_id}.",
-            "items": obj({"at": TIME, "kind": STRING, "detail": {"type": "object"}}, ("at", "kind", "detail")),
+            "maxItems": TIMELINE_CAP,
+            "description": f"Only on GET /api/v1/tasks/{{correlation_id}}: the oldest {TIMELINE_CAP} entries at most, "
+            "oldest first; `timeline_next_cursor` pages on to the rest.",
+            "items": ref("TimelineEntry"),
+        },
+        "timeline_next_cursor": {
+            **nullable("string"),
+            "description": "Only on GET /api/v1/tasks/{correlation_id}: null when `timeline` is the whole timeline, "
+            "else the `cursor` for GET /api/v1/tasks/{correlation_id}/timeline that goes on after its last entry.",
         },
     },
     (
@@ -274,8 +282,12 @@ PROBLEM_SCHEMA = {
     "required": ["type", "title", "status"],
 }
 
+#: one thing that happened to a task, as its timeline shows it
+TIMELINE_ENTRY = obj({"at": TIME, "kind": STRING, "detail": {"type": "object"}}, ("at", "kind", "detail"))
+
 SCHEMAS = {
     "Task": TASK,
+    "TimelineEntry": TIMELINE_ENTRY,
     "SubmitTask": SUBMIT,
     "StoredJson": STORED_JSON,
     "Problem": PROBLEM_SCHEMA,

@@ -20,6 +20,14 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
+#: ``GET /api/v1/tasks/<id>`` shows at most this many timeline entries, the oldest; the rest are
+#: paged with ``GET /api/v1/tasks/<id>/timeline`` from its ``timeline_next_cursor``. Unbounded, one
+#: task with 50,001 entries answered 29.9 MB in 1.8 s.
+TIMELINE_CAP = 200
+#: the most entries one page of ``GET /api/v1/tasks/<id>/timeline`` has (``limit``)
+TIMELINE_MAX_LIMIT = 500
+
+
 def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "correlation_id": task.correlation_id,
@@ -45,8 +53,12 @@ def task_body(task: ExternalTask, events: list[TaskEvent] | None = None) -> dict
         "updated_at": _time(task.updated_at),
     }
     if events is not None:
-        body["timeline"] = [{"at": _time(e.at), "kind": e.kind, "detail": e.detail} for e in events]
+        body["timeline"] = [timeline_entry(e) for e in events]
     return body
+
+
+def timeline_entry(event: TaskEvent) -> dict[str, Any]:
+    return {"at": _time(event.at), "kind": event.kind, "detail": event.detail}
 
 
 def waiting_body(task: ExternalTask) -> dict[str, Any] | None:

@@ -8,7 +8,15 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.representation import callbacks_waiting_body, decode_cursor, encode_cursor, task_body
+from app.api.representation import (
+    TIMELINE_CAP,
+    TIMELINE_MAX_LIMIT,
+    callbacks_waiting_body,
+    decode_cursor,
+    encode_cursor,
+    task_body,
+    timeline_entry,
+)
 from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
 from app.auth import current_client
 from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, UnsupportedMediaType, ValidationFailed
@@ -152,25 +160,58 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
     return jsonify(task_body(task)), 202
 
 
+def timeline_page(
+    session: Session, task_id: int, limit: int, after_id: int | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """At most ``limit`` entries, oldest first, from after the event ``after_id``, and the cursor of
+    the next page (None when these are the last): one statement, ``limit + 1`` rows. Oldest first
+    because a timeline only grows at its end: a cursor taken once goes on meaning the same place,
+    so a client that pages to the end, or comes back later with the last cursor, sees every entry
+    once, those added since included."""
+    events = queries.task_events(session, task_id, limit + 1, after_id)
+    page = events[:limit]
+    return [timeline_entry(e) for e in page], encode_cursor(page[-1].id) if len(events) > limit else None
+
+
 @bp.get("/<correlation_id>")
 def get_task(correlation_id: str) -> Response:
     session = db_session()
     task = find_task(session, current_client(), correlation_id)
-    body = task_body(task, queries.task_events(session, task.id))
+    body = task_body(task)
+    body["timeline"], body["timeline_next_cursor"] = timeline_page(session, task.id, TIMELINE_CAP)
     url = task.callback_url or current_client().callback_url
     body["callbacks_waiting"] = callbacks_waiting_body(paused_endpoint(session, task.client_id, url, utcnow()))
     return jsonify(body)
 
 
+@bp.get("/<correlation_id>/timeline")
+def get_timeline(correlation_id: str) -> Response:
+    """The task's timeline a page at a time, oldest first: ``cursor`` is a ``timeline_next_cursor``
+    or ``next_cursor`` (none: from the start)."""
+    limit = _limit(TIMELINE_CAP, TIMELINE_MAX_LIMIT)
+    cursor = request.args.get("cursor")
+    after_id = decode_cursor(cursor) if cursor else None
+    session = db_session()
+    task = find_task(session, current_client(), correlation_id)
+    entries, next_cursor = timeline_page(session, task.id, limit, after_id)
+    return jsonify({"timeline": entries, "next_cursor": next_cursor})
+
+
+def _limit(default: int, most: int) -> int:
+    """The ``limit`` query argument, 1 to ``most``; a 422 naming it otherwise."""
+    try:
+        limit = int(request.args.get("limit", default))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= most:
+        raise ValidationFailed("bad limit", errors=[{"field": "limit", "message": f"1 to {most}"}])
+    return limit
+
+
 @bp.get("")
 def list_tasks() -> Response:
     client = current_client()
-    try:
-        limit = int(request.args.get("limit", 50))
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= 200:
-        raise ValidationFailed("bad limit", errors=[{"field": "limit", "message": "1 to 200"}])
+    limit = _limit(50, 200)
     state = request.args.get("state") or None
     if state is not None and state not in set(State):
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": f"one of {', '.join(State)}"}])

@@ -1,5 +1,5 @@
-"""Tasks across all clients, for operators: one with its whole timeline, the newest, those retrying
-right now (the ``tasks`` group)."""
+"""Tasks across all clients, for operators: one with its newest timeline events, the newest tasks,
+those retrying right now (the ``tasks`` group)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from flask.cli import AppGroup
 from app.api.representation import operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
 from core.states import State
-from service import queries
+from service import queries, task_pages
 from service.operator_actions import Ambiguous, NotFoundError, client_named, task_for_operator
 from workers.runtime import liaison
+
+#: ``tasks show`` prints at most this many timeline events by default, the newest (as the console)
+TIMELINE_LIMIT = 500
 
 
 def register(group: AppGroup) -> None:
@@ -26,15 +29,26 @@ def tasks() -> None:
 @tasks.command("show")
 @click.argument("correlation_id")
 @click.option("--client", "client_name", help="Whose task (required when several clients use this correlation id).")
+@click.option(
+    "--events",
+    "most",
+    type=click.IntRange(min=1),
+    default=TIMELINE_LIMIT,
+    show_default=True,
+    help="Show at most this many timeline events, the newest.",
+)
 @json_option
-def tasks_show(correlation_id: str, client_name: str | None, as_json: bool) -> None:
-    """One task with its whole timeline (every request, attempt, event and callback)."""
+def tasks_show(correlation_id: str, client_name: str | None, most: int, as_json: bool) -> None:
+    """One task with its timeline (every request, attempt, event and callback): the newest events,
+    and how many it has in all (``timeline_total``) when that is more."""
     with liaison().db.transaction() as session:
         try:
             task = task_for_operator(session, correlation_id, client_name)
         except (NotFoundError, Ambiguous) as exc:
             raise click.ClickException(str(exc)) from None
-        body = task_body(task, queries.task_events(session, task.id))
+        events, total = task_pages.timeline(session, task.id, most)
+        body = task_body(task, events)
+        body["timeline_total"] = total
         body["client"] = task.client.name
         body["reference"] = task.reference  # what the vendor knows it by
     if as_json:
@@ -43,6 +57,8 @@ def tasks_show(correlation_id: str, client_name: str | None, as_json: bool) -> N
     timeline = body.pop("timeline")
     emit_one(body, False)
     click.echo("")
+    if total > len(timeline):
+        click.echo(f"the newest {len(timeline)} of {total} events (--events N shows more)")
     emit([{"at": e["at"], "kind": e["kind"], "detail": e["detail"]} for e in timeline], ["at", "kind", "detail"], False)
 
 

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from liaison_client import (
     Callback,
@@ -23,7 +23,9 @@ from liaison_client import (
     ValidationFailed,
     verify_callback,
 )
+from models.base import utcnow
 from models.client import Client
+from models.task import ExternalTask, TaskEvent, record_event
 from tests.integration.stack import Stack
 
 pytestmark = pytest.mark.integration
@@ -109,6 +111,39 @@ def test_iter_tasks_walks_every_page(pair_stack: Stack, tenant: tuple[LiaisonCli
     first = client.list(limit=2)
     assert len(first.tasks) == 2 and first.next_cursor is not None
     assert [t.correlation_id for t in client.iter_tasks(page_size=1)] == ids[::-1]  # newest first
+
+
+def test_a_long_timeline_is_read_whole_through_its_pages(
+    pair_stack: Stack, tenant: tuple[LiaisonClient, str, str]
+) -> None:
+    """A task with more timeline entries than ``GET`` shows: ``get`` has the oldest 200 and a
+    cursor, ``iter_timeline`` every entry once, in order (the extra entries written straight to the
+    stack's database, as 450 vendor events would have been). Its relay may still add an entry after
+    ours: what the client read is compared with the database read after it, a prefix of it."""
+    client, _, _ = tenant
+    done = _wait(pair_stack, client, client.submit({"n": 1}).correlation_id, "succeeded")
+    name = pair_stack.client_name(_key(client))
+    with pair_stack.db.transaction() as session:
+        task_id = session.scalar(
+            select(ExternalTask.id).where(
+                ExternalTask.correlation_id == done.correlation_id, ExternalTask.client.has(Client.name == name)
+            )
+        )
+        assert task_id is not None
+        for n in range(450):
+            record_event(session, task_id, "event.progress", utcnow(), {"n": n})
+    got = client.get(done.correlation_id)
+    entries = list(client.iter_timeline(done.correlation_id, page_size=170))
+    rest = client.timeline(done.correlation_id, cursor=got.timeline_next_cursor, limit=500)
+    with pair_stack.db.transaction() as session:
+        kinds = select(TaskEvent.kind).where(TaskEvent.task_id == task_id).order_by(TaskEvent.id)
+        stored = list(session.scalars(kinds))
+    assert len(got.timeline) == 200 and got.timeline_next_cursor is not None
+    assert [e.kind for e in got.timeline] == stored[:200]
+    assert len(entries) > 450 and [e.kind for e in entries] == stored[: len(entries)]
+    assert [e.detail["n"] for e in entries if e.kind == "event.progress"] == list(range(450))
+    assert [e.kind for e in got.timeline + rest.entries] == stored[: 200 + len(rest.entries)]
+    assert len(rest.entries) >= len(entries) - 200
 
 
 def test_cancel_and_cancel_of_a_final_task(pair_stack: Stack, tenant: tuple[LiaisonClient, str, str]) -> None:

@@ -52,6 +52,30 @@ def test_a_bad_setting_is_one_line_naming_it(entry: str, tmp_path: Path) -> None
 
 
 MIGRATE = ["flask", "--app", "app", "liaison", "db", "upgrade"]
+ALEMBIC = ["alembic", "upgrade", "head"]
+
+
+@pytest.mark.parametrize("args", [*ENTRY_POINTS.values(), MIGRATE, ALEMBIC], ids=[*ENTRY_POINTS, "migrate", "alembic"])
+def test_a_database_password_with_a_raw_at_sign_is_one_line_saying_to_percent_encode(
+    args: list[str], tmp_path: Path
+) -> None:
+    """Read as SQLAlchemy reads it, ``liaison:pw@3f9c1e@127.0.0.1`` is the password ``pw`` at the
+    host ``3f9c1e@127.0.0.1``: refused before anything connects, never half-masked."""
+    url = f"postgresql://liaison:{PASSWORD.replace('-', '@')}@127.0.0.1:{CLOSED}/x"
+    result = run(args, tmp_path, DATABASE_URL=url)
+    assert result.returncode == EXIT_CONFIG, result.stdout + result.stderr
+    line = one_line(result, "DATABASE_URL")
+    assert line.startswith("liaison: configuration error: DATABASE_URL has a raw @, #, / or ? in its user name or ")
+    assert "percent-encode" in line and "3f9c1e" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("entry", ["web", "worker"])
+def test_a_broker_password_with_a_raw_hash_is_one_line_saying_to_percent_encode(entry: str, tmp_path: Path) -> None:
+    result = run(ENTRY_POINTS[entry], tmp_path, CELERY_BROKER_URL=f"amqp://guest:pw#3f9c1e@127.0.0.1:{CLOSED}//")
+    assert result.returncode == EXIT_CONFIG, result.stdout + result.stderr
+    line = one_line(result, "CELERY_BROKER_URL")
+    assert line.startswith("liaison: configuration error: CELERY_BROKER_URL has a raw @, #, / or ? in its user name")
+    assert "3f9c1e" not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("args", [*ENTRY_POINTS.values(), MIGRATE], ids=[*ENTRY_POINTS, "migrate"])

@@ -30,6 +30,7 @@ from liaison_client import (
     LiaisonClient,
     NotFound,
     ProblemError,
+    Task,
     TooManyRequests,
     TransportError,
     Unauthorized,
@@ -377,3 +378,29 @@ def test_the_client_imports_nothing_of_the_server() -> None:
     )
     assert "liaison_client" in loaded and "standardwebhooks" in loaded
     assert not {"app", "models", "workers", "webhooks", "simulator", "flask", "sqlalchemy", "celery"} & set(loaded)
+
+
+def test_a_long_timeline_is_read_a_page_at_a_time_from_the_tasks_cursor() -> None:
+    """``get`` shows the start of a long timeline and its cursor; ``timeline`` pages on from it and
+    ``iter_timeline`` reads it all, from the start."""
+    entries = [{"at": "2030-01-01T00:00:00Z", "kind": "event.progress", "detail": {"n": n}} for n in range(5)]
+    pages = {None: (entries[:2], "t2"), "t2": (entries[2:4], "t4"), "t4": (entries[4:], None)}
+
+    def answer(request: requests.PreparedRequest) -> Answer:
+        path, _, query_text = (request.url or "").partition("?")
+        query = dict(p.split("=") for p in query_text.split("&") if p)
+        if not path.endswith("/timeline"):
+            return 200, {**TASK, "timeline": entries[:2], "timeline_next_cursor": "t2"}, {}
+        shown, cursor = pages[query.get("cursor")]
+        return 200, {"timeline": shown, "next_cursor": cursor}, {}
+
+    client, adapter = client_with(answer)
+    task = client.get("a/b")
+    assert [e.detail["n"] for e in task.timeline] == [0, 1] and task.timeline_next_cursor == "t2"
+    page = client.timeline("a/b", cursor=task.timeline_next_cursor, limit=2)
+    assert [e.detail["n"] for e in page.entries] == [2, 3] and page.next_cursor == "t4"
+    assert adapter.sent[1].url == "http://liaison.test/api/v1/tasks/a%2Fb/timeline?cursor=t2&limit=2"
+    assert [e.detail["n"] for e in client.iter_timeline("a/b", page_size=2)] == [0, 1, 2, 3, 4]
+    assert len(adapter.sent) == 5
+    assert client.get("a/b").timeline_next_cursor == "t2"
+    assert Task.from_json({**TASK, "timeline": []}).timeline_next_cursor is None  # an older server's task

@@ -121,3 +121,52 @@ def test_alembic_run_directly_with_a_bad_database_url_is_one_line(monkeypatch, c
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1].startswith("liaison: configuration error: DATABASE_URL must be")
     assert PASSWORD not in err
+
+
+#: passwords a person might paste as they are: each holds a character a URL reserves
+RAW_PASSWORDS = ["p@ss-51c0de", "pw#51c0de", "pw?51c0de", "pw/51c0de", "a@b#c-51c0de"]
+
+
+@pytest.mark.parametrize("password", RAW_PASSWORDS)
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])
+def test_a_raw_reserved_character_in_the_password_is_refused_in_one_line(scheme: str, password: str) -> None:
+    """SQLAlchemy reads ``app:p@ss@db`` as the password ``p`` at the host ``ss@db`` (whose name the
+    driver's error then shows), and a masked display hid only ``p``: refused, never guessed at."""
+    url = f"{scheme}://app:{password}@127.0.0.1:5432/liaison"
+    for read in (
+        lambda: normalise_database_url("DATABASE_URL", url),
+        lambda: database_url_from_env({"DATABASE_URL": url}),
+        lambda: Settings.from_env({"DATABASE_URL": url}),
+    ):
+        with pytest.raises(ConfigError) as info:
+            read()
+        message = str(info.value)
+        assert message.startswith("DATABASE_URL has a raw @, #, / or ? in its user name or password")
+        assert "percent-encode" in message and "%40" in message and "\n" not in message
+        assert "51c0de" not in message and "127.0.0.1" not in message
+
+
+@pytest.mark.parametrize("password", RAW_PASSWORDS)
+def test_the_same_password_percent_encoded_is_taken_and_read_whole(password: str) -> None:
+    from urllib.parse import quote
+
+    from sqlalchemy.engine import make_url
+
+    url = Settings.from_env({"DATABASE_URL": f"postgresql://app:{quote(password, safe='')}@127.0.0.1/x"}).database_url
+    parsed = make_url(url)
+    assert (parsed.password, parsed.host, parsed.database) == (password, "127.0.0.1", "x")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app@127.0.0.1/liaison?application_name=liaison",
+        "postgresql://127.0.0.1/liaison",
+        "postgresql://app:p:w%40x@[::1]:5432/liaison",  # a colon in a password is unambiguous
+        "sqlite:///folder@host/x.db",  # a SQLite path has no user name, an @ in it is a file name
+    ],
+)
+def test_unambiguous_urls_are_not_refused(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder@host").mkdir()
+    assert Settings.from_env({"DATABASE_URL": url}).database_url.endswith(url.split("://", 1)[1])

@@ -166,3 +166,47 @@ def test_the_quick_look_never_lets_a_secret_through(value: str) -> None:
     for pattern, replacement in SECRET_VALUES:
         masked = pattern.sub(replacement, masked)
     assert redact(value) == masked
+
+
+class _VendorDown(Exception):
+    """An exception whose message holds what a driver or a client library puts there: a URL with its
+    password, an API key."""
+
+
+def _secret_exception() -> _VendorDown:
+    return _VendorDown(f"cannot reach amqp://liaison:s3cr3t-amqp@mq:5672// with {API_KEY}")
+
+
+@pytest.mark.parametrize("log_format", ["json", "console"])
+def test_an_exception_object_is_redacted_wherever_it_is_logged(log_format: str) -> None:
+    """An exception as a field's value, as the event itself, in a stdlib ``extra`` or a positional
+    argument is shown as its text: the same redaction as every message. So are its traceback and
+    ``exc_info`` given as the exception."""
+    stream = io.StringIO()
+    configure_logging(log_format, "INFO", stream=stream)
+    try:
+        exc = _secret_exception()
+        log = get_logger("liaison.test")
+        log.warning("publish failed", error=exc)
+        log.warning(exc)  # type: ignore[arg-type]  # typed as str, done anyway (stdlib takes any object)
+        log.warning("publish failed: %s", exc)
+        logging.getLogger("liaison.std").warning("publish failed", extra={"error": exc})
+        log.warning("publish failed", errors=[exc], by_kind={"amqp": exc})
+        log.warning("publish failed", exc_info=exc)
+        try:
+            raise exc
+        except _VendorDown:
+            log.exception("publish failed")
+    finally:
+        configure_logging("console", "WARNING")
+    output = stream.getvalue()
+    assert "s3cr3t-amqp" not in output and API_KEY not in output
+    assert output.count(f"amqp://liaison:{REDACTED}@mq:5672//") == 8, output  # once a line
+    assert "_VendorDown" in output
+
+
+def test_an_exception_field_keeps_its_text_in_json(json_lines: io.StringIO) -> None:
+    get_logger("liaison.test").error("publish failed", error=_secret_exception(), attempt=2, ok=False, gone=None)
+    (line,) = _lines(json_lines)
+    assert line["error"] == f"_VendorDown('cannot reach amqp://liaison:{REDACTED}@mq:5672// with {REDACTED}')"
+    assert line["attempt"] == 2 and line["ok"] is False and line["gone"] is None

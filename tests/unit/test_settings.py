@@ -399,6 +399,52 @@ def test_repr_masks_passwords_in_every_url():
     assert settings.broker_url == "redis://:redis-pass-92@cache:6379/0"
 
 
+@pytest.mark.parametrize(
+    ("name", "url"),
+    [
+        ("CELERY_BROKER_URL", "amqp://liaison:mq@pass-95@127.0.0.1:5672//"),
+        ("CELERY_BROKER_URL", "redis://:redis#pass-95@127.0.0.1:6379/0"),
+        ("CELERY_BROKER_URL", "redis://:ok@127.0.0.1:6379/0;redis://:re?pass-95@127.0.0.1:6380/0"),
+        ("LIAISON_RATE_LIMIT_REDIS_URL", "redis://:redis@pass-95@127.0.0.1:6379/0"),
+        ("LIAISON_CHANNEL_REDIS_URL", "redis://:redis/pass-95@127.0.0.1:6379/0"),
+        ("LIAISON_CHANNEL_AMQP_URL", "amqp://liaison:mq@pass-95@127.0.0.1:5672/%2f"),
+    ],
+)
+def test_a_broker_or_redis_password_with_a_raw_reserved_character_is_refused(name, url):
+    """As for DATABASE_URL (tests/unit/test_database_urls.py): one line naming the variable, saying
+    to percent-encode, showing no part of the password."""
+    message = config_error({name: url})
+    assert message.startswith(f"{name} has a raw @, #, / or ? in its user name or password: percent-encode")
+    assert "pass-95" not in message and "\n" not in message
+
+
+def test_broker_urls_percent_encoded_or_in_a_failover_list_are_taken():
+    failover = "redis://:pw-a@127.0.0.1:6379/0;redis://:pw%40b@127.0.0.1:6380/0"
+    assert Settings.from_env({"CELERY_BROKER_URL": failover}).broker_url == failover
+    assert Settings.from_env({"CELERY_BROKER_URL": "amqp://u:p%23w@127.0.0.1//"}).broker_url.endswith(
+        "p%23w@127.0.0.1//"
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("amqp://liaison:mq@pass-96@mq:5672//", "amqp://liaison:***@mq:5672//"),
+        ("redis://:r@e@dis-96@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("https://svc:ven@dor-96@vendor.example/api", "https://svc:***@vendor.example/api"),
+        ("https://svc@corp:vendor-96@vendor.example/api", "https://svc@corp:***@vendor.example/api"),
+    ],
+)
+def test_a_raw_at_sign_in_a_password_is_masked_whole_not_half(url, shown):
+    """Masking reads the password up to the authority's last @, as urllib and Kombu do: the part
+    after a raw @ in it is not shown as if it were the host."""
+    from foundation.logging import redact
+    from foundation.options import mask_url_password
+
+    assert mask_url_password(url) == shown
+    assert redact(f"cannot reach {url} (retrying)") == f"cannot reach {shown.replace('***', '[redacted]')} (retrying)"
+
+
 def test_repr_masks_amqp_passwords():
     text = repr(Settings.from_env({"CELERY_BROKER_URL": "amqp://liaison:mq-pass-94@mq:5672//"}))
     assert "mq-pass-94" not in text and "amqp://liaison:***@mq:5672//" in text
