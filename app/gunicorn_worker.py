@@ -21,6 +21,7 @@ process (the PaaS router), and HTTP/2 is not turned on.
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import selectors
 import socket
@@ -223,9 +224,9 @@ class ReadAheadWorker(ThreadWorker):
     def _handle_held(self, conn: Any, held: bytes) -> Any:
         """gthread's ``handle`` on a request held whole: its parser reads the held bytes only."""
         conn.data_ready = True  # no wait for a first byte: the bytes are here
-        if conn.parser is None:
-            conn.init()
-            conn.parser.unreader = HeldBytes()
+        if conn.initialized is False:
+            conn.init()  # the HTTP/1.1 parser, on the socket
+            conn.parser.unreader = HeldBytes()  # ...reading from the held bytes instead
         conn.parser.unreader.unread(held)
         return self.handle(conn)
 
@@ -246,10 +247,8 @@ class ReadAheadWorker(ThreadWorker):
     def _send(conn: Any, data: bytes) -> None:
         """Best effort, never blocking: a short answer fits any socket's send buffer, and a client
         whose buffer is full is one we owe nothing."""
-        try:
+        with contextlib.suppress(OSError):
             conn.sock.send(data)
-        except OSError:
-            pass
 
     def _close(self, conn: Any) -> None:
         self.continued.discard(conn)
@@ -268,5 +267,9 @@ def raise_fd_limit(wanted: int) -> None:
 
 def worker_class(*, header_timeout_s: float, body_timeout_s: float, max_body_bytes: int) -> type[ReadAheadWorker]:
     """The worker class with the deploy's settings (gunicorn.conf.py's ``worker_class``)."""
-    settings = {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s, "max_body_bytes": max_body_bytes}
+    settings = {
+        "header_timeout_s": header_timeout_s,
+        "body_timeout_s": body_timeout_s,
+        "max_body_bytes": max_body_bytes,
+    }
     return cast("type[ReadAheadWorker]", type("ReadAheadWorker", (ReadAheadWorker,), settings))
