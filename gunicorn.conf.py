@@ -2,11 +2,15 @@
 
 Bind address, worker and thread counts stay on the command line (Procfile); this file holds what
 must be code: structured logging for gunicorn's own lines, the prometheus-client multiprocess
-hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md), and OpenTelemetry's start in each
-worker after the fork (``OTEL_EXPORTER_OTLP_ENDPOINT``: app/observability/tracing.py).
+hooks (``PROMETHEUS_MULTIPROC_DIR``, see docs/observability.md), OpenTelemetry's start in each
+worker after the fork (``OTEL_EXPORTER_OTLP_ENDPOINT``: app/observability/tracing.py), and the worker
+class: gunicorn's threaded worker that reads each request whole, head and body, before a thread runs
+it (app/gunicorn_worker.py), so slow or half-open connections cost sockets, not ``--threads``; its
+deadlines are ``LIAISON_HEADER_READ_TIMEOUT_S`` and ``LIAISON_BODY_READ_TIMEOUT_S``.
 """
 
 from app import startup
+from app.gunicorn_worker import worker_class as read_ahead_worker
 from app.observability import tracing
 from app.observability.gunicorn import StructuredLogger
 from foundation import metrics
@@ -18,6 +22,11 @@ _settings = startup.load_settings()
 startup.check_services(_settings)
 configure_logging(_settings.log_format, _settings.log_level)
 logger_class = StructuredLogger
+worker_class = read_ahead_worker(
+    header_timeout_s=_settings.header_read_timeout_s,
+    body_timeout_s=_settings.body_read_timeout_s,
+    max_body_bytes=_settings.max_body_bytes,
+)
 
 
 def on_starting(server):

@@ -63,6 +63,11 @@ SECTIONS: tuple[Section, ...] = (
                                           "or empty to turn the admin API off"),
                "", "bearer token for /admin/v1, at least 32 characters; unset = admin API off", secret=True),
         Option("LIAISON_MAX_BODY_BYTES", "max_body_bytes", integer(1024), "262144", "larger request bodies get 413"),
+        Option("LIAISON_HEADER_READ_TIMEOUT_S", "header_read_timeout_s", decimal(0.1), "10",
+               "a request's head must arrive whole within this of its connection (or of a kept-alive "
+               "connection's next byte); later: 408, closed. Read off-thread: slow clients hold no thread"),
+        Option("LIAISON_BODY_READ_TIMEOUT_S", "body_read_timeout_s", decimal(0.1), "30",
+               "a request's body must arrive whole within this of its head; later: 408, closed"),
     ),
     section(
         "Bounded input (issue 8): a task's input and a vendor's outcome",

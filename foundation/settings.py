@@ -66,6 +66,8 @@ class Settings:
     providers: Mapping[str, ProviderSettings]
     default_provider: str | None
     max_body_bytes: int
+    header_read_timeout_s: float
+    body_read_timeout_s: float
     webhook_tolerance_s: int
     processed_retention_s: int
     retention_tasks_s: int
