@@ -114,6 +114,9 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
         broker_url=settings.broker_url,
         broker_transport_options=broker_options(settings, celery_app.conf.broker_transport_options),
     )
+    if settings.broker_url.startswith("filesystem://"):
+        # kombu's, with a message file that appears only when whole (app/embedded_broker.py)
+        celery_app.conf.broker_transport = "app.embedded_broker:Transport"
     celery_app.conf.update(app.config.get("CELERY", {}))
     celery_app.conf.task_default_queue = settings.queue
     celery_app.conf.task_queues = work_queues(settings)
