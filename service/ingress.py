@@ -2,8 +2,9 @@
 vendor's reply queue both go through :func:`receive`, so the two cannot drift apart.
 
 In this order, each step refusing what fails it before the next one looks: the body's size, the
-Standard Webhooks signature (nothing in the payload is trusted before it checks out), the
-``webhook-id`` (bounded: it is stored, and PostgreSQL text cannot hold NUL), the bounded event body,
+provider's verification scheme (``webhooks.schemes``, picked by ``LIAISON_PROVIDER_<NAME>_WEBHOOK_SCHEME``:
+nothing in the payload is trusted before it checks out), the event id it names (bounded: it is
+stored, and PostgreSQL text cannot hold NUL), the bounded event body,
 then ``service.vendor_events.receive_event`` (the inbox's dedup, late binding of early events, the
 state machine) in the caller's transaction. The webhook metrics are counted here too: what arrived,
 each refusal by reason, duplicates. The caller maps a :class:`Refused` to its transport (an HTTP
@@ -24,7 +25,8 @@ from models.base import utcnow
 from models.messages import MAX_MESSAGE_ID_CHARS
 from service import vendor_events
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
-from webhooks.signing import HeaderItems, SignatureError, verify
+from webhooks.schemes import EventIdError, Verified, verify
+from webhooks.signing import HeaderItems, SignatureError
 
 MESSAGE_ID_RULE = f"webhook-id (svix-id) must be at most {MAX_MESSAGE_ID_CHARS} characters, without NUL"
 
@@ -75,17 +77,16 @@ def receive(
     *,
     now_s: float,
     tolerance_s: int,
+    path_token: str | None = None,
 ) -> Received:
     """Verify, bound, deduplicate and apply one vendor event in ``session`` (the caller commits).
-    ``tolerance_s``: how old its signature may be (a queue holds events longer than a request takes)."""
+    ``tolerance_s``: how old its signature may be (a queue holds events longer than a request takes);
+    ``path_token``: the token of a ``token-url`` request's path."""
     name = provider.name
     if len(body) > settings.max_body_bytes:
         raise refuse(name, "too_large", f"{len(body)} bytes, at most {settings.max_body_bytes}")
-    try:
-        message_id = verify(provider.webhook_secrets, headers, body, now_s, tolerance_s)
-    except SignatureError as exc:
-        reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
-        raise refuse(name, reason, f"signature rejected: {exc.reason}", exc.reason) from None
+    verified = _verified(provider, headers, body, now_s, tolerance_s, path_token)
+    message_id = verified.event_id
     if len(message_id) > MAX_MESSAGE_ID_CHARS or "\x00" in message_id:
         raise refuse(name, "malformed", MESSAGE_ID_RULE)
     bind(message_id=message_id)
@@ -99,3 +100,23 @@ def receive(
     if result.status == "duplicate":
         metrics.webhook_rejected(name, "duplicate")
     return Received(result.status, message_id, result.traceparent)
+
+
+def _verified(
+    provider: ProviderSettings,
+    headers: HeaderItems,
+    body: bytes,
+    now_s: float,
+    tolerance_s: int,
+    path_token: str | None,
+) -> Verified:
+    """The provider's scheme's verdict (``webhooks.schemes.VERIFIERS``), or a counted refusal: an
+    unproven request is a ``signature`` (``stale``) refusal, a proven one without its event id is
+    ``malformed``."""
+    try:
+        return verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
+    except EventIdError as exc:
+        raise refuse(provider.name, "malformed", f"event id: {exc.reason}") from None
+    except SignatureError as exc:
+        reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
+        raise refuse(provider.name, reason, f"signature rejected: {exc.reason}", exc.reason) from None

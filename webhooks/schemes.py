@@ -148,6 +148,10 @@ def check_secret(scheme: str, secret: str) -> None:
         raise ValueError("a secret must not be empty")
 
 
+class EventIdError(SignatureError):
+    """The request is proven, but the event id the profile names is missing or unreadable (→ 400)."""
+
+
 # --- results -------------------------------------------------------------------------------------
 
 
@@ -343,7 +347,7 @@ def _pointer(body: bytes, pointer: str) -> str:
     try:
         data: Any = strict_loads(body, max_depth=_POINTER_MAX_DEPTH)
     except InvalidJson:
-        raise SignatureError("malformed_event_id") from None
+        raise EventIdError("malformed_event_id") from None
     for raw_part in pointer.split("/")[1:]:
         part = raw_part.replace("~1", "/").replace("~0", "~")
         if isinstance(data, dict) and part in data:
@@ -351,12 +355,12 @@ def _pointer(body: bytes, pointer: str) -> str:
         elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
             data = data[int(part)]
         else:
-            raise SignatureError("missing_event_id")
+            raise EventIdError("missing_event_id")
     if isinstance(data, bool) or not isinstance(data, (str, int)):
-        raise SignatureError("malformed_event_id")
+        raise EventIdError("malformed_event_id")
     text = str(data)
     if not text:
-        raise SignatureError("missing_event_id")
+        raise EventIdError("missing_event_id")
     return text
 
 
@@ -370,7 +374,7 @@ def event_id(source: EventIdSource, native: str, headers: HeaderItems, body: byt
         try:
             return header(headers, source.where)
         except SignatureError:
-            raise SignatureError("missing_event_id") from None
+            raise EventIdError("missing_event_id") from None
     if source.kind == "pointer":
         return _pointer(body, source.where)
     return "sha256:" + hashlib.sha256(body).hexdigest()
