@@ -17,15 +17,16 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from core.states import TERMINAL
 from foundation import metrics
 from foundation.logging import bind
 from foundation.provider_settings import ProviderSettings
 from foundation.settings import Settings
 from models.base import utcnow
 from models.messages import MAX_MESSAGE_ID_CHARS
-from service import vendor_events
+from service import callback_tokens, vendor_events
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
-from webhooks.schemes import EventIdError, Verified, verify
+from webhooks.schemes import TOKEN_URL, EventIdError, Verified, verify
 from webhooks.signing import HeaderItems, SignatureError
 
 MESSAGE_ID_RULE = f"webhook-id (svix-id) must be at most {MAX_MESSAGE_ID_CHARS} characters, without NUL"
@@ -90,16 +91,39 @@ def receive(
     if len(message_id) > MAX_MESSAGE_ID_CHARS or "\x00" in message_id:
         raise refuse(name, "malformed", MESSAGE_ID_RULE)
     bind(message_id=message_id)
+    token_task = None if verified.token_digest is None else _token_task(session, name, verified.token_digest)
     try:
         event = parse_event(body, settings.outcome_limits)
     except EventTooLarge as exc:
         raise refuse(name, "too_large", str(exc)) from None
     except MalformedEvent as exc:
         raise refuse(name, "malformed", str(exc)) from None
+    if token_task is not None:
+        _same_job(name, token_task, event.job_id)
     result = vendor_events.receive_event(session, name, message_id, event, utcnow())
     if result.status == "duplicate":
         metrics.webhook_rejected(name, "duplicate")
     return Received(result.status, message_id, result.traceparent)
+
+
+def _token_task(session: Session, provider: str, digest: str) -> callback_tokens.TokenTask:
+    """A token-url request's task: one of this provider's, not final (a token dies with its task)."""
+    task = callback_tokens.task_of(session, provider, digest)
+    if task is None:
+        raise refuse(provider, "signature", "signature rejected: unknown_token", "unknown_token")
+    if task.state in TERMINAL:
+        raise refuse(provider, "signature", "signature rejected: task_final", "task_final")
+    return task
+
+
+def _same_job(provider: str, task: callback_tokens.TokenTask, job_id: str) -> None:
+    """A token moves its own task only: the event must name that task's vendor job. Before the submit's
+    answer is recorded the job is not known, and the event waits for the vendor's retry (409): kept as
+    an orphan, it could bind to whichever task later gets the job id it names."""
+    if task.vendor_job_id is None:
+        raise refuse(provider, "unbound", "the task's vendor job is not recorded yet: send it again")
+    if job_id != task.vendor_job_id:
+        raise refuse(provider, "signature", "signature rejected: other_job", "other_job")
 
 
 def _verified(
@@ -113,6 +137,8 @@ def _verified(
     """The provider's scheme's verdict (``webhooks.schemes.VERIFIERS``), or a counted refusal: an
     unproven request is a ``signature`` (``stale``) refusal, a proven one without its event id is
     ``malformed``."""
+    if path_token is not None and provider.webhook_scheme != TOKEN_URL:
+        raise refuse(provider.name, "signature", "signature rejected: unexpected_token", "unexpected_token")
     try:
         return verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
     except EventIdError as exc:

@@ -105,6 +105,11 @@ def _provider(settings: Settings, service: str) -> TracerProvider:
     return provider
 
 
+#: Requests that make no span: probes and scrapes, and every token-url callback, whose path carries a
+#: credential (``/webhooks/<provider>/t/<token>``) that span attributes would otherwise record.
+EXCLUDED_URLS = "healthz,metrics,readyz,/webhooks/[^/]+/t/"
+
+
 def _instrument_app(app: Flask, engine: Engine) -> None:
     from opentelemetry.instrumentation.flask import FlaskInstrumentor
     from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
@@ -112,7 +117,7 @@ def _instrument_app(app: Flask, engine: Engine) -> None:
     provider = _started.get(os.getpid())
     if getattr(app, "_is_instrumented_by_opentelemetry", False):
         return
-    FlaskInstrumentor.instrument_app(app, tracer_provider=provider, excluded_urls="healthz,metrics,readyz")
+    FlaskInstrumentor.instrument_app(app, tracer_provider=provider, excluded_urls=EXCLUDED_URLS)
     SQLAlchemyInstrumentor().instrument(engine=engine, tracer_provider=provider, enable_commenter=False)
 
 
