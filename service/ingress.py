@@ -140,7 +140,10 @@ def _verified(
     if path_token is not None and provider.webhook_scheme != TOKEN_URL:
         raise refuse(provider.name, "signature", "signature rejected: unexpected_token", "unexpected_token")
     try:
-        return verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
+        verified = verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
+        if verified.hint:  # an unsigned hint proves nothing; its status check (confirm) is not built
+            raise SignatureError("unconfirmed")
+        return verified
     except EventIdError as exc:
         raise refuse(provider.name, "malformed", f"event id: {exc.reason}") from None
     except SignatureError as exc:

@@ -163,7 +163,7 @@ def test_forged_tampered_unsigned_stale_oversized_malformed_store_nothing(scheme
     if case.signs_body:
         refusals.append((case.sign(body, now), _body(outcome=None), 401))  # another body than the one signed
     if case.has_timestamp:
-        refusals += [(case.sign(body, now - 301), body, 401), (case.sign(body, now + 301), body, 401)]
+        refusals += [(case.sign(body, now - 400), body, 401), (case.sign(body, now + 400), body, 401)]
     big = _body(outcome={"blob": "x" * app.extensions["liaison"].settings.max_body_bytes})
     malformed = json.dumps({"id": "evt_2", "type": "job.exploded", "job_id": "job-1"}).encode()
     refusals += [(case.sign(big, now), big, 413), (case.sign(malformed, now), malformed, 400)]
@@ -187,6 +187,21 @@ def test_the_event_id_source_is_the_profiles(migrated_template: Path, tmp_path: 
     assert _post(app, no_id, sign_(no_id, time.time()))[0] == 400
     assert _stored(app)[0] == 1
     app.extensions["liaison"].db.dispose()
+
+
+def test_a_confirm_hint_is_never_applied(migrated_template: Path, tmp_path: Path) -> None:
+    """Were a provider's profile ``confirm`` (start-up refuses it until its status check exists), an
+    unsigned body would still change nothing: a hint is refused, not applied."""
+    from dataclasses import replace
+
+    app = in_process_app(migrated_template, tmp_path)
+    ctx = app.extensions["liaison"]
+    ctx.settings.providers["sim"] = replace(ctx.settings.providers["sim"], webhook_scheme="confirm")
+    with ctx.db.transaction() as session:
+        at_vendor(session, new_client(session), "order-1", "job-1")
+    assert _post(app, _body(), {})[0] == 401
+    assert _stored(app) == (0, "submitted")
+    ctx.db.dispose()
 
 
 def test_githubs_published_vector_passes_the_signature_check(migrated_template: Path, tmp_path: Path) -> None:
