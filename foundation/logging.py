@@ -39,6 +39,8 @@ SECRET_VALUES = (
     (re.compile(r"(?<![A-Za-z0-9_])lk_[A-Za-z0-9_-]{16,}"), REDACTED),  # our API keys
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer " + REDACTED),
     (re.compile(r"\bv1,[A-Za-z0-9+/]{20,}={0,2}"), "v1," + REDACTED),  # Standard Webhooks signatures
+    # token-url callbacks: the token in /webhooks/<provider>/t/<token> (a request's path, an access line)
+    (re.compile(r"(/webhooks/[^/\s]+/t/)[^/?\s\"]+"), r"\1" + REDACTED),
     # passwords in URLs: amqp://user:pass@, postgresql+psycopg://user:pass@, redis://:pass@ (no user),
     # up to the authority's last @: a raw @ in a password is masked whole, not half
     (re.compile(r"(?<=://)([^:/\s]*):([^/\s]+)@"), r"\1:" + REDACTED + "@"),
@@ -49,7 +51,7 @@ SECRET_VALUES = (
 #: one search instead of five substitutions for almost every string of almost every line (an access
 #: log line cost 32 µs to redact, 6 with this). It must keep up with ``SECRET_VALUES``; a property
 #: test (tests/unit/test_observability_logging.py) holds the two to the same result.
-MAYBE_SECRET = re.compile(r"whsec_|lk_|(?i:bearer)|v1,|://")
+MAYBE_SECRET = re.compile(r"whsec_|lk_|(?i:bearer)|v1,|://|/t/")
 
 
 def redact(value: Any) -> Any:

@@ -47,7 +47,14 @@ disable_created_metrics()
 OTHER = "other"
 
 WebhookRejection = Literal[
-    "signature", "stale", "malformed", "too_large", "unknown_provider", "duplicate", "unsupported_media_type"
+    "signature",
+    "stale",
+    "malformed",
+    "too_large",
+    "unknown_provider",
+    "duplicate",
+    "unsupported_media_type",
+    "unbound",
 ]
 SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from core.notifications import parse_routes
 from core.outbound_guard import AllowList
-from webhooks.signing import decode_secret
+from webhooks.schemes import SCHEMES, EventIdSource, check_secret
 
 #: A bearer token (admin API, /metrics) is a credential: no shorter than this.
 MIN_ADMIN_TOKEN_LEN = MIN_METRICS_TOKEN_CHARS = 32
@@ -144,13 +144,37 @@ def _delays(name: str, raw: str) -> tuple[float, ...]:
 
 
 def _webhook_secrets(name: str, raw: str) -> tuple[str, ...]:
-    values = tuple(s.strip() for s in raw.split(",") if s.strip())
-    for value in values:
+    """Comma-separated; their form depends on the provider's scheme (:func:`check_webhook_secrets`)."""
+    return tuple(s.strip() for s in raw.split(",") if s.strip())
+
+
+def check_webhook_secrets(name: str, value: tuple[str, ...] | None, earlier: Mapping[str, Any]) -> None:
+    """Each secret has its scheme's form: ``whsec_<base64>`` for standard-webhooks, ``user:password``
+    for basic, any text for stripe (used as it is, never base64-decoded), github and hmac."""
+    scheme = earlier["webhook_scheme"]
+    for secret in value or ():
         try:
-            decode_secret(value)
+            check_secret(scheme, secret)
         except ValueError as exc:
-            raise ConfigError(f"{name}: {exc}") from None
-    return values
+            raise ConfigError(f"{name}: {exc} (scheme {scheme})") from None
+
+
+def _event_id(name: str, raw: str) -> EventIdSource | None:
+    if not raw:
+        return None
+    try:
+        return EventIdSource.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} {exc}") from None
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+
+
+def _header_name(name: str, raw: str) -> str:
+    if raw and not _HEADER_NAME.fullmatch(raw):
+        raise ConfigError(f"{name} must be an HTTP header name")
+    return raw
 
 
 def _allow_list(name: str, raw: str) -> AllowList:
@@ -226,7 +250,10 @@ SERVICE_URL = Parser(_service_url, "URL, password percent-encoded")
 HTTP_URL = Parser(_http_url, "http(s) URL")
 OPTIONAL_HTTP_URL = Parser(lambda name, raw: _http_url(name, raw) if raw else "", "http(s) URL or empty")
 DELAYS = Parser(_delays, "seconds, comma-separated")
-WEBHOOK_SECRETS = Parser(_webhook_secrets, "whsec_… secrets, comma-separated")
+WEBHOOK_SECRETS = Parser(_webhook_secrets, "secrets, comma-separated (their form: the scheme's)")
+WEBHOOK_SCHEME = choice(*SCHEMES)
+EVENT_ID = Parser(_event_id, "header:<Name> | pointer:/json/pointer | digest, or empty")
+HEADER_NAME = Parser(_header_name, "HTTP header name")
 ALLOW_LIST = Parser(_allow_list, "host, host:port or CIDR, comma-separated")
 NAMES = Parser(_names, "names, comma-separated")
 PORT = Parser(_port, "TCP port, empty or 0 = off")
@@ -251,6 +278,9 @@ class Option:
     required: bool = False
     #: required only when this holds of the options read before it (a provider's kind)
     required_when: Callable[[Mapping[str, Any]], bool] | None = None
+    #: checks the value against the options read before it (a secret's form depends on the scheme);
+    #: raises ConfigError naming the variable
+    check: Callable[[str, Any, Mapping[str, Any]], None] | None = None
 
     def read(self, env: Mapping[str, str], earlier: Mapping[str, Any], what: str = "") -> Any:
         raw = env.get(self.env, "").strip() or (self.derive(earlier) if self.derive else self.default)
@@ -258,6 +288,8 @@ class Option:
         value = self.parser.convert(self.env, raw) if raw or not required else None
         if required and not value:
             raise ConfigError(f"{self.env} is required{what}")
+        if self.check is not None:
+            self.check(self.env, value, earlier)
         return value
 
 

@@ -6,18 +6,40 @@ and docs/settings.md after the process-wide rows of ``foundation.setting_table``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from foundation.options import (
     AMQP_URL,
+    EVENT_ID,
+    HEADER_NAME,
     OPTIONAL_HTTP_URL,
     TEXT,
+    WEBHOOK_SCHEME,
     WEBHOOK_SECRETS,
+    ConfigError,
     Option,
+    check_webhook_secrets,
     choice,
     decimal,
     integer,
     optional_int,
     section,
 )
+from webhooks.schemes import CONFIRM, SECRETLESS, STANDARD
+
+
+def _scheme_fits_kind(env: str, scheme: str, earlier: Mapping[str, Any]) -> None:
+    """An amqp vendor's events and status replies are both checked as Standard Webhooks."""
+    if scheme == CONFIRM:  # its status check is not built: applying the unsigned body would trust a forgery
+        raise ConfigError(f"{env}: confirm is not available yet (issue 40)")
+    if earlier["kind"] == "amqp" and scheme != STANDARD:
+        raise ConfigError(f"{env} must be {STANDARD} for an amqp provider")
+
+
+def _hmac(values: Mapping[str, Any]) -> bool:
+    return bool(values["webhook_scheme"] == "hmac")
+
 
 # The table is data, one setting a row: kept as written rather than one argument a line.
 # fmt: off
@@ -32,9 +54,38 @@ PROVIDER_SECTION = section(
            example="http://127.0.0.1:5001", required_when=lambda v: v["kind"] == "rest"),
     Option(_S + "AMQP_URL", "amqp_url", AMQP_URL, "", "amqp: the vendor's RabbitMQ, amqp://user:pass@host:5672/vhost "
            "(required for amqp)", secret=True, required_when=lambda v: v["kind"] == "amqp"),
+    Option(_S + "WEBHOOK_SCHEME", "webhook_scheme", WEBHOOK_SCHEME, STANDARD,
+           "how its webhooks prove they are its own (docs/design.md §5): standard-webhooks (webhook-* or svix-* "
+           "headers), stripe (Stripe-Signature), github (X-Hub-Signature-256), hmac (the HMAC_ rows below), "
+           "basic (Authorization: Basic), token-url (a per-task token in the callback URL given at submit), "
+           "confirm (unsigned: a hint, Liaison asks the vendor's status API); amqp: standard-webhooks only",
+           check=_scheme_fits_kind),
     Option(_S + "WEBHOOK_SECRETS", "webhook_secrets", WEBHOOK_SECRETS, "",
-           "secrets its webhooks (amqp: its event and status messages) are signed with; several while rotating "
-           "(required)", secret=True, example="whsec_...,whsec_...", required=True),
+           "secrets its webhooks (amqp: its event and status messages) are signed with; several while rotating; "
+           "standard-webhooks: whsec_<base64>; stripe: its whsec_… as given; github, hmac: the shared secret; "
+           "basic: user:password pairs; required but for token-url and confirm", secret=True,
+           example="whsec_...,whsec_...", required_when=lambda v: v["webhook_scheme"] not in SECRETLESS,
+           check=check_webhook_secrets),
+    Option(_S + "WEBHOOK_EVENT_ID", "webhook_event_id", EVENT_ID, "",
+           "the event id deduplicated on: header:<Name>, pointer:/json/pointer into the body, or digest "
+           "(SHA-256 of the body); empty: the scheme's (standard-webhooks: webhook-id; stripe: pointer:/id; "
+           "github: header:X-GitHub-Delivery; the others: digest)"),
+    Option(_S + "WEBHOOK_HMAC_HEADER", "webhook_hmac_header", HEADER_NAME, "",
+           "hmac: the header the signature is in (required for hmac)", required_when=_hmac),
+    Option(_S + "WEBHOOK_HMAC_ALGORITHM", "webhook_hmac_algorithm", choice("sha1", "sha256", "sha512"), "sha256",
+           "hmac: the digest"),
+    Option(_S + "WEBHOOK_HMAC_ENCODING", "webhook_hmac_encoding", choice("hex", "base64"), "hex",
+           "hmac: how the signature is written"),
+    Option(_S + "WEBHOOK_HMAC_PREFIX", "webhook_hmac_prefix", TEXT, "",
+           "hmac: text before the signature, e.g. sha256= (several signatures may be space- or comma-separated)"),
+    Option(_S + "WEBHOOK_HMAC_SIGNED_CONTENT", "webhook_hmac_signed_content", choice("body", "timestamp-body"),
+           "body", "hmac: what is signed: the body, or the timestamp header's value, the separator and the body "
+           "(then the timestamp must be within LIAISON_WEBHOOK_TOLERANCE_S)"),
+    Option(_S + "WEBHOOK_HMAC_SEPARATOR", "webhook_hmac_separator", TEXT, ".",
+           "hmac: between the timestamp and the body in timestamp-body"),
+    Option(_S + "WEBHOOK_HMAC_TIMESTAMP_HEADER", "webhook_hmac_timestamp_header", HEADER_NAME, "",
+           "hmac: the header of the unix timestamp (required for timestamp-body)",
+           required_when=lambda v: _hmac(v) and v["webhook_hmac_signed_content"] == "timestamp-body"),
     Option(_S + "COMMAND_QUEUE", "command_queue", TEXT, "", "amqp: the vendor's queue our commands go to "
            "(default <name>.commands)"),
     Option(_S + "REPLY_QUEUE", "reply_queue", TEXT, "", "amqp: our queue its events arrive on, the reply-to of "

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from foundation.option_reading import by_attr, masked_repr, read_options, secret_attrs
 from foundation.options import Option
 from foundation.provider_setting_table import PROVIDER_OPTIONS, PROVIDER_PREFIX
+from webhooks.schemes import EventIdSource, HmacParams, Profile
 
 
 def _provider_default(attr: str) -> Any:
@@ -51,6 +52,28 @@ class ProviderSettings:
     amqp_url: str = _provider_default("amqp_url")
     command_queue: str = _provider_default("command_queue")
     reply_queue: str = _provider_default("reply_queue")
+    webhook_scheme: str = _provider_default("webhook_scheme")
+    webhook_event_id: EventIdSource | None = None  # the scheme's default (webhooks.schemes.DEFAULT_EVENT_ID)
+    webhook_hmac_header: str = _provider_default("webhook_hmac_header")
+    webhook_hmac_algorithm: str = _provider_default("webhook_hmac_algorithm")
+    webhook_hmac_encoding: str = _provider_default("webhook_hmac_encoding")
+    webhook_hmac_prefix: str = _provider_default("webhook_hmac_prefix")
+    webhook_hmac_signed_content: str = _provider_default("webhook_hmac_signed_content")
+    webhook_hmac_separator: str = _provider_default("webhook_hmac_separator")
+    webhook_hmac_timestamp_header: str = _provider_default("webhook_hmac_timestamp_header")
+
+    def inbound_profile(self, tolerance_s: int) -> Profile:
+        """What ``webhooks.schemes.verify`` needs to check this provider's events."""
+        params = HmacParams(
+            self.webhook_hmac_header,
+            self.webhook_hmac_algorithm,
+            self.webhook_hmac_encoding,
+            self.webhook_hmac_prefix,
+            self.webhook_hmac_timestamp_header,
+            self.webhook_hmac_signed_content,
+            self.webhook_hmac_separator,
+        )
+        return Profile(self.webhook_scheme, self.webhook_secrets, params, self.webhook_event_id, tolerance_s)
 
     @staticmethod
     def options_for(name: str) -> tuple[Option, ...]:
@@ -63,6 +86,7 @@ class ProviderSettings:
         """One provider's block (what is required depends on its kind: a rest vendor's base URL, an
         amqp vendor's broker URL); an amqp vendor's queues default to names made from its own."""
         values = read_options(env, cls.options_for(name), f" for provider {name!r}")
+        values["webhook_secrets"] = values["webhook_secrets"] or ()
         if values["kind"] == "amqp":
             values["command_queue"] = values["command_queue"] or f"{name}.commands"
             values["reply_queue"] = values["reply_queue"] or f"liaison.{name}.events"

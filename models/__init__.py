@@ -10,6 +10,7 @@ This package imports only ``core`` and SQLAlchemy.
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.audit import OperatorEvent
 from models.base import Base
+from models.callback_tokens import CallbackToken
 from models.client import ApiKey, Client
 from models.console_sessions import ConsoleSession
 from models.endpoint_health import EndpointHealth
@@ -25,6 +26,7 @@ __all__ = [
     "Base",
     "BeatHeartbeat",
     "CallbackEndpoint",
+    "CallbackToken",
     "Client",
     "ConsoleSession",
     "DeadLetter",

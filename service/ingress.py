@@ -2,8 +2,9 @@
 vendor's reply queue both go through :func:`receive`, so the two cannot drift apart.
 
 In this order, each step refusing what fails it before the next one looks: the body's size, the
-Standard Webhooks signature (nothing in the payload is trusted before it checks out), the
-``webhook-id`` (bounded: it is stored, and PostgreSQL text cannot hold NUL), the bounded event body,
+provider's verification scheme (``webhooks.schemes``, picked by ``LIAISON_PROVIDER_<NAME>_WEBHOOK_SCHEME``:
+nothing in the payload is trusted before it checks out), the event id it names (bounded: it is
+stored, and PostgreSQL text cannot hold NUL), the bounded event body,
 then ``service.vendor_events.receive_event`` (the inbox's dedup, late binding of early events, the
 state machine) in the caller's transaction. The webhook metrics are counted here too: what arrived,
 each refusal by reason, duplicates. The caller maps a :class:`Refused` to its transport (an HTTP
@@ -16,15 +17,17 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from core.states import TERMINAL
 from foundation import metrics
 from foundation.logging import bind
 from foundation.provider_settings import ProviderSettings
 from foundation.settings import Settings
 from models.base import utcnow
 from models.messages import MAX_MESSAGE_ID_CHARS
-from service import vendor_events
+from service import callback_tokens, vendor_events
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
-from webhooks.signing import HeaderItems, SignatureError, verify
+from webhooks.schemes import TOKEN_URL, EventIdError, Verified, verify
+from webhooks.signing import HeaderItems, SignatureError
 
 MESSAGE_ID_RULE = f"webhook-id (svix-id) must be at most {MAX_MESSAGE_ID_CHARS} characters, without NUL"
 
@@ -75,27 +78,74 @@ def receive(
     *,
     now_s: float,
     tolerance_s: int,
+    path_token: str | None = None,
 ) -> Received:
     """Verify, bound, deduplicate and apply one vendor event in ``session`` (the caller commits).
-    ``tolerance_s``: how old its signature may be (a queue holds events longer than a request takes)."""
+    ``tolerance_s``: how old its signature may be (a queue holds events longer than a request takes);
+    ``path_token``: the token of a ``token-url`` request's path."""
     name = provider.name
     if len(body) > settings.max_body_bytes:
         raise refuse(name, "too_large", f"{len(body)} bytes, at most {settings.max_body_bytes}")
-    try:
-        message_id = verify(provider.webhook_secrets, headers, body, now_s, tolerance_s)
-    except SignatureError as exc:
-        reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
-        raise refuse(name, reason, f"signature rejected: {exc.reason}", exc.reason) from None
+    verified = _verified(provider, headers, body, now_s, tolerance_s, path_token)
+    message_id = verified.event_id
     if len(message_id) > MAX_MESSAGE_ID_CHARS or "\x00" in message_id:
         raise refuse(name, "malformed", MESSAGE_ID_RULE)
     bind(message_id=message_id)
+    token_task = None if verified.token_digest is None else _token_task(session, name, verified.token_digest)
     try:
         event = parse_event(body, settings.outcome_limits)
     except EventTooLarge as exc:
         raise refuse(name, "too_large", str(exc)) from None
     except MalformedEvent as exc:
         raise refuse(name, "malformed", str(exc)) from None
+    if token_task is not None:
+        _same_job(name, token_task, event.job_id)
     result = vendor_events.receive_event(session, name, message_id, event, utcnow())
     if result.status == "duplicate":
         metrics.webhook_rejected(name, "duplicate")
     return Received(result.status, message_id, result.traceparent)
+
+
+def _token_task(session: Session, provider: str, digest: str) -> callback_tokens.TokenTask:
+    """A token-url request's task: one of this provider's, not final (a token dies with its task)."""
+    task = callback_tokens.task_of(session, provider, digest)
+    if task is None:
+        raise refuse(provider, "signature", "signature rejected: unknown_token", "unknown_token")
+    if task.state in TERMINAL:
+        raise refuse(provider, "signature", "signature rejected: task_final", "task_final")
+    return task
+
+
+def _same_job(provider: str, task: callback_tokens.TokenTask, job_id: str) -> None:
+    """A token moves its own task only: the event must name that task's vendor job. Before the submit's
+    answer is recorded the job is not known, and the event waits for the vendor's retry (409): kept as
+    an orphan, it could bind to whichever task later gets the job id it names."""
+    if task.vendor_job_id is None:
+        raise refuse(provider, "unbound", "the task's vendor job is not recorded yet: send it again")
+    if job_id != task.vendor_job_id:
+        raise refuse(provider, "signature", "signature rejected: other_job", "other_job")
+
+
+def _verified(
+    provider: ProviderSettings,
+    headers: HeaderItems,
+    body: bytes,
+    now_s: float,
+    tolerance_s: int,
+    path_token: str | None,
+) -> Verified:
+    """The provider's scheme's verdict (``webhooks.schemes.VERIFIERS``), or a counted refusal: an
+    unproven request is a ``signature`` (``stale``) refusal, a proven one without its event id is
+    ``malformed``."""
+    if path_token is not None and provider.webhook_scheme != TOKEN_URL:
+        raise refuse(provider.name, "signature", "signature rejected: unexpected_token", "unexpected_token")
+    try:
+        verified = verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
+        if verified.hint:  # an unsigned hint proves nothing; its status check (confirm) is not built
+            raise SignatureError("unconfirmed")
+        return verified
+    except EventIdError as exc:
+        raise refuse(provider.name, "malformed", f"event id: {exc.reason}") from None
+    except SignatureError as exc:
+        reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
+        raise refuse(provider.name, reason, f"signature rejected: {exc.reason}", exc.reason) from None

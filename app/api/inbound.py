@@ -11,7 +11,7 @@ import time
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.errors import ApiError, BadRequest, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
+from app.errors import ApiError, BadRequest, Conflict, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from app.session import db_session
 from foundation import tracing
 from service import ingress
@@ -27,6 +27,7 @@ _ANSWERS: dict[str, type[ApiError]] = {
     "signature": Unauthorized,
     "stale": Unauthorized,
     "malformed": BadRequest,
+    "unbound": Conflict,
 }
 
 
@@ -38,6 +39,18 @@ def _answer(refused: ingress.Refused) -> ApiError:
 
 @bp.post("/<provider>")
 def receive(provider: str) -> tuple[Response, int]:
+    return _receive(provider, None)
+
+
+@bp.post("/<provider>/t/<token>")
+def receive_with_token(provider: str, token: str) -> tuple[Response, int]:
+    """The token-url scheme's way in: the token proves the sender (``webhooks.schemes``). It is a
+    credential: logs redact it (``foundation.logging``), traces skip this route, metrics name the
+    endpoint, not the path."""
+    return _receive(provider, token)
+
+
+def _receive(provider: str, token: str | None) -> tuple[Response, int]:
     settings = liaison().settings
     ingress.arrived(provider)
     try:
@@ -51,7 +64,14 @@ def receive(provider: str) -> tuple[Response, int]:
             raise
         session = db_session()
         received = ingress.receive(
-            session, settings, found, request.headers, body, now_s=time.time(), tolerance_s=settings.webhook_tolerance_s
+            session,
+            settings,
+            found,
+            request.headers,
+            body,
+            now_s=time.time(),
+            tolerance_s=settings.webhook_tolerance_s,
+            path_token=token,
         )
     except ingress.Refused as refused:
         raise _answer(refused) from None

@@ -151,6 +151,11 @@ def _propagate_traceparent_only() -> None:
     set_global_textmap(TraceContextTextMapPropagator())
 
 
+#: Requests that make no span: probes and scrapes, and every token-url callback, whose path carries a
+#: credential (``/webhooks/<provider>/t/<token>``) that span attributes would otherwise record.
+EXCLUDED_URLS = "healthz,metrics,readyz,/webhooks/[^/]+/t/"
+
+
 def _instrument_app(app: Flask, engine: Engine) -> None:
     from opentelemetry.instrumentation.flask import FlaskInstrumentor
     from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
@@ -158,7 +163,7 @@ def _instrument_app(app: Flask, engine: Engine) -> None:
     provider = _started.get(os.getpid())
     if getattr(app, "_is_instrumented_by_opentelemetry", False):
         return
-    FlaskInstrumentor.instrument_app(app, tracer_provider=provider, excluded_urls="healthz,metrics,readyz")
+    FlaskInstrumentor.instrument_app(app, tracer_provider=provider, excluded_urls=EXCLUDED_URLS)
     SQLAlchemyInstrumentor().instrument(engine=engine, tracer_provider=provider, enable_commenter=False)
 
 

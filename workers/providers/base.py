@@ -17,6 +17,8 @@ class SubmitJob:
 
     reference: str
     input: Any
+    #: the token-url scheme's per-task token (``service.callback_tokens``), put in the callback URL
+    callback_token: str | None = None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,11 @@ class RestProvider:
         self._timeout = (settings.connect_timeout_s, settings.read_timeout_s)
         self.max_response_bytes = max_response_bytes
 
+    def callback_url(self, job: SubmitJob) -> str:
+        """Where the vendor sends this job's events: the provider's webhook URL, or under the
+        token-url scheme that URL with the task's token (``/t/<token>``), which proves the sender."""
+        return f"{self.webhook_url}/t/{job.callback_token}" if job.callback_token else self.webhook_url
+
     def _headers(self, **extra: str) -> dict[str, str]:
         headers = {"Accept": "application/json", **extra}
         if self.settings.api_key:
@@ -98,7 +103,7 @@ class RestProvider:
             idempotent=False,
             **self._bounds(),
             headers=self._headers(**{"Idempotency-Key": job.reference}),
-            json={"reference": job.reference, "input": job.input, "callback_url": self.webhook_url},
+            json={"reference": job.reference, "input": job.input, "callback_url": self.callback_url(job)},
         )
         return self._snapshot(self._json(response)).job_id
 

@@ -13,7 +13,8 @@ from foundation import metrics
 from models.base import utcnow
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
-from service import claims, lifecycle, start_leases, transitions, vendor_events
+from service import callback_tokens, claims, lifecycle, start_leases, transitions, vendor_events
+from webhooks.schemes import TOKEN_URL
 from wire.bounded_json import InvalidJson
 from workers.limiter import RateLimited
 from workers.policies import provider_policy
@@ -76,7 +77,11 @@ class Submit(VendorCall[SubmitJob, str | None]):
         provider = ctx.providers.get(task.provider)
         if provider is None:  # configuration changed after the task was accepted
             return Attempt(None, RetryPolicy(), refused=PermanentError(f"provider {task.provider!r} is not configured"))  # type: ignore[arg-type]
-        job = SubmitJob(task.reference, job_input)  # never the correlation id: two clients may share one
+        token = None
+        if ctx.settings.providers[task.provider].webhook_scheme == TOKEN_URL:
+            # committed with this start transaction, before the vendor can call back with it
+            token = callback_tokens.issue(session, task.id, utcnow())
+        job = SubmitJob(task.reference, job_input, token)  # never the correlation id: two clients may share one
         return Attempt(
             (provider, job),
             provider_policy(ctx.settings.providers[task.provider]),
