@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, load_only
 from core.deadlines import HEARTBEAT, RetryAtDeadline, VendorAnswer, at_deadline, at_heartbeat, retry_past_deadline
 from core.states import TERMINAL, State
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.task import AWAITING_ACCEPTANCE, AWAITING_COMPLETION, ExternalTask
+from models.task import AWAITING_ACCEPTANCE, AWAITING_COMPLETION, ExternalTask, TaskEvent
 from service.claims import lock_task
 from service.errors import ServiceError
 from service.incidents import IncidentKind, open_incident
@@ -74,8 +74,9 @@ def cancel_key_first_time(session: Session, client_id: int, task: ExternalTask, 
 #: In a submit row's payload: an attempt went out and no answer came back, and ``find`` could not
 #: settle it (it failed, or was rate-limited): the vendor may hold a job we have no id for.
 UNSETTLED = "unsettled"
-#: In a submit row's payload: the reason of a cancel that waits for the submit's outcome.
-CANCEL_REASON = "cancel_reason"
+#: The timeline entry of a cancel that waits for the submit's outcome: its ``reason`` is the one the
+#: task is canceled with once the vendor says it holds no job (:func:`cancel_unsubmitted`).
+CANCEL_REQUESTED_EVENT = f"state.{State.CANCEL_REQUESTED.value}"
 
 
 def note_unsettled(row: OutboxMessage) -> None:
@@ -121,7 +122,8 @@ def request_cancel(session: Session, task: ExternalTask, reason: str, now: datet
     if task.vendor_job_id is None:
         unanswered = unanswered_submit(session, task)
         if unanswered is not None:
-            unanswered.payload = {**unanswered.payload, CANCEL_REASON: reason}
+            # The submit row is only read: a delivery ending locks it and then the task, so a cancel
+            # (the task locked) that wrote it too would deadlock with it. The reason is the move's.
             return move(session, task, State.CANCEL_REQUESTED, now, reason=reason, submit="unanswered")
         # The vendor never saw it, or answered every attempt without a job: cancel here. A delivery
         # that starts later finds the task canceled and ends (workers.tasks.submission).
@@ -135,7 +137,13 @@ def request_cancel(session: Session, task: ExternalTask, reason: str, now: datet
 def cancel_unsubmitted(session: Session, row: OutboxMessage, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
     """A ``cancel_requested`` task's unanswered submit is settled: the vendor holds no job for it
     (``find`` said so). Its submit row ends and the task is canceled, freeing its vendor slot."""
-    reason = str(row.payload.get(CANCEL_REASON) or "canceled before the vendor answered")
+    detail = session.scalar(
+        select(TaskEvent.detail)
+        .where(TaskEvent.task_id == task.id, TaskEvent.kind == CANCEL_REQUESTED_EVENT)
+        .order_by(TaskEvent.id.desc())
+        .limit(1)
+    )
+    reason = str((detail or {}).get("reason") or "canceled before the vendor answered")
     mark_done(session, row, now, "submit.canceled", reason="the vendor holds no job for it")
     task.outcome = {"canceled": reason}
     return move(session, task, State.CANCELED, now, reason=reason)

@@ -3,8 +3,10 @@ orphans flagged, attached or discarded by an operator."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from core.classify import Fault
@@ -13,6 +15,7 @@ from core.states import EventType, State
 from models.attention import Incident, OrphanEvent
 from models.db import Database
 from models.messages import OutboxKind
+from models.task import ExternalTask
 from service.dead_letters import NotReplayable, dead_letter
 from service.incidents import IncidentKind
 from service.lifecycle import (
@@ -75,6 +78,36 @@ def test_a_task_whose_submit_is_unanswered_keeps_its_place_until_the_vendor_says
         assert task.state == State.CANCELED and task.outcome == {"canceled": "no longer needed"}
         assert row.done_at == later(1) and "submit.canceled" in timeline(session, task)
         assert [(r.kind, r.payload["type"]) for r in rows] == [(OutboxKind.RELAY, "task.completed")]
+
+
+@pytest.mark.parametrize("unanswered", ["a delivery under way", "find could not settle an attempt"])
+def test_a_cancel_waiting_for_an_unanswered_submit_never_writes_its_submit_row(db: Database, unanswered: str) -> None:
+    """A delivery ending locks its submit row and then the task (``record_attempt_failure``); the
+    cancel holds the task's lock, so writing the row too would deadlock with it (a 503 in CI). The
+    cancel only reads the row: no statement of the cancel's transaction touches ``outbox_messages``."""
+    with db.transaction() as session:
+        task = submit(session, new_client(session), "order-1").task
+        [row] = outbox_rows(session, task)
+        if unanswered == "a delivery under way":
+            row.deliveries = 1
+        else:
+            note_unsettled(row)
+        task_id = task.id
+    written: list[str] = []
+
+    def note_writes(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith(("UPDATE OUTBOX_MESSAGES", "DELETE FROM OUTBOX_MESSAGES")):
+            written.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", note_writes)
+    try:
+        with db.transaction() as session:
+            task = session.get_one(ExternalTask, task_id)
+            request_cancel(session, task, "no longer needed", NOW)
+            assert task.state == State.CANCEL_REQUESTED
+    finally:
+        event.remove(db.engine, "before_cursor_execute", note_writes)
+    assert written == []
 
 
 def test_an_unanswered_submit_that_cannot_be_settled_leaves_the_task_to_an_operator(db: Database) -> None:
