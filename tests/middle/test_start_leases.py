@@ -201,8 +201,8 @@ def test_a_relay_lost_with_its_worker_is_redriven_at_its_start_lease(db: Databas
         relay = session.scalars(
             select(OutboxMessage).where(OutboxMessage.task_id == task_id, OutboxMessage.kind == "relay")
         ).one()
-        assert relay.start_lease_until == relay.dispatched_at + timedelta(seconds=LEASES["relay"])
         lost_stamp, relay_id = relay.dispatched_at, relay.id
+        assert lost_stamp is not None and relay.start_lease_until == lost_stamp + timedelta(seconds=LEASES["relay"])
     published.forget()
 
     assert _sweep(published, lost_stamp + timedelta(seconds=LEASES["relay"] - 1)) == 0
@@ -211,6 +211,7 @@ def test_a_relay_lost_with_its_worker_is_redriven_at_its_start_lease(db: Databas
     assert published.sent == [("liaison.relay", relay_id)]
     with db.transaction() as session:
         relay = session.get_one(OutboxMessage, relay_id)
-        assert relay.dispatched_at != lost_stamp  # published again, under a new stamp
+        again = relay.dispatched_at
+        assert again is not None and again != lost_stamp  # published again, under a new stamp
         assert start_leases.superseded(relay, lost_stamp.isoformat())  # the lost copy, if it comes back
-        assert not start_leases.superseded(relay, relay.dispatched_at.isoformat())
+        assert not start_leases.superseded(relay, again.isoformat())
