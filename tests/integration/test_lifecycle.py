@@ -207,7 +207,7 @@ def test_cancel_before_the_vendor_knows_the_job_never_submits(pair_stack: Stack,
     body = pair_stack.wait_for_task(
         api_key,
         cid,
-        until=lambda b: {"submit.skipped", "submit.canceled"} & {e["kind"] for e in b["timeline"]},
+        until=lambda b: bool({"submit.skipped", "submit.canceled"} & {e["kind"] for e in b["timeline"]}),
     )
     assert body["state"] == "canceled"
     assert pair_stack.vendor("GET", f"/jobs?reference={pair_stack.reference(cid)}").json()["jobs"] == []

@@ -13,14 +13,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.fair_share import DispatchPolicy
+from core.states import EventType
 from foundation.settings import Settings
 from models import publishing
 from models.db import Database
 from models.messages import OutboxMessage
 from models.task import ExternalTask
 from service import dispatch, start_leases
-from tests.middle.builders import NOW, later, new_client, submit, timeline
+from service.vendor_events import receive_event
+from tests.middle.builders import NOW, at_vendor, later, new_client, submit, timeline
 from tests.middle.conftest import Published
+from webhooks.events import VendorEvent
 
 #: the shipped outbox lease: nothing here waits for it
 OUTBOX_LEASE_S = 1800
@@ -183,3 +186,32 @@ def test_a_submission_back_in_its_queue_is_not_run_by_a_late_copy(
     with db.transaction() as session:
         assert start_leases.superseded(_row(session, "lost"), first.isoformat())
         assert start_leases.superseded(_row(session, "lost"), None)
+
+
+def test_a_relay_lost_with_its_worker_is_redriven_at_its_start_lease(db: Database, published: Published) -> None:
+    """A relay process SIGKILLed with a callback's message (Redis keeps it unacked for 12 h): the
+    sweep publishes the relay again once the relay's own lease (its deadline plus the margin) ran
+    out, not after the 1,800 s outbox lease; the late copy of the lost message then does nothing."""
+    db.sessionmaker.kw["info"][publishing.START_LEASES] = dict(LEASES)
+    with db.transaction() as session:
+        task = at_vendor(session, new_client(session), "relayed", "job-1")
+        receive_event(session, "sim", "wh-1", VendorEvent(EventType.ACCEPTED, "job-1"), NOW)
+        task_id = task.id
+    with db.transaction() as session:
+        relay = session.scalars(
+            select(OutboxMessage).where(OutboxMessage.task_id == task_id, OutboxMessage.kind == "relay")
+        ).one()
+        lost_stamp, relay_id = relay.dispatched_at, relay.id
+        assert lost_stamp is not None and relay.start_lease_until == lost_stamp + timedelta(seconds=LEASES["relay"])
+    published.forget()
+
+    assert _sweep(published, lost_stamp + timedelta(seconds=LEASES["relay"] - 1)) == 0
+    assert published.sent == []  # the lease lives: a relay worker may still start it
+    assert _sweep(published, lost_stamp + timedelta(seconds=LEASES["relay"] + 1)) == 1
+    assert published.sent == [("liaison.relay", relay_id)]
+    with db.transaction() as session:
+        relay = session.get_one(OutboxMessage, relay_id)
+        again = relay.dispatched_at
+        assert again is not None and again != lost_stamp  # published again, under a new stamp
+        assert start_leases.superseded(relay, lost_stamp.isoformat())  # the lost copy, if it comes back
+        assert not start_leases.superseded(relay, again.isoformat())
