@@ -56,28 +56,44 @@ def _stack(
     extra_env: dict[str, str] | None = None,
     relay_in_process: bool = True,
     calls_in_process: bool = True,
+    *,
+    layout: tuple[str, str] | None = None,
+    own_database: bool = False,
 ) -> Iterator[Stack]:
-    """One stack of the parametrized pair. A module uses one such module-scoped fixture: with two,
-    pytest keeps one's last stack alive while the other's first runs, and two in-process workers in
-    one process hung a worker start and every later one (test_vendor_capacity.py's docstring)."""
-    db, broker = request.param
+    """One stack of the parametrized pair (``layout``: a (database, broker) of its own instead of the
+    fixture's param). A module uses one such module-scoped fixture: with two, pytest keeps one's last
+    stack alive while the other's first runs, and two in-process workers in one process hung a worker
+    start and every later one (test_vendor_capacity.py's docstring). ``own_database``: on PostgreSQL,
+    a database of its own instead of the session's, for a test that counts every open task (a
+    vendor's capacity), which the session's database holds other tests' of."""
+    db, broker = layout or request.param
     broker_url = services.BROKERS[broker]
     services.require(broker_url, broker)
     tmp = tmp_path_factory.mktemp(f"{db}-{broker}")
-    database_url = request.getfixturevalue("postgres_url") if db == "postgres" else f"sqlite:///{tmp / 'liaison.db'}"
-    built = build_stack(
-        f"{db}-{broker}",
-        database_url=database_url,
-        broker_url=broker_url,
-        vendor_url=vendor.url,
-        vendor_secret=vendor_secret,
-        tmp=tmp,
-        extra_env=extra_env,
-        relay_in_process=relay_in_process,
-        calls_in_process=calls_in_process,
-    )
-    yield built
-    built.close()
+    dropped = None
+    if db == "sqlite":
+        database_url = f"sqlite:///{tmp / 'liaison.db'}"
+    elif own_database:
+        database_url, dropped = services.create_postgres_database()
+    else:
+        database_url = request.getfixturevalue("postgres_url")
+    try:
+        built = build_stack(
+            f"{db}-{broker}",
+            database_url=database_url,
+            broker_url=broker_url,
+            vendor_url=vendor.url,
+            vendor_secret=vendor_secret,
+            tmp=tmp,
+            extra_env=extra_env,
+            relay_in_process=relay_in_process,
+            calls_in_process=calls_in_process,
+        )
+        yield built
+        built.close()
+    finally:
+        if dropped is not None:
+            services.drop_postgres_database(dropped)
 
 
 @pytest.fixture(scope="module", params=COMBOS, ids=lambda c: f"{c[0]}-{c[1]}")

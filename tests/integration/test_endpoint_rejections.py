@@ -19,8 +19,8 @@ from sqlalchemy import func, select
 
 from models.client import ApiKey, hash_api_key
 from models.endpoint_health import EndpointHealth
-from tests.integration import services
-from tests.integration.stack import Stack, build_stack
+from tests.integration.conftest import _stack
+from tests.integration.stack import Stack
 from tests.support.servers import ServerThread
 
 SHIPPED = {  # what the test stack shortens, back at the shipped values (foundation/setting_table.py)
@@ -43,21 +43,10 @@ def rejecting_stack(
     request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
 ) -> Iterator[tuple[Stack, str]]:
     db, broker, schedule = request.param
-    broker_url = services.BROKERS[broker]
-    services.require(broker_url, broker)
-    tmp = tmp_path_factory.mktemp(f"{db}-{broker}-{schedule}")
-    database_url = request.getfixturevalue("postgres_url") if db == "postgres" else f"sqlite:///{tmp / 'liaison.db'}"
-    built = build_stack(
-        f"{db}-{broker}",
-        database_url=database_url,
-        broker_url=broker_url,
-        vendor_url=vendor.url,
-        vendor_secret=vendor_secret,
-        tmp=tmp,
-        extra_env=SCHEDULES[schedule],
-    )
-    yield built, schedule
-    built.close()
+    for built in _stack(
+        request, vendor, vendor_secret, tmp_path_factory, extra_env=SCHEDULES[schedule], layout=(db, broker)
+    ):
+        yield built, schedule
 
 
 def _health_rows(stack: Stack, api_key: str) -> int:

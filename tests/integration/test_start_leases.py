@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from models.base import utcnow
-from tests.integration import services
 from tests.integration.conftest import _stack
 from tests.integration.dispatch_support import UNPACED, all_final, new_client, states, submit, vendor_jobs, wait
 from tests.integration.procfile_worker import procfile_worker
-from tests.integration.stack import Stack, build_stack
+from tests.integration.stack import Stack
 from tests.support.servers import ServerThread
 
 CAP = 4
@@ -44,28 +43,10 @@ EXTRA = {
 def lease_stack(
     request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str, tmp_path_factory
 ) -> Iterator[Stack]:
-    db, broker = request.param
-    if db == "sqlite":
-        yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=EXTRA, calls_in_process=False)
-        return
-    # a database of its own: the capacity counts every open task of the provider
-    services.require(services.BROKERS[broker], broker)
-    url, name = services.create_postgres_database()
-    try:
-        stack = build_stack(
-            f"{db}-{broker}",
-            database_url=url,
-            broker_url=services.BROKERS[broker],
-            vendor_url=vendor.url,
-            vendor_secret=vendor_secret,
-            tmp=tmp_path_factory.mktemp(f"leases-{db}-{broker}"),
-            extra_env=EXTRA,
-            calls_in_process=False,
-        )
-        yield stack
-        stack.close()
-    finally:
-        services.drop_postgres_database(name)
+    # on PostgreSQL a database of its own: the capacity counts every open task of the provider
+    yield from _stack(
+        request, vendor, vendor_secret, tmp_path_factory, extra_env=EXTRA, calls_in_process=False, own_database=True
+    )
 
 
 @pytest.mark.timeout(300)

@@ -18,7 +18,6 @@ import requests
 
 from bench.procs import Proc, procfile
 from bench.stacks import PROCFILE, base_env
-from tests.integration import services
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.dispatch_support import (
     UNPACED,
@@ -30,7 +29,7 @@ from tests.integration.dispatch_support import (
     vendor_jobs,
     wait,
 )
-from tests.integration.stack import Stack, build_stack
+from tests.integration.stack import Stack
 from tests.support.servers import ServerThread
 
 CAP = 3
@@ -45,27 +44,9 @@ def capped_stack(
     extra = {**UNPACED, "LIAISON_PROVIDER_SIM_MAX_IN_FLIGHT": str(CAP), "LIAISON_OUTBOX_LEASE_S": "3"}
     # a vendor that answers a submit seconds after it created the job is slow, not silent
     extra["LIAISON_PROVIDER_SIM_READ_TIMEOUT_S"] = "10"
-    db, broker = request.param
-    if db == "sqlite":
-        yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra)
-        return
-    # A database of its own: the capacity counts every open task of the provider, and the session's
-    # shared PostgreSQL database holds other tests' tasks left open at the vendor.
-    url, name = services.create_postgres_database()
-    try:
-        stack = build_stack(
-            f"{db}-{broker}",
-            database_url=url,
-            broker_url=services.BROKERS[broker],
-            vendor_url=vendor.url,
-            vendor_secret=vendor_secret,
-            tmp=tmp_path_factory.mktemp(f"capped-{db}-{broker}"),
-            extra_env=extra,
-        )
-        yield stack
-        stack.close()
-    finally:
-        services.drop_postgres_database(name)
+    # On PostgreSQL a database of its own: the capacity counts every open task of the provider, and
+    # the session's shared database holds other tests' tasks left open at the vendor.
+    yield from _stack(request, vendor, vendor_secret, tmp_path_factory, extra_env=extra, own_database=True)
 
 
 @pytest.mark.timeout(240)
