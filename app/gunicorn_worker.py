@@ -128,12 +128,9 @@ class ReadAheadWorker(ThreadWorker):
 
     def _on_readable(self, conn: Any, _sock: Any) -> None:
         reading = self.reading[conn]
-        try:
-            data = conn.sock.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
+        data = _receive(conn.sock)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:  # the client closed (or reset) the connection
             self._stop_reading(conn)
             self._close(conn)
@@ -205,13 +202,7 @@ class ReadAheadWorker(ThreadWorker):
         self.lingering[conn] = time.monotonic() + LINGER_S
 
     def _on_lingering(self, conn: Any, _sock: Any) -> None:
-        try:
-            data = conn.sock.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:
+        if _receive(conn.sock) == b"":
             self._stop_lingering(conn)
 
     def _stop_lingering(self, conn: Any) -> None:
@@ -273,3 +264,14 @@ def worker_class(*, header_timeout_s: float, body_timeout_s: float, max_body_byt
         "max_body_bytes": max_body_bytes,
     }
     return cast("type[ReadAheadWorker]", type("ReadAheadWorker", (ReadAheadWorker,), settings))
+
+
+def _receive(sock: socket.socket) -> bytes | None:
+    """What a readable non-blocking socket holds: None when nothing after all (a spurious wake-up),
+    ``b""`` when the client closed or reset the connection."""
+    try:
+        return sock.recv(RECV_BYTES)
+    except (BlockingIOError, InterruptedError):
+        return None
+    except OSError:
+        return b""
