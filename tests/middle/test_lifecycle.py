@@ -14,7 +14,7 @@ from core.deadlines import VendorAnswer
 from core.states import EventType, State
 from models.attention import Incident, OrphanEvent
 from models.db import Database
-from models.messages import OutboxKind
+from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
 from service.dead_letters import NotReplayable, dead_letter
 from service.incidents import IncidentKind
@@ -59,18 +59,25 @@ def test_a_task_at_the_vendor_is_canceled_there_through_the_outbox(db: Database)
         assert request_cancel(session, task, "again", later(1)) == []  # asked already: nothing more
 
 
+def _unanswered(session: Session, how: str) -> tuple[ExternalTask, OutboxMessage]:
+    """A task whose submit the vendor has not answered, ``how``: a delivery under way, or an attempt
+    ``find`` could not settle."""
+    task = submit(session, new_client(session), "order-1").task
+    [row] = outbox_rows(session, task)
+    if how == "a delivery under way":
+        row.deliveries = 1
+    else:
+        note_unsettled(row)
+    return task, row
+
+
 @pytest.mark.parametrize("unanswered", ["a delivery under way", "find could not settle an attempt"])
 def test_a_task_whose_submit_is_unanswered_keeps_its_place_until_the_vendor_says(db: Database, unanswered: str) -> None:
     """The vendor may hold a job we have no id for: the cancel waits for the submit's outcome (no
     cancel row yet: no job id to send), counted open (``cancel_requested``); ``find`` finding no job
     ends it canceled with the caller's reason."""
     with db.transaction() as session:
-        task = submit(session, new_client(session), "order-1").task
-        [row] = outbox_rows(session, task)
-        if unanswered == "a delivery under way":
-            row.deliveries = 1
-        else:
-            note_unsettled(row)
+        task, row = _unanswered(session, unanswered)
         rows = request_cancel(session, task, "no longer needed", NOW)
         assert task.state == State.CANCEL_REQUESTED and rows == [] and task.outcome is None
         assert row.done_at is None  # the submit settles it
@@ -86,13 +93,7 @@ def test_a_cancel_waiting_for_an_unanswered_submit_never_writes_its_submit_row(d
     cancel holds the task's lock, so writing the row too would deadlock with it (a 503 in CI). The
     cancel only reads the row: no statement of the cancel's transaction touches ``outbox_messages``."""
     with db.transaction() as session:
-        task = submit(session, new_client(session), "order-1").task
-        [row] = outbox_rows(session, task)
-        if unanswered == "a delivery under way":
-            row.deliveries = 1
-        else:
-            note_unsettled(row)
-        task_id = task.id
+        task_id = _unanswered(session, unanswered)[0].id
     written: list[str] = []
 
     def note_writes(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
