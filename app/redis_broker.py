@@ -32,10 +32,12 @@ from kombu.transport import redis
 
 class Channel(redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
-        kept: dict[bool, dict[str, Any]] = self.__dict__.setdefault("_liaison_connparams", {})
-        if asynchronous not in kept:
-            # first use: the transport is attached (the channel's constructor connects)
-            kept[asynchronous] = super()._connparams(asynchronous=asynchronous)
+        kept: dict[bool, dict[str, Any]] | None = self.__dict__.get("_liaison_connparams")
+        if kept is None:
+            # first use, while the transport is attached (the channel's constructor connects): both
+            # kinds at once, since a restore or ack after the release wants the one not used yet
+            kept = {mode: super(Channel, self)._connparams(asynchronous=mode) for mode in (False, True)}
+            self.__dict__["_liaison_connparams"] = kept
         return dict(kept[asynchronous])
 
 

@@ -63,7 +63,15 @@ class Platform:
         """The Celery node ``node@<host>`` answers a ping over the broker (``app.worker_health``)."""
         import socket
 
-        probe = [sys.executable, "-m", "app.worker_health", "--timeout", "5", "--worker", f"{node}@{socket.gethostname()}"]
+        probe = [
+            sys.executable,
+            "-m",
+            "app.worker_health",
+            "--timeout",
+            "5",
+            "--worker",
+            f"{node}@{socket.gethostname()}",
+        ]
         return subprocess.run(probe, cwd=ROOT, env=self.env, capture_output=True, check=False).returncode == 0
 
     def web_up(self) -> bool:
