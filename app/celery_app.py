@@ -10,7 +10,8 @@ from celery.signals import worker_process_init
 from flask import Flask
 from kombu import Exchange, Queue
 
-from app import worker_memory
+from app import redis_broker, worker_memory
+from app.consumers.broker_loss import RestoreHeld
 from app.observability import worker_metrics
 from app.observability.celery_signals import instrument
 from foundation.settings import Settings
@@ -117,6 +118,10 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     if settings.broker_url.startswith("filesystem://"):
         # kombu's, with a message file that appears only when whole (app/embedded_broker.py)
         celery_app.conf.broker_transport = "app.embedded_broker:Transport"
+    elif transport := redis_broker.transport_for(settings.broker_url):
+        # kombu's, with channels that keep the broker's address when their connection is released:
+        # without it a worker exits when Redis restarts (app/redis_broker.py, issue 41.1)
+        celery_app.conf.broker_transport = transport
     celery_app.conf.update(app.config.get("CELERY", {}))
     celery_app.conf.task_default_queue = settings.queue
     celery_app.conf.task_queues = work_queues(settings)
@@ -133,6 +138,9 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     worker_memory.connect()  # prefork children free what retried and failed tasks leave behind
     if is_amqp(settings):
         celery_app.steps["consumer"].add(DeadLetterQueueStep)
+    # Redis: what the worker held when its broker connection broke goes back to the queues at the
+    # reconnect (RabbitMQ requeues it itself); app/consumers/broker_loss.py
+    celery_app.steps["consumer"].add(RestoreHeld)
 
     @worker_process_init.connect(weak=False)
     def _after_fork(**_: object) -> None:
