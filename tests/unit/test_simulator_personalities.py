@@ -5,14 +5,18 @@ the settings each personality needs, and where a token-url vendor may call back.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import stripe
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.settings_docs import OTHER_SECTIONS
+from simulator import settings as settings_module
 from simulator.behaviour import Behaviour
 from simulator.callbacks import callback_allowed
 from simulator.personality import envelope, github_delivery, headers, stripe_event_id
@@ -191,3 +195,9 @@ def test_configured_origins_are_the_only_ones_called_back() -> None:
     assert callback_allowed("https://HOOKS.example:443/a", origins)
     assert not callback_allowed("http://127.0.0.1:5001/webhooks/sim/t/x", origins)  # loopback, other origin
     assert not callback_allowed("http://hooks.example/a", origins)  # other scheme
+
+
+def test_every_setting_the_simulator_reads_is_documented() -> None:
+    read = set(re.findall(r'"(SIMULATOR_[A-Z_]+)"', Path(settings_module.__file__).read_text()))
+    documented = {o.env for section in OTHER_SECTIONS for o in section.options}
+    assert read and read <= documented, sorted(read - documented)
