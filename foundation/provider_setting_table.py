@@ -13,6 +13,7 @@ from foundation.options import (
     AMQP_URL,
     EVENT_ID,
     HEADER_NAME,
+    OPTIONAL_DELAYS,
     OPTIONAL_HTTP_URL,
     TEXT,
     WEBHOOK_SCHEME,
@@ -26,15 +27,19 @@ from foundation.options import (
     optional_int,
     section,
 )
-from webhooks.schemes import CONFIRM, SECRETLESS, STANDARD
+from webhooks.schemes import SECRETLESS, STANDARD
 
 
 def _scheme_fits_kind(env: str, scheme: str, earlier: Mapping[str, Any]) -> None:
     """An amqp vendor's events and status replies are both checked as Standard Webhooks."""
-    if scheme == CONFIRM:  # its status check is not built: applying the unsigned body would trust a forgery
-        raise ConfigError(f"{env}: confirm is not available yet (issue 40)")
     if earlier["kind"] == "amqp" and scheme != STANDARD:
         raise ConfigError(f"{env} must be {STANDARD} for an amqp provider")
+
+
+def _poll_schedule(env: str, schedule: tuple[float, ...] | None, earlier: Mapping[str, Any]) -> None:
+    """A poll every beat run or faster would ask the vendor as fast as its rate limit lets it."""
+    if schedule is not None and any(delay < 1 for delay in schedule):
+        raise ConfigError(f"{env}: each delay must be at least 1 second")
 
 
 def _hmac(values: Mapping[str, Any]) -> bool:
@@ -105,6 +110,11 @@ PROVIDER_SECTION = section(
     Option(_S + "SUBMIT_BACKOFF_CAP_S", "submit_backoff_cap_s", decimal(0.0), "300", "longest retry wait"),
     Option(_S + "SUBMIT_MAX_TOTAL_S", "submit_max_total_s", decimal(1.0), "86400",
            "no submit/cancel retry starts later than this after the first try"),
+    Option(_S + "POLL_SCHEDULE_S", "poll_schedule_s", OPTIONAL_DELAYS, "",
+           "poll its open jobs (a vendor that sends no webhooks, or as a safety net): seconds from the submit's "
+           "answer to the first poll, then between polls, the last one repeated, each jittered by 10%; within "
+           "RATE_LIMIT_PER_S, fairly across clients (docs/design.md §5); e.g. 5,15,60,300; empty = no polling",
+           example="", check=_poll_schedule),
     Option(_S + "RECONCILE_AFTER_S", "reconcile_after_s", integer(1), "900",
            "a task quiet this long at the vendor is asked about"),
     Option(_S + "RATE_LIMIT_PER_S", "rate_limit_per_s", decimal(0.01), "10",

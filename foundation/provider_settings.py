@@ -49,6 +49,7 @@ class ProviderSettings:
     max_in_flight: int = _provider_default("max_in_flight")
     max_concurrent_calls: int | None = _provider_default("max_concurrent_calls")
     call_deadline_s: float = _provider_default("call_deadline_s")
+    poll_schedule_s: tuple[float, ...] | None = _provider_default("poll_schedule_s")
     amqp_url: str = _provider_default("amqp_url")
     command_queue: str = _provider_default("command_queue")
     reply_queue: str = _provider_default("reply_queue")

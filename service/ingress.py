@@ -6,9 +6,11 @@ provider's verification scheme (``webhooks.schemes``, picked by ``LIAISON_PROVID
 nothing in the payload is trusted before it checks out), the event id it names (bounded: it is
 stored, and PostgreSQL text cannot hold NUL), the bounded event body,
 then ``service.vendor_events.receive_event`` (the inbox's dedup, late binding of early events, the
-state machine) in the caller's transaction. The webhook metrics are counted here too: what arrived,
-each refusal by reason, duplicates. The caller maps a :class:`Refused` to its transport (an HTTP
-status, a dead-lettered message) and commits.
+state machine) in the caller's transaction. A ``confirm`` provider's request proves nothing: only
+the job id it names is read, and one status check of that job is written (``service.checks``), so
+what is applied is what the vendor's own status API says; it is answered 202. The webhook metrics
+are counted here too: what arrived, each refusal by reason, duplicates. The caller maps a
+:class:`Refused` to its transport (an HTTP status, a dead-lettered message) and commits.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from foundation.provider_settings import ProviderSettings
 from foundation.settings import Settings
 from models.base import utcnow
 from models.messages import MAX_MESSAGE_ID_CHARS
-from service import callback_tokens, vendor_events
+from service import callback_tokens, checks, vendor_events
 from webhooks.events import EventTooLarge, MalformedEvent, parse_event
-from webhooks.schemes import TOKEN_URL, EventIdError, Verified, verify
+from webhooks.schemes import TOKEN_URL, EventIdError, Verified, hint_job_id, verify
 from webhooks.signing import HeaderItems, SignatureError
 
 MESSAGE_ID_RULE = f"webhook-id (svix-id) must be at most {MAX_MESSAGE_ID_CHARS} characters, without NUL"
@@ -45,9 +47,10 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Received:
-    status: str  # applied | ignored | duplicate | orphan
+    status: str  # applied | ignored | duplicate | orphan; a hint's: service.checks.HintResult
     message_id: str
     traceparent: str | None = None  # the task's (core.trace_context), for the span of the commit
+    hint: bool = False  # a confirm hint: nothing applied, a check at most (HTTP 202)
 
 
 def arrived(provider: str) -> None:
@@ -87,6 +90,8 @@ def receive(
     if len(body) > settings.max_body_bytes:
         raise refuse(name, "too_large", f"{len(body)} bytes, at most {settings.max_body_bytes}")
     verified = _verified(provider, headers, body, now_s, tolerance_s, path_token)
+    if verified.hint:
+        return _hint(session, name, body, verified.event_id)
     message_id = verified.event_id
     if len(message_id) > MAX_MESSAGE_ID_CHARS or "\x00" in message_id:
         raise refuse(name, "malformed", MESSAGE_ID_RULE)
@@ -104,6 +109,18 @@ def receive(
     if result.status == "duplicate":
         metrics.webhook_rejected(name, "duplicate")
     return Received(result.status, message_id, result.traceparent)
+
+
+def _hint(session: Session, provider: str, body: bytes, event_id: str) -> Received:
+    """A ``confirm`` provider's hint: the job id it names, and nothing else of it, asks for one
+    status check of that job (at most one pending per task, however many hints come)."""
+    try:
+        job_id = hint_job_id(body)
+    except EventIdError as exc:
+        raise refuse(provider, "malformed", f"hint: {exc.reason}") from None
+    result = checks.hint(session, provider, job_id, utcnow())
+    metrics.webhook_hint(provider, result.value)
+    return Received(result.value, event_id[:MAX_MESSAGE_ID_CHARS], hint=True)
 
 
 def _token_task(session: Session, provider: str, digest: str) -> callback_tokens.TokenTask:
@@ -140,10 +157,7 @@ def _verified(
     if path_token is not None and provider.webhook_scheme != TOKEN_URL:
         raise refuse(provider.name, "signature", "signature rejected: unexpected_token", "unexpected_token")
     try:
-        verified = verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
-        if verified.hint:  # an unsigned hint proves nothing; its status check (confirm) is not built
-            raise SignatureError("unconfirmed")
-        return verified
+        return verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
     except EventIdError as exc:
         raise refuse(provider.name, "malformed", f"event id: {exc.reason}") from None
     except SignatureError as exc:
