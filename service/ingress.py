@@ -13,7 +13,7 @@ status, a dead-lettered message) and commits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
@@ -25,7 +25,7 @@ from foundation.settings import Settings
 from models.base import utcnow
 from models.messages import MAX_MESSAGE_ID_CHARS
 from service import callback_tokens, vendor_events
-from webhooks.events import EventTooLarge, MalformedEvent, parse_event
+from webhooks.events import EventTooLarge, MalformedEvent
 from webhooks.schemes import TOKEN_URL, EventIdError, Verified, verify
 from webhooks.signing import HeaderItems, SignatureError
 
@@ -93,17 +93,37 @@ def receive(
     bind(message_id=message_id)
     token_task = None if verified.token_digest is None else _token_task(session, name, verified.token_digest)
     try:
-        event = parse_event(body, settings.outcome_limits)
+        parsed = provider.event_parser(body, settings.outcome_limits)
     except EventTooLarge as exc:
         raise refuse(name, "too_large", str(exc)) from None
     except MalformedEvent as exc:
         raise refuse(name, "malformed", str(exc)) from None
+    event = parsed.event
+    if event is None:  # a type its profile does not map: kept in the inbox, counted, answered 2xx
+        return _ignored(session, name, message_id, parsed.vendor_type, "unknown_type")
+    if parsed.reference is not None:
+        job_id = vendor_events.job_of_reference(session, name, parsed.reference)
+        if job_id is None:
+            return _ignored(session, name, message_id, parsed.vendor_type, "unknown_reference")
+        if not job_id:  # the task's submit answer is not recorded yet: the vendor sends it again
+            raise refuse(name, "unbound", "the task's vendor job is not recorded yet: send it again")
+        event = replace(event, job_id=job_id)
     if token_task is not None:
         _same_job(name, token_task, event.job_id)
     result = vendor_events.receive_event(session, name, message_id, event, utcnow())
     if result.status == "duplicate":
         metrics.webhook_rejected(name, "duplicate")
     return Received(result.status, message_id, result.traceparent)
+
+
+def _ignored(session: Session, provider: str, message_id: str, vendor_type: str, reason: str) -> Received:
+    """A verified event that means nothing to us: its id and type are stored in the inbox (a resend
+    is a duplicate), it is counted (``liaison_webhooks_ignored_total``), and no state changes."""
+    if not vendor_events.first_time(session, provider, message_id, f"ignored:{vendor_type}"[:64], utcnow()):
+        metrics.webhook_rejected(provider, "duplicate")
+        return Received("duplicate", message_id)
+    metrics.webhook_ignored(provider, reason)
+    return Received("ignored", message_id)
 
 
 def _token_task(session: Session, provider: str, digest: str) -> callback_tokens.TokenTask:
