@@ -13,9 +13,9 @@ from core.errors import PermanentError, TransientError
 from foundation.provider_settings import ProviderSettings
 from tests.support.profile_vendor import ProfileVendor
 from tests.support.servers import ServerThread
+from wire.profiles import load_profile, parse_profile
 from workers.providers import SubmitJob
 from workers.providers.http_profile import HttpProfileProvider
-from wire.profiles import load_profile, parse_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = load_profile(str(ROOT / "docs" / "profiles" / "stripe-like.toml"))

@@ -28,7 +28,12 @@ S = "LIAISON_PROVIDER_SIM_"
 
 
 def _app(migrated_template: Path, tmp_path: Path, profile: Path) -> Flask:
-    env = {S + "KIND": "http", S + "PROFILE": str(profile), S + "WEBHOOK_SCHEME": "stripe", S + "WEBHOOK_SECRETS": SECRET}
+    env = {
+        S + "KIND": "http",
+        S + "PROFILE": str(profile),
+        S + "WEBHOOK_SCHEME": "stripe",
+        S + "WEBHOOK_SECRETS": SECRET,
+    }
     return in_process_app(migrated_template, tmp_path, **env)
 
 

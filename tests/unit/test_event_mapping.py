@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.states import EventType
-from webhooks.events import EventTooLarge, MalformedEvent, parser_for, parse_event
+from webhooks.events import EventTooLarge, MalformedEvent, parse_event, parser_for
 from wire.bounded_json import JsonLimits
 from wire.profiles import load_profile
 

@@ -82,7 +82,7 @@ class HttpProfileProvider:
         with timed_provider_call(self.name, "find"):
             operation = self.profile.find
             if operation is None:
-                return self._unsettled()
+                raise self._unsettled()
             data = self._call(operation, {"reference": reference}, idempotent=True)
             assert operation.job_id is not None  # required of find (wire.profiles)
             try:
@@ -91,14 +91,14 @@ class HttpProfileProvider:
                 return None  # the vendor holds no job for the reference
             return self._job_id(data, operation, "find")
 
-    def _unsettled(self) -> None:
+    def _unsettled(self) -> TransientError | PermanentError:
         """No find: the profile's ``uncertain`` decides. ``resend``: the vendor honours our
         Idempotency-Key, so the submit is simply tried again (a transient error, retried by the
         provider's policy). ``operator``: no safe way to know; a permanent error dead-letters the
         submit with an incident, and an operator checks the vendor and replays or lets it fail."""
         if self.profile.uncertain == "resend":
-            raise TransientError(f"{self.name}: no find: the submit is sent again under the same Idempotency-Key")
-        raise PermanentError(
+            return TransientError(f"{self.name}: no find: the submit is sent again under the same Idempotency-Key")
+        return PermanentError(
             f"{self.name}: no find and no idempotent resend: an operator must check whether the vendor holds the job",
             failure=Failure.BAD_RESPONSE,
         )
