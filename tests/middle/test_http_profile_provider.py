@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import PermanentError, TransientError
+from core.errors import PermanentError, TransientError, UncertainError
 from foundation.provider_settings import ProviderSettings
 from tests.support.profile_vendor import ProfileVendor
 from tests.support.servers import ServerThread
@@ -108,3 +108,44 @@ def test_without_find_the_profile_settles_an_uncertain_submit(vendor, uncertain,
     with pytest.raises(error, match="no find"):
         _provider(url, parse_profile(data)).find("ref-1")
     assert app.seen == []  # nothing was asked of the vendor
+
+
+@pytest.mark.parametrize(
+    ("uncertain", "outcome"),
+    [
+        ("find", "job_1"),  # find settles it: the job the vendor made
+        ("resend", UncertainError),  # retried: the next attempt resends under the same Idempotency-Key
+        ("operator", PermanentError),  # dead-lettered at once, with an incident, for an operator
+    ],
+)
+def test_a_submit_whose_answer_is_lost_is_settled_as_the_profile_says(vendor, uncertain, outcome) -> None:
+    """Through the submission's own call (``workers.tasks.submission.Submit.call``): the vendor
+    creates the job but its answer never comes within the read timeout."""
+    import tomllib
+    from dataclasses import replace
+
+    from core.retry_policy import RetryPolicy
+    from workers.tasks.attempt import Attempt
+    from workers.tasks.submission import Submit
+
+    data = tomllib.loads((ROOT / "docs" / "profiles" / "stripe-like.toml").read_text())
+    if uncertain != "find":
+        del data["find"]
+        data["uncertain"] = uncertain
+    app, url = vendor
+    app.lose_submits = 1
+    acme = _provider(url, parse_profile(data))
+    acme.settings = replace(acme.settings, read_timeout_s=0.2)
+    acme._timeout = (1.0, 0.2)
+    job = SubmitJob("ref-9", {"n": 1})
+    try:
+        if isinstance(outcome, str):
+            assert Submit().call(None, Attempt((acme, job), RetryPolicy())) == outcome  # type: ignore[arg-type]
+        else:
+            with pytest.raises(outcome):
+                Submit().call(None, Attempt((acme, job), RetryPolicy()))  # type: ignore[arg-type]
+    finally:
+        app.release.set()
+    if uncertain == "resend":  # the retry: the vendor answers with the job the lost submit made
+        assert acme.submit(job) == "job_1"
+        assert [s.headers["Idempotency-Key"] for s in app.seen if s.method == "POST"] == ["ref-9", "ref-9"]

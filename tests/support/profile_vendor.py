@@ -31,7 +31,10 @@ class ProfileVendor:
     #: a fixed HTTP status for every answer on a path (``/v1/jobs`` → 503)
     fail: dict[str, int] = field(default_factory=dict)
     seen: list[Seen] = field(default_factory=list)
-    jobs: dict[str, str] = field(default_factory=dict)  # reference → job id
+    jobs: dict[str, str] = field(default_factory=dict)  # Idempotency-Key → job id
+    #: submits whose answer is lost: the job is created, the answer held until this is set (or 5 s)
+    lose_submits: int = 0
+    release: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -52,6 +55,10 @@ class ProfileVendor:
                 )
             )
             response = self._answer(request, raw_path, json.loads(body) if body else None)
+            lose = request.method == "POST" and raw_path == "/v1/jobs" and self.lose_submits > 0
+            self.lose_submits -= lose
+        if lose:  # the caller's read timeout ends the call: it cannot know the job exists
+            self.release.wait(5)
         return response(environ, start_response)
 
     def _answer(self, request: Request, path: str, body: Any) -> Response:
@@ -59,8 +66,8 @@ class ProfileVendor:
             return _json({"error": {"message": "nope"}}, self.fail[path])
         parts = path.split("/")
         if request.method == "POST" and path == "/v1/jobs":
-            reference = body["metadata"]["reference"]
-            job_id = self.jobs.setdefault(reference, f"job_{next(self._ids)}")
+            key = request.headers.get("Idempotency-Key") or body["metadata"]["reference"]
+            job_id = self.jobs.setdefault(key, f"job_{next(self._ids)}")
             return _json({"data": {"id": job_id, "state": "PENDING"}})
         if request.method == "GET" and path == "/v1/jobs":
             reference = request.args.get("reference", "")
