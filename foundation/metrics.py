@@ -56,6 +56,7 @@ WebhookRejection = Literal[
     "unsupported_media_type",
     "unbound",
 ]
+WebhookIgnored = Literal["unknown_type", "unknown_reference"]
 SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
@@ -80,6 +81,12 @@ WEBHOOKS_RECEIVED = Counter(
 )
 WEBHOOKS_REJECTED = Counter(
     "liaison_webhooks_rejected_total", "Vendor webhooks refused or not applied, by reason.", ["provider", "reason"]
+)
+WEBHOOKS_IGNORED = Counter(
+    "liaison_webhooks_ignored_total",
+    "Verified vendor events stored and answered 2xx but not applied: a type the provider's profile does "
+    "not map, or a reference no task has.",
+    ["provider", "reason"],
 )
 SUBMISSIONS = Counter(
     "liaison_submissions_total", "Attempts to hand a task to its provider, by outcome.", ["provider", "outcome"]
@@ -204,6 +211,8 @@ def polled(provider: str, count: int = 1) -> None:
 
 def polled_job_finished(provider: str, polls: int) -> None:
     POLLS_PER_JOB.labels(_provider(provider)).observe(polls)
+def webhook_ignored(provider: str, reason: str) -> None:
+    WEBHOOKS_IGNORED.labels(_provider(provider), _one_of(reason, WebhookIgnored)).inc()
 
 
 def submission(provider: str, outcome: SubmissionOutcome) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 from webhooks.signing import DEFAULT_TOLERANCE_S, HeaderItems, SignatureError, StaleTimestamp, decode_secret
 from webhooks.signing import verify as verify_standard
 from wire.bounded_json import InvalidJson, strict_loads
+from wire.json_pointer import PointerMissing, resolve
 
 STANDARD, STRIPE, GITHUB, HMAC, BASIC, TOKEN_URL, CONFIRM = (
     "standard-webhooks",
@@ -346,17 +347,11 @@ VERIFIERS: dict[str, Verifier] = {
 
 def _pointer(body: bytes, pointer: str) -> str:
     try:
-        data: Any = strict_loads(body, max_depth=_POINTER_MAX_DEPTH)
+        data: Any = resolve(strict_loads(body, max_depth=_POINTER_MAX_DEPTH), pointer)
     except InvalidJson:
         raise EventIdError("malformed_event_id") from None
-    for raw_part in pointer.split("/")[1:]:
-        part = raw_part.replace("~1", "/").replace("~0", "~")
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
-            data = data[int(part)]
-        else:
-            raise EventIdError("missing_event_id")
+    except PointerMissing:
+        raise EventIdError("missing_event_id") from None
     if isinstance(data, bool) or not isinstance(data, (str, int)):
         raise EventIdError("malformed_event_id")
     text = str(data)
