@@ -211,6 +211,8 @@ def polled(provider: str, count: int = 1) -> None:
 
 def polled_job_finished(provider: str, polls: int) -> None:
     POLLS_PER_JOB.labels(_provider(provider)).observe(polls)
+
+
 def webhook_ignored(provider: str, reason: str) -> None:
     WEBHOOKS_IGNORED.labels(_provider(provider), _one_of(reason, WebhookIgnored)).inc()
 

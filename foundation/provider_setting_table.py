@@ -41,6 +41,8 @@ def _poll_schedule(env: str, schedule: tuple[float, ...] | None, earlier: Mappin
     """A poll every beat run or faster would ask the vendor as fast as its rate limit lets it."""
     if schedule is not None and any(delay < 1 for delay in schedule):
         raise ConfigError(f"{env}: each delay must be at least 1 second")
+
+
 def _profile_fits_kind(env: str, profile: Any, earlier: Mapping[str, Any]) -> None:
     if profile is not None and earlier["kind"] != "http":
         raise ConfigError(f"{env} is for an http provider only")
