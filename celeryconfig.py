@@ -67,6 +67,7 @@ imports = (
     "workers.tasks.cancel",
     "workers.tasks.notify",
     "workers.tasks.probe",
+    "workers.tasks.check",
     "workers.tasks.beat",
 )
 beat_schedule = BEAT_SCHEDULE

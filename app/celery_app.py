@@ -62,23 +62,31 @@ def work_queues(settings: Settings) -> list[Queue]:
 
 #: Tasks bounded by the per-call limits (their work is one or two outbound calls); every other
 #: registered ``liaison.*`` task is a beat job, bounded by the beat limits.
-CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel", "liaison.probe", "liaison.channel")
+CALL_TASKS = (
+    "liaison.submit",
+    "liaison.relay",
+    "liaison.cancel",
+    "liaison.probe",
+    "liaison.check",
+    "liaison.channel",
+)
 BEAT_TASKS = (
     "liaison.sweep_outbox",
     "liaison.prune_processed_messages",
     "liaison.retention",
     "liaison.check_deadlines",
     "liaison.reconcile",
+    "liaison.poll",
     "liaison.flag_stale_orphans",
 )
 
 
 def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
-    """Relays (HTTP callbacks and channel events) and vendor calls (submit, cancel, probe) go to
+    """Relays (HTTP callbacks and channel events) and vendor calls (submit, cancel, probe, check) go to
     their own queues; everything else (beat's jobs, notifications) to the default work queue."""
     relay, calls = {"queue": settings.relay_queue}, {"queue": settings.calls_queue}
     routes = {"liaison.relay": relay, "liaison.channel": relay}
-    return routes | dict.fromkeys(("liaison.submit", "liaison.cancel", "liaison.probe"), calls)
+    return routes | dict.fromkeys(("liaison.submit", "liaison.cancel", "liaison.probe", "liaison.check"), calls)
 
 
 def time_limits(settings: Settings) -> dict[str, dict[str, int]]:
