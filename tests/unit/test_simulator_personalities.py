@@ -215,9 +215,8 @@ def test_every_setting_the_simulator_reads_is_documented() -> None:
     ("personality", "secret"), [("liaison", generate_secret()), ("github", GITHUB_SECRET), ("token-url", "")]
 )
 def test_basic_auth_knob_puts_a_header_liaisons_basic_scheme_accepts(personality: str, secret: str) -> None:
-    settings = _settings(
-        personality, secret, SIMULATOR_WEBHOOK_URL="http://127.0.0.1:9/hooks", SIMULATOR_WEBHOOK_BASIC_AUTH="acme:s3cr:et"
-    )
+    hooks = "http://127.0.0.1:9/hooks"
+    settings = _settings(personality, secret, SIMULATOR_WEBHOOK_URL=hooks, SIMULATOR_WEBHOOK_BASIC_AUTH="acme:s3cr:et")
     body = b'{"type": "job.completed"}'
     sent = headers(settings, MSG_ID, body)
     profile = schemes.Profile(scheme=schemes.BASIC, secrets=("acme:s3cr:et",))
