@@ -23,10 +23,11 @@ PROCFILE = procfile((ROOT / "Procfile").read_text())
 
 
 @contextmanager
-def procfile_worker(stack: Stack, name: str, log_dir: Path, **extra: str) -> Iterator[Proc]:
-    """Run the Procfile's ``name`` line against the stack's database and broker until the block ends."""
+def procfile_worker(stack: Stack, name: str, log_dir: Path, *, args: str = "", **extra: str) -> Iterator[Proc]:
+    """Run the Procfile's ``name`` line against the stack's database and broker until the block ends.
+    ``args`` go after the line's own (a second process of a line on one host: its own ``-n``)."""
     env = {**base_env(), **{k: v for k, v in stack.env.items() if k not in TEST_ONLY}, **extra}
-    proc = Proc(name, PROCFILE[name], env, log_dir)
+    proc = Proc(name, f"{PROCFILE[name]} {args}".strip(), env, log_dir)
     try:
         yield proc
     finally:
