@@ -98,6 +98,12 @@ OTHER_SECTIONS = (
                 "token-url: the origins (http(s)://host[:port], comma-separated) a callback_url handed in "
                 "a submit may lie on; empty: loopback only",
             ),
+            _other(
+                "SIMULATOR_WEBHOOK_BASIC_AUTH",
+                "",
+                "user:password: every webhook also carries Authorization: Basic with it (a vendor "
+                "Liaison's basic scheme verifies); empty: none",
+            ),
             _other("SIMULATOR_ACCEPT_DELAY_S", "0.5", "seconds before a job is accepted"),
             _other("SIMULATOR_COMPLETE_DELAY_S", "2.0", "seconds before an accepted job completes"),
             _other("SIMULATOR_WEBHOOK_TIMEOUT_S", "5", "seconds a webhook POST may take"),

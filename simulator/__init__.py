@@ -49,7 +49,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     ``SIMULATOR_AMQP_COMMAND_QUEUE`` (``sim.commands``), ``SIMULATOR_PERSONALITY`` (``liaison``),
     ``SIMULATOR_WEBHOOK_URL`` (stripe, github: where their webhooks go) and
     ``SIMULATOR_CALLBACK_ORIGINS`` (token-url: where a handed callback URL may point; empty:
-    loopback only). Other keys go to ``app.config`` as usual.
+    loopback only) and ``SIMULATOR_WEBHOOK_BASIC_AUTH`` (``user:password``: an ``Authorization:
+    Basic`` header on every webhook; empty: none). Other keys go to ``app.config`` as usual.
     Raises :class:`SettingsError` when the settings are unusable.
     """
     settings = load_settings(config)

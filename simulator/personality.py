@@ -154,7 +154,15 @@ def envelope(personality: str, job: Job, payload: dict[str, Any], webhook_id: st
 
 
 def headers(settings: Settings, webhook_id: str, body: bytes, now: float | None = None) -> dict[str, str]:
-    """One attempt's headers; signed at send time, so a re-send carries a fresh timestamp."""
+    """One attempt's headers; signed at send time, so a re-send carries a fresh timestamp. With
+    ``SIMULATOR_WEBHOOK_BASIC_AUTH`` set, ``Authorization: Basic`` beside the personality's own."""
+    found = _signed_headers(settings, webhook_id, body, now)
+    if settings.webhook_basic_auth:
+        found["Authorization"] = "Basic " + base64.b64encode(settings.webhook_basic_auth.encode()).decode("ascii")
+    return found
+
+
+def _signed_headers(settings: Settings, webhook_id: str, body: bytes, now: float | None) -> dict[str, str]:
     now = time.time() if now is None else now
     personality, secret = settings.personality, settings.webhook_secret
     if personality == STRIPE:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.origins import BadOrigin, normalize_origin
@@ -53,6 +53,9 @@ class Settings:
     webhook_url: str = ""
     #: token-url: the origins a handed callback URL may lie on (canonical); empty = loopback only
     callback_origins: tuple[str, ...] = ()
+    #: ``user:password``: every webhook also carries ``Authorization: Basic`` with it (a vendor that
+    #: proves its webhooks by basic auth, Liaison's ``basic`` scheme); empty = none
+    webhook_basic_auth: str = field(default="", repr=False)
 
 
 def _lookup(key: str, config: Mapping[str, Any], environ: Mapping[str, str]) -> Any:
@@ -121,6 +124,7 @@ def load_settings(config: Mapping[str, Any] | None = None, environ: Mapping[str,
         personality=personality,
         webhook_url=webhook_url,
         callback_origins=_origins(_lookup("SIMULATOR_CALLBACK_ORIGINS", config, environ)),
+        webhook_basic_auth=_basic_auth(_lookup("SIMULATOR_WEBHOOK_BASIC_AUTH", config, environ)),
     )
 
 
@@ -141,6 +145,18 @@ def _check_secret(personality: str, secret: str) -> None:
             raise SettingsError(f"SIMULATOR_WEBHOOK_SECRET is malformed: {exc}") from None
     elif personality == STRIPE and not secret.startswith(SECRET_PREFIX):
         raise SettingsError("SIMULATOR_WEBHOOK_SECRET is malformed: a Stripe endpoint secret starts with whsec_")
+
+
+def _basic_auth(value: Any) -> str:
+    """``SIMULATOR_WEBHOOK_BASIC_AUTH``: ``user:password`` (both non-empty, no control characters);
+    the message never shows the value."""
+    if value is None or value == "":
+        return ""
+    text = str(value)
+    user, sep, password = text.partition(":")
+    if not sep or not user or not password or not text.isprintable():
+        raise SettingsError("SIMULATOR_WEBHOOK_BASIC_AUTH must be user:password (both non-empty)")
+    return text
 
 
 def _origins(value: Any) -> tuple[str, ...]:

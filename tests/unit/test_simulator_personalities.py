@@ -206,3 +206,35 @@ def test_every_setting_the_simulator_reads_is_documented() -> None:
     read = set(re.findall(r'"(SIMULATOR_[A-Z_]+)"', Path(settings_module.__file__).read_text()))
     documented = {o.env for section in OTHER_SECTIONS for o in section.options}
     assert read and read <= documented, sorted(read - documented)
+
+
+# --- basic auth on webhooks (SIMULATOR_WEBHOOK_BASIC_AUTH) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("personality", "secret"), [("liaison", generate_secret()), ("github", GITHUB_SECRET), ("token-url", "")]
+)
+def test_basic_auth_knob_puts_a_header_liaisons_basic_scheme_accepts(personality: str, secret: str) -> None:
+    hooks = "http://127.0.0.1:9/hooks"
+    settings = _settings(personality, secret, SIMULATOR_WEBHOOK_URL=hooks, SIMULATOR_WEBHOOK_BASIC_AUTH="acme:s3cr:et")
+    body = b'{"type": "job.completed"}'
+    sent = headers(settings, MSG_ID, body)
+    profile = schemes.Profile(scheme=schemes.BASIC, secrets=("acme:s3cr:et",))
+    assert schemes.verify(profile, sent, body, time.time()).event_id.startswith("sha256:")
+    wrong = schemes.Profile(scheme=schemes.BASIC, secrets=("acme:other",))
+    with pytest.raises(schemes.SignatureError):
+        schemes.verify(wrong, sent, body, time.time())
+    if personality == "github":  # the personality's own proof is still there beside it
+        assert sent["X-Hub-Signature-256"] == github_signature_256(GITHUB_SECRET, body)
+    assert "s3cr" not in repr(settings)
+
+
+def test_without_the_basic_auth_knob_no_authorization_header_is_sent() -> None:
+    assert "Authorization" not in headers(_settings("liaison", generate_secret()), MSG_ID, b"{}")
+
+
+@pytest.mark.parametrize("value", ["acme", ":pw", "acme:", "ac\nme:pw"])
+def test_a_basic_auth_knob_that_is_not_user_password_refuses_to_start(value: str) -> None:
+    with pytest.raises(SettingsError, match="SIMULATOR_WEBHOOK_BASIC_AUTH") as caught:
+        _settings("liaison", generate_secret(), SIMULATOR_WEBHOOK_BASIC_AUTH=value)
+    assert value not in str(caught.value)
