@@ -77,7 +77,7 @@ def check(env: dict[str, str], *args: str) -> Result:
 
 def _job(vendor: str, reference: str, simulate: dict[str, Any], until: str) -> str:
     """A job at the vendor, made the vendor's way, once it reports ``until``."""
-    body = {"reference": reference, "input": {"simulate": simulate}}
+    body: dict[str, Any] = {"reference": reference, "input": {"simulate": simulate}}
     job_id = str(requests.post(vendor + "/v1/jobs", json=body, timeout=5).json()["id"])
     deadline = time.monotonic() + 20
     while requests.get(f"{vendor}/v1/jobs/{job_id}", timeout=5).json()["status"] != until:
