@@ -94,6 +94,8 @@ def test_check_reads_the_settings_and_the_profile(env: dict[str, str]) -> None:
     report = json.loads(check(env, "stripe", "--json").output)
     assert report["ok"] is True and report["job"] is None and report["notes"] == []
     assert (report["provider"]["kind"], report["provider"]["webhook_scheme"]) == ("http", "stripe")
+    listed = CliRunner().invoke(group, ["providers", "list", "--json"], obj=ScriptInfo(create_app=create_app), env=env)
+    assert [p["name"] for p in json.loads(listed.output)] == ["stripe"] and SECRET not in listed.output
 
 
 def test_check_asks_the_vendor_for_a_job_and_maps_its_status(vendor: str, env: dict[str, str]) -> None:
