@@ -3,19 +3,19 @@
 It plays the domain app end to end: creates a client, listens for signed callbacks on a local
 port, submits tasks through the public API with ``liaison_client`` (what a real domain app would
 install; some tasks told to fail), prints every state change as it happens, and checks each
-callback's signature with the client's ``verify_callback``.
+callback's signature with the client's ``verify_callback``. The default provider gets the seven
+``SCENARIOS``; every other configured provider (bin/demo's Stripe-shaped and polled vendors,
+``app.demo_env``) gets the ``ELSEWHERE`` ones, so one run shows each vendor's tasks reaching their
+final state; the last line counts them per provider.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import secrets
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import click
@@ -24,9 +24,9 @@ from flask import Flask
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
+from app.demo_env import write_env_file
 from liaison_client import FINAL_STATES, CallbackVerificationError, LiaisonClient, LiaisonError, verify_callback
 from service.credentials import create_client
-from webhooks.signing import generate_secret
 
 SCENARIOS: list[tuple[str, dict[str, Any], str]] = [
     ("quick-report", {"complete_delay_s": 1.5}, "succeeded"),
@@ -37,47 +37,31 @@ SCENARIOS: list[tuple[str, dict[str, Any], str]] = [
     ("duplicate-webhooks", {"duplicate": 3, "complete_delay_s": 2}, "succeeded"),
     ("out-of-order-webhooks", {"reorder": True, "complete_delay_s": 2}, "succeeded"),
 ]
+#: What each provider but the default is sent: the simulator's knobs work whichever vendor it plays.
+ELSEWHERE: list[tuple[str, dict[str, Any], str]] = [
+    ("report", {"complete_delay_s": 2, "progress": [50]}, "succeeded"),
+    ("vendor-says-failed", {"outcome": "failed", "complete_delay_s": 2}, "failed"),
+]
+
+__all__ = ["ELSEWHERE", "SCENARIOS", "run_demo", "write_env_file"]
 
 
-#: The demo's env file holds the admin token, the Flower password and the webhook secret.
-ENV_FILE_MODE = 0o600
+@dataclass(frozen=True)
+class Planned:
+    correlation_id: str
+    provider: str
+    simulate: dict[str, Any]
+    final: str
 
 
-def write_env_file(path: Path | str) -> Path:
-    """Write fresh secrets for this checkout's demo to ``path`` (bin/demo runs it once), readable by
-    its owner only: created 0600, never world-readable for a moment. An existing file is kept and
-    tightened to 0600 (and given a metrics token if it has none). Nothing secret lives in the
-    repository."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        path.chmod(ENV_FILE_MODE)
-        if "LIAISON_METRICS_TOKEN=" not in path.read_text():  # written before /metrics needed a token
-            with path.open("a") as out:
-                out.write(f"LIAISON_METRICS_TOKEN={secrets.token_urlsafe(32)}\n")
-        return path
-    vendor_secret = generate_secret()
-    text = (
-        "\n".join(
-            [
-                "LIAISON_PROVIDERS=simulator",
-                "LIAISON_PROVIDER_SIMULATOR_BASE_URL=http://127.0.0.1:5001",
-                f"LIAISON_PROVIDER_SIMULATOR_WEBHOOK_SECRETS={vendor_secret}",
-                "LIAISON_PROVIDER_SIMULATOR_SUBMIT_BACKOFF_BASE_S=1",
-                f"SIMULATOR_WEBHOOK_SECRET={vendor_secret}",
-                "LIAISON_PUBLIC_URL=http://127.0.0.1:5000",
-                f"LIAISON_ADMIN_TOKEN={secrets.token_urlsafe(32)}",
-                f"LIAISON_METRICS_TOKEN={secrets.token_urlsafe(32)}",
-                f"FLOWER_BASIC_AUTH=admin:{secrets.token_urlsafe(24)}",
-                "PYTHONUNBUFFERED=1",
-            ]
-        )
-        + "\n"
-    )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, ENV_FILE_MODE)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    return path
+def plan(run: str, providers: list[str], default: str | None) -> list[Planned]:
+    """The demo's tasks: ``SCENARIOS`` on the default provider (the first, when none is), ``ELSEWHERE``
+    on each other one."""
+    main = default or providers[0]
+    tasks = [Planned(f"demo-{run}-{name}", main, simulate, final) for name, simulate, final in SCENARIOS]
+    for provider in (p for p in providers if p != main):
+        tasks += [Planned(f"demo-{run}-{provider}-{n}", provider, sim, final) for n, sim, final in ELSEWHERE]
+    return tasks
 
 
 @dataclass
@@ -137,19 +121,32 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
     client = LiaisonClient(web_url, api_key, timeout=10)
     run = uuid.uuid4().hex[:6]
 
-    click.secho(f"Submitting {len(SCENARIOS)} tasks to {web_url} (vendor: {vendor_url})", bold=True)
+    settings = app.extensions["liaison"].settings
+    tasks = plan(run, sorted(settings.providers), settings.default_provider)
+    providers = sorted({t.provider for t in tasks}, key=[t.provider for t in tasks].index)
+    click.secho(
+        f"Submitting {len(tasks)} tasks to {web_url} (providers: {', '.join(providers)}; vendor: {vendor_url})",
+        bold=True,
+    )
     expected: dict[str, str] = {}
-    for name, simulate, final in SCENARIOS:
-        correlation_id = f"demo-{run}-{name}"
+    provider_of: dict[str, str] = {}
+    for planned in tasks:
+        correlation_id = planned.correlation_id
+        # Naming the default provider is the same as naming none, which is what a domain app does.
+        named = planned.provider if planned.provider != settings.default_provider else None
         try:
             task = client.submit(
-                {"report": name, "simulate": simulate}, correlation_id=correlation_id, idempotency_key=correlation_id
+                {"report": correlation_id.split("-", 2)[-1], "simulate": planned.simulate},
+                correlation_id=correlation_id,
+                idempotency_key=correlation_id,
+                provider=named,
             )
         except LiaisonError as exc:
-            click.secho(f"  submit {name}: {exc}", fg="red")
+            click.secho(f"  submit {correlation_id}: {exc}", fg="red")
             return False
-        expected[correlation_id] = final
-        click.echo(f"  {correlation_id:<40} {task.state}, expect {final}")
+        expected[correlation_id] = planned.final
+        provider_of[correlation_id] = planned.provider
+        click.echo(f"  {correlation_id:<44} {planned.provider:<10} {task.state}, expect {planned.final}")
 
     start, states = time.monotonic(), dict.fromkeys(expected, "requested")
     attempts = dict.fromkeys(expected, 0)
@@ -157,7 +154,7 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
     while True:
         for cid in expected:
             task = client.get(cid)
-            stamp = f"  [{time.monotonic() - start:5.1f}s] {cid:<40}"
+            stamp = f"  [{time.monotonic() - start:5.1f}s] {cid:<44}"
             if task.state == "requested" and task.next_attempt_at and task.attempts != attempts[cid]:
                 click.echo(
                     f"{stamp}   retrying: attempt {task.attempts} failed ({task.last_error}),"
@@ -178,21 +175,26 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
     client.close()
 
     click.secho("\nFinal states and callbacks received by the domain app:", bold=True)
-    all_ok = True
+    ok_of: dict[str, bool] = {}
     for cid, final in expected.items():
         got = callbacks.received.get(cid, [])
-        ok = states[cid] == final and "task.completed" in got
-        all_ok &= ok
+        ok_of[cid] = ok = states[cid] == final and "task.completed" in got
         click.secho(
-            f"  {'OK ' if ok else 'BAD'} {cid:<40} {states[cid]:<10} callbacks: {', '.join(got) or 'none'}",
+            f"  {'OK ' if ok else 'BAD'} {cid:<44} {provider_of[cid]:<10} {states[cid]:<10} "
+            f"callbacks: {', '.join(got) or 'none'}",
             fg="green" if ok else "red",
         )
+    all_ok = all(ok_of.values())
     total = sum(len(v) for v in callbacks.received.values())
     verdict = "demo finished" if all_ok and not callbacks.bad_signatures else "demo FAILED"
+    per_provider = ", ".join(
+        f"{p} {sum(ok_of[c] for c in expected if provider_of[c] == p)}/{sum(provider_of[c] == p for c in expected)}"
+        for p in providers
+    )
     click.secho(
         f"{verdict}: {sum(s in FINAL_STATES for s in states.values())}/{len(expected)} tasks final, "
         f"{total} signed callbacks received, {callbacks.bad_signatures} with a bad signature, "
-        f"{time.monotonic() - start:.1f}s",
+        f"{time.monotonic() - start:.1f}s; as expected, by provider: {per_provider}",
         bold=True,
         fg="green" if all_ok else "red",
     )

@@ -32,6 +32,7 @@ from foundation.metrics_exposition import (
     mark_process_dead,
     multiprocess_dir,
     render,
+    sample_values,
 )
 
 #: The header ``app.observability.celery_signals`` stamps on every published task message (epoch
@@ -199,6 +200,16 @@ def webhook_received(provider: str) -> None:
 
 def webhook_rejected(provider: str, reason: WebhookRejection) -> None:
     WEBHOOKS_REJECTED.labels(_provider(provider), _one_of(reason, WebhookRejection)).inc()
+
+
+def webhook_refusals() -> dict[str, dict[str, int]]:
+    """``liaison_webhooks_rejected_total`` as a scrape reads it now: provider → reason → count (what
+    the console's providers page shows; every process's since the group started, in multiprocess mode)."""
+    found: dict[str, dict[str, int]] = {}
+    for labels, value in sample_values("liaison_webhooks_rejected_total"):
+        if value:
+            found.setdefault(labels["provider"], {})[labels["reason"]] = int(value)
+    return found
 
 
 def webhook_hint(provider: str, result: HintResult) -> None:

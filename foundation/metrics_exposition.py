@@ -38,6 +38,23 @@ class _Forward(Collector):
         yield from self._registry.collect()
 
 
+def _registry() -> CollectorRegistry:
+    """This process's metrics (single-process mode) or every process's, summed (multiprocess)."""
+    registry = CollectorRegistry(auto_describe=False)
+    path = multiprocess_dir()
+    if path:
+        multiprocess.MultiProcessCollector(registry, path=path)
+    else:
+        registry.register(_Forward(REGISTRY))
+    return registry
+
+
+def sample_values(sample: str) -> list[tuple[dict[str, str], float]]:
+    """Every labelled value of one sample (``liaison_webhooks_rejected_total``), as a scrape would
+    read it: what the console shows beside the settings, without a Prometheus server."""
+    return [(dict(s.labels), s.value) for metric in _registry().collect() for s in metric.samples if s.name == sample]
+
+
 def render(*collectors: Collector) -> bytes:
     """The Prometheus text exposition for one scrape.
 

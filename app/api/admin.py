@@ -1,5 +1,5 @@
 """Operators' API (admin token): dead letters, incidents, orphans, callback endpoints, retrying
-tasks, reconcile now."""
+tasks, reconcile now, the configured providers."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from app.api.admin_params import (
     page_limit,
     text_arg,
 )
+from app.api.provider_summary import provider_bodies
 from app.api.representation import (
     MAX_ID,
     dead_letter_body,
@@ -164,6 +165,14 @@ def enable_endpoint() -> tuple[Response, int]:
     client = client_name(body)
     released = _act(enable_callback_endpoint, url, client_name=client)
     return jsonify({"url": strip_url(url), "client": client, "released": released}), 202
+
+
+@bp.get("/providers")
+def list_providers() -> Response:
+    """Each configured provider: its kind, webhook scheme, profile, poll schedule and limits (from the
+    settings; never a secret)."""
+    settings = liaison().settings
+    return jsonify({"items": provider_bodies(settings.providers, settings.default_provider)})
 
 
 @bp.get("/tasks")

@@ -225,6 +225,7 @@ def document() -> dict[str, Any]:
                     "tasks (operators)",
                     "orphans",
                     "operations",
+                    "providers",
                     "clients",
                 )
             ),

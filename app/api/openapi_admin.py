@@ -1,5 +1,6 @@
 """The operators' API in the OpenAPI document (``/admin/v1``): dead letters, incidents, orphans,
-callback endpoints, operators' task views and operations now (``app/api/openapi.py``)."""
+callback endpoints, operators' task views, the configured providers and operations now
+(``app/api/openapi.py``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,48 @@ from app.api.openapi_parts import (
 )
 from models.messages import DEAD_LETTER_KINDS
 from service.incidents import IncidentKind
+from webhooks.schemes import SCHEMES
+
+_NUMBER = {"type": "number"}
+_INT = {"type": "integer", "minimum": 0}
+#: One configured provider (``app/api/provider_summary.py``): settings only, never a secret.
+PROVIDER = obj(
+    {
+        "name": STRING,
+        "kind": {"enum": ["rest", "amqp", "http"]},
+        "default": {"type": "boolean", "description": "the provider of a task that names none"},
+        "base_url": {**nullable("string"), "description": "without userinfo or query; null for amqp"},
+        "webhook_scheme": {"enum": list(SCHEMES)},
+        "webhook_secrets": {**_INT, "description": "how many secrets are configured (two while one rotates)"},
+        "profile": {**nullable("string"), "description": "an http provider's profile file"},
+        "poll_schedule_s": {
+            "type": ["array", "null"],
+            "items": _NUMBER,
+            "description": "seconds to the first poll, then between polls (the last repeated); null: no polling",
+        },
+        "max_in_flight": {**_INT, "description": "0: no limit"},
+        "rate_limit_per_s": _NUMBER,
+        "rate_limit_burst": _INT,
+        "call_deadline_s": _NUMBER,
+        "refusals_metric": {**STRING, "description": "where its refused webhooks are counted, by reason"},
+    },
+    (
+        "name",
+        "kind",
+        "default",
+        "base_url",
+        "webhook_scheme",
+        "webhook_secrets",
+        "profile",
+        "poll_schedule_s",
+        "max_in_flight",
+        "rate_limit_per_s",
+        "rate_limit_burst",
+        "call_deadline_s",
+        "refusals_metric",
+    ),
+    closed=True,
+)
 
 
 def admin_paths() -> dict[str, Schema]:
@@ -213,6 +256,17 @@ def admin_paths() -> dict[str, Schema]:
                 },
                 tag="callback endpoints",
                 body=obj({"url": HTTP_URL, "client": CLIENT_NAME}, ("url",)),
+            )
+        },
+        "/admin/v1/providers": {
+            "get": op(
+                "listProviders",
+                "The configured providers",
+                {200: ok("Each provider, by name.", obj({"items": {"type": "array", "items": PROVIDER}}, ("items",)))},
+                tag="providers",
+                description="From the settings (LIAISON_PROVIDERS and each LIAISON_PROVIDER_<NAME>_*): its adapter's "
+                "kind, how its webhooks prove themselves, its profile, poll schedule and limits. Never a secret: "
+                "only how many webhook secrets are configured.",
             )
         },
         "/admin/v1/tasks": {

@@ -18,12 +18,15 @@ from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import startup
-from app.cli import channel_commands, clients, lifecycle, maintenance, repair, tasks, vendor_events
+from app.cli import channel_commands, clients, lifecycle, maintenance, providers, repair, tasks, vendor_events
 from app.observability.migrations import alembic_config
 from workers.runtime import liaison
 
 #: Commands that need only the database URL, so they run while other settings are still wrong.
 DATABASE_ONLY = ("db",)
+#: Commands that report a configuration error themselves, more precisely (``providers check``
+#: names the provider's variable, profile file and key even when another setting is wrong too).
+OWN_CONFIG_CHECK = ("providers",)
 
 
 class LiaisonGroup(AppGroup):
@@ -37,17 +40,19 @@ class LiaisonGroup(AppGroup):
 
 
 @click.group(
-    "liaison", cls=LiaisonGroup, help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo."
+    "liaison",
+    cls=LiaisonGroup,
+    help="Operate Liaison: clients, tasks, dead letters, incidents, providers, maintenance, demo.",
 )
 @click.pass_context
 @with_appcontext
 def group(ctx: click.Context) -> None:
     error = current_app.extensions.get("liaison_config_error")
-    if error and ctx.invoked_subcommand not in DATABASE_ONLY:
+    if error and ctx.invoked_subcommand not in (*DATABASE_ONLY, *OWN_CONFIG_CHECK):
         startup.fail(f"configuration error: {error}", startup.EXIT_CONFIG)
 
 
-for module in (clients, repair, tasks, lifecycle, maintenance, vendor_events, channel_commands):
+for module in (clients, repair, tasks, lifecycle, maintenance, providers, vendor_events, channel_commands):
     module.register(group)
 
 __all__ = ["alembic_config", "group"]

@@ -12,6 +12,7 @@ from app.console import (  # noqa: F401 (each registers its pages on bp)
     client_views,
     dead_letter_views,
     overview_views,
+    provider_views,
     sign_in_views,
     task_views,
 )

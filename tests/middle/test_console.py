@@ -123,6 +123,7 @@ PAGES = [
     "/console/orphans/1",
     "/console/endpoints",
     "/console/clients",
+    "/console/providers",
 ]
 
 

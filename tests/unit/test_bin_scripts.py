@@ -88,5 +88,15 @@ def test_everything_the_demo_starts_listens_on_loopback() -> None:
         for address in re.findall(r"--bind[ =](\S+)|--address=(\S+)", procfile[name]):
             listeners[name] = _expand("".join(address), exports).rsplit(":", 1)[0]
     assert listeners == {"web": "127.0.0.1", "flower": "127.0.0.1", "vendor": "127.0.0.1"}
+    # The demo's other vendors (Procfile.demo, a honcho of their own) listen on loopback too, on ports
+    # the demo checks are free first.
+    demo_only = dict(line.split(": ", 1) for line in (ROOT / "Procfile.demo").read_text().splitlines() if ": " in line)
+    assert re.search(r'^setsid honcho -f Procfile\.demo -e "\$envfile" start >', demo, re.MULTILINE)
+    free = re.search(r"^for port in ([\d ]+); do", demo, re.MULTILINE)
+    assert free is not None
+    for name, line in demo_only.items():
+        [bind] = re.findall(r"--bind (\S+)", line)
+        host, port = _expand(bind, {}).rsplit(":", 1)
+        assert host == "127.0.0.1" and port in free[1].split(), name
     # ... while a deploy's web and Flower listen on every interface by default.
     assert _expand(procfile["web"], {}).count("--bind 0.0.0.0:5000") == 1

@@ -10,7 +10,10 @@ import pytest
 from sqlalchemy import text
 
 from app.demo import write_env_file
+from foundation.settings import Settings
 from models.db import Database, ensure_private_sqlite_file
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -70,3 +73,42 @@ def test_migrations_create_the_sqlite_file_0600(tmp_path: Path, open_umask: None
     path = tmp_path / "migrated" / "liaison.db"
     command.upgrade(alembic_config(f"sqlite:///{path}"), "head")
     assert _mode(path) == 0o600
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line)
+
+
+def test_the_demo_env_file_connects_three_vendors_the_settings_accept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bin/demo's vendors: Liaison's own, a Stripe-shaped one through the shipped profile, a polled one."""
+    env = _read_env(write_env_file(tmp_path / "demo.env"))
+    monkeypatch.chdir(ROOT)  # bin/demo runs there: the profile's path is relative to the checkout
+    settings = Settings.from_env({**env, "LIAISON_VAR_DIR": str(tmp_path)})
+    assert list(settings.providers) == ["simulator", "stripe", "polled"] and settings.default_provider == "simulator"
+    stripe, polled = settings.providers["stripe"], settings.providers["polled"]
+    assert (stripe.kind, stripe.webhook_scheme, stripe.vendor_profile is not None) == ("http", "stripe", True)
+    assert stripe.webhook_secrets == (env["SIMULATOR_STRIPE_WEBHOOK_SECRET"],)
+    assert (polled.kind, polled.webhook_scheme, polled.poll_schedule_s) == ("rest", "confirm", (1.0, 2.0))
+
+
+def test_an_older_demo_env_file_keeps_its_secrets_and_gains_the_new_vendors(tmp_path: Path) -> None:
+    path = tmp_path / "demo.env"
+    old = [
+        "LIAISON_PROVIDERS=simulator",
+        "LIAISON_PROVIDER_SIMULATOR_BASE_URL=http://127.0.0.1:5001",
+        "LIAISON_PROVIDER_SIMULATOR_WEBHOOK_SECRETS=whsec_b2xkLXNlY3JldA==",
+        "SIMULATOR_WEBHOOK_SECRET=whsec_b2xkLXNlY3JldA==",
+        "LIAISON_ADMIN_TOKEN=old-admin-token",
+    ]
+    path.write_text("\n".join(old) + "\n")
+    env = _read_env(write_env_file(path))
+    assert env["LIAISON_PROVIDERS"] == "simulator,stripe,polled"
+    assert (
+        env["SIMULATOR_WEBHOOK_SECRET"] == "whsec_b2xkLXNlY3JldA==" and env["LIAISON_ADMIN_TOKEN"] == "old-admin-token"
+    )
+    assert env["LIAISON_PROVIDER_STRIPE_KIND"] == "http" and "LIAISON_METRICS_TOKEN" in env
+    assert _mode(path) == 0o600
+    text = path.read_text()
+    assert write_env_file(path).read_text() == text  # complete now: left as it is

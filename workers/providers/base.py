@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -26,6 +26,9 @@ class JobSnapshot:
     job_id: str
     status: str  # queued | running | succeeded | failed | canceled
     outcome: Any = None
+    #: the vendor's own status name, where it differs from ours (an ``http`` profile's ``[statuses]``
+    #: key): shown by ``liaison providers check --job``; None where the vendor speaks ours
+    vendor_status: str | None = field(default=None, compare=False)
 
 
 class Provider(Protocol):

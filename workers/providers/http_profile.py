@@ -76,7 +76,8 @@ class HttpProfileProvider:
             operation = self.profile.status
             data = self._call(operation, {"job_id": job_id}, idempotent=True)
             found = self._job_id(data, operation, "status") if operation.job_id else job_id
-            return JobSnapshot(found, self._state(data, operation), self._outcome(data, operation))
+            name, state = self._state(data, operation)
+            return JobSnapshot(found, state, self._outcome(data, operation), vendor_status=name)
 
     def find(self, reference: str) -> str | None:
         with timed_provider_call(self.name, "find"):
@@ -162,14 +163,16 @@ class HttpProfileProvider:
             raise self._refused(f"{what} answer's job id is not a printable token of at most 200 characters")
         return job_id
 
-    def _state(self, data: Any, operation: Operation) -> str:
+    def _state(self, data: Any, operation: Operation) -> tuple[str, str]:
+        """The vendor's status name and ours (through the profile's ``[statuses]``)."""
         assert operation.status is not None  # required of status (wire.profiles)
         name = self._at(data, operation.status, "status answer's status")
         state = self.profile.state_of.get(name) if isinstance(name, str) else None
         if state is None:
             shown = name[:40] if isinstance(name, str) else type(name).__name__
             raise self._refused(f"status {shown!r} is not in the profile's [statuses] ({self.profile.path})")
-        return state
+        assert isinstance(name, str)
+        return name, state
 
     def _outcome(self, data: Any, operation: Operation) -> Any:
         if operation.outcome is None:
