@@ -4,8 +4,9 @@ command has --help; listings print a table by default and JSON with --json. The 
 registers ``liaison``; nothing imports the command modules.
 
 A start-up problem is one line, never a traceback: a bad setting names its variable (only ``db``
-runs without the full configuration: migrations need just ``DATABASE_URL``), and a database or
-broker that does not answer names its host (app/startup.py)."""
+runs without the full configuration: migrations need just ``DATABASE_URL``), a database or broker
+that does not answer names its host (app/startup.py), and a database whose migrations have not run
+names ``liaison db upgrade``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from app import startup
 from app.cli import channel_commands, clients, lifecycle, maintenance, repair, tasks, vendor_events
-from app.observability.migrations import alembic_config
+from app.observability.migrations import alembic_config, missing_schema, pending_message, pending_migrations
 from workers.runtime import liaison
 
 #: Commands that need only the database URL, so they run while other settings are still wrong.
@@ -31,6 +32,9 @@ class LiaisonGroup(AppGroup):
         try:
             return super().invoke(ctx)
         except SQLAlchemyError as exc:
+            pending = pending_migrations(liaison().db.engine) if missing_schema(exc) else None
+            if pending is not None:
+                startup.fail(pending_message(pending), startup.EXIT_UNAVAILABLE)
             startup.fail(startup.database_failure(liaison().settings.database_url, exc), startup.EXIT_UNAVAILABLE)
         except kombu.exceptions.OperationalError as exc:
             startup.fail(startup.broker_failure(liaison().settings.broker_url, exc), startup.EXIT_UNAVAILABLE)
