@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
-import kombu.exceptions
-from flask import current_app
+from flask import current_app, has_app_context
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -27,6 +26,15 @@ from workers.runtime import liaison
 DATABASE_ONLY = ("db",)
 
 
+def _broker_errors() -> tuple[type[BaseException], ...]:
+    """The broker's errors, including those of its transport that kombu passes through unwrapped
+    (py-amqp's refused login); none before the app is built (nothing can have used the broker).
+    Not a bare ``OSError``: a command's own file error is no broker's (kombu wraps socket errors)."""
+    if not has_app_context():
+        return ()
+    return tuple(e for e in startup.broker_errors(liaison().settings.broker_url) if not issubclass(e, OSError))
+
+
 class LiaisonGroup(AppGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -36,7 +44,7 @@ class LiaisonGroup(AppGroup):
             if pending is not None:
                 startup.fail(pending_message(pending), startup.EXIT_UNAVAILABLE)
             startup.fail(startup.database_failure(liaison().settings.database_url, exc), startup.EXIT_UNAVAILABLE)
-        except kombu.exceptions.OperationalError as exc:
+        except _broker_errors() as exc:  # evaluated only once something is raised
             startup.fail(startup.broker_failure(liaison().settings.broker_url, exc), startup.EXIT_UNAVAILABLE)
 
 

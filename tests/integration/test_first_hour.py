@@ -4,14 +4,18 @@ start-up one."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from app import create_app
-from app.startup import EXIT_UNAVAILABLE
+from app.startup import EXIT_CONFIG, EXIT_UNAVAILABLE
 from foundation.settings import Settings
-from tests.integration.test_startup_errors import one_line, run
+from tests.integration import services
+from tests.integration.stack import Stack
+from tests.integration.test_startup_errors import CLOSED, PASSWORD, one_line, run
 
 UPGRADE = "run `liaison db upgrade` (or `flask --app app liaison db upgrade`)"
 
@@ -63,3 +67,59 @@ def test_the_cli_on_an_unmigrated_database_is_one_line_naming_the_upgrade(
     line = one_line(result, "liaison db upgrade")
     assert line.startswith("liaison: database migrations pending (database at none, code at ")
     assert line.endswith(UPGRADE)
+
+
+ENTRY_POINTS = {
+    "web": ["gunicorn", "--bind", "127.0.0.1:0", "--workers", "1", "app:create_app()"],
+    "worker": ["celery", "-A", "app.make_celery", "--quiet", "worker", "--pool", "solo"],
+    "cli": ["flask", "--app", "app", "liaison", "clients", "list"],
+}
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_a_broker_url_with_a_misspelt_scheme_is_one_line_naming_it(entry: str, tmp_path: Path) -> None:
+    """``reddis://`` was ``KeyError: 'No such transport: reddis'`` with a traceback: now a
+    configuration error, like a ``DATABASE_URL`` of an unknown scheme (exit 78)."""
+    result = run(ENTRY_POINTS[entry], tmp_path, CELERY_BROKER_URL=f"reddis://:{PASSWORD}@127.0.0.1:{CLOSED}/0")
+    assert result.returncode == EXIT_CONFIG, result.stdout + result.stderr
+    line = one_line(result, "CELERY_BROKER_URL")
+    assert line.startswith("liaison: configuration error: CELERY_BROKER_URL names the transport 'reddis', ")
+    assert "Did you mean redis?" in line and line.endswith(
+        "use redis://, rediss://, amqp://, amqps:// or filesystem://"
+    )
+
+
+def _wrong_amqp_password() -> str:
+    """The real local RabbitMQ (loopback), with a password it refuses."""
+    url = services.RABBITMQ_URL
+    services.require(url, "RabbitMQ")
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:{PASSWORD}@{parts.hostname}:{parts.port}"))
+
+
+@pytest.mark.parametrize("entry", ["web", "worker"])
+def test_a_wrong_broker_password_is_one_line_saying_so(entry: str, tmp_path: Path) -> None:
+    """A refused AMQP login was an ``AccessRefused`` traceback (kombu passes it through unwrapped):
+    now one line naming CELERY_BROKER_URL and what to check, exit 69 like a refused database login."""
+    url = _wrong_amqp_password()
+    result = run(ENTRY_POINTS[entry], tmp_path, CELERY_BROKER_URL=url)
+    assert result.returncode == EXIT_UNAVAILABLE, result.stdout + result.stderr
+    line = one_line(result, "CELERY_BROKER_URL")
+    host = urlsplit(url).netloc.rsplit("@", 1)[1]
+    assert line.startswith(
+        f"liaison: the broker at {host} refused the login (CELERY_BROKER_URL): check the user name and password"
+    )
+    assert "ACCESS_REFUSED" in line
+
+
+def test_a_wrong_broker_password_in_the_cli_is_one_line_saying_so(pair_stack: Stack, tmp_path: Path) -> None:
+    """The CLI reaches the broker only when it publishes: ``sweep-outbox`` with a row to publish."""
+    api_key, _, _ = pair_stack.new_client()
+    pair_stack.unpublished_task(api_key, {"correlation_id": f"fh-{uuid.uuid4().hex[:8]}", "input": "x"})
+    env = {k: v for k, v in pair_stack.env.items() if k not in ("PATH", "HOME")}
+    env |= {"CELERY_BROKER_URL": _wrong_amqp_password(), "LIAISON_OUTBOX_GRACE_S": "0"}
+    env.pop("LIAISON_RATE_LIMIT_REDIS_URL", None)
+    result = run(["flask", "--app", "app", "liaison", "sweep-outbox"], tmp_path, **env)
+    assert result.returncode == EXIT_UNAVAILABLE, result.stdout + result.stderr
+    assert one_line(result, "CELERY_BROKER_URL").startswith("liaison: the broker at ")
+    assert "refused the login (CELERY_BROKER_URL): check the user name and password" in result.stderr
