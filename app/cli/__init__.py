@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 from flask import current_app, has_app_context
-from flask.cli import AppGroup, with_appcontext
+from flask.cli import AppGroup, ScriptInfo
 from sqlalchemy.exc import SQLAlchemyError
 
 from app import startup
@@ -35,7 +35,29 @@ def _broker_errors() -> tuple[type[BaseException], ...]:
     return tuple(e for e in startup.broker_errors(liaison().settings.broker_url) if not issubclass(e, OSError))
 
 
+#: ``ctx.meta`` key: the command line asks only for a help text.
+HELP_ONLY = "liaison.help_only"
+
+
+def asks_for_help(args: list[str], help_names: list[str]) -> bool:
+    """True when ``--help`` comes before any ``--`` in what follows ``liaison``: click prints the help
+    text of the command it belongs to and runs nothing, so nothing need be built for it."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg in help_names:
+            return True
+    return False
+
+
 class LiaisonGroup(AppGroup):
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # Called with the subcommand's words before this group's callback runs (click's Group.invoke).
+        ctx.meta[HELP_ONLY] = asks_for_help(args, ctx.help_option_names)
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -52,8 +74,13 @@ class LiaisonGroup(AppGroup):
     "liaison", cls=LiaisonGroup, help="Operate Liaison: clients, tasks, dead letters, incidents, maintenance, demo."
 )
 @click.pass_context
-@with_appcontext
 def group(ctx: click.Context) -> None:
+    """Build the app (its SQLite file and broker folder among it) for a command that runs, not for
+    ``--help``: a help text has no side effects, and needs no settings."""
+    if ctx.meta.get(HELP_ONLY):
+        return
+    if not current_app:  # as flask.cli.with_appcontext: the context lasts while the command runs
+        ctx.with_resource(ctx.ensure_object(ScriptInfo).load_app().app_context())
     error = current_app.extensions.get("liaison_config_error")
     if error and ctx.invoked_subcommand not in DATABASE_ONLY:
         startup.fail(f"configuration error: {error}", startup.EXIT_CONFIG)

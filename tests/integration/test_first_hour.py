@@ -4,6 +4,9 @@ start-up one."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -15,7 +18,7 @@ from app.startup import EXIT_CONFIG, EXIT_UNAVAILABLE
 from foundation.settings import Settings
 from tests.integration import services
 from tests.integration.stack import Stack
-from tests.integration.test_startup_errors import CLOSED, PASSWORD, one_line, run
+from tests.integration.test_startup_errors import CLOSED, PASSWORD, ROOT, one_line, run
 
 UPGRADE = "run `liaison db upgrade` (or `flask --app app liaison db upgrade`)"
 
@@ -123,3 +126,25 @@ def test_a_wrong_broker_password_in_the_cli_is_one_line_saying_so(pair_stack: St
     assert result.returncode == EXIT_UNAVAILABLE, result.stdout + result.stderr
     assert one_line(result, "CELERY_BROKER_URL").startswith("liaison: the broker at ")
     assert "refused the login (CELERY_BROKER_URL): check the user name and password" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["clients"], ["clients", "create"], ["db", "upgrade"], ["dead-letters", "replay"]], ids=" ".join
+)
+def test_the_liaison_commands_help_creates_nothing(args: list[str], tmp_path: Path) -> None:
+    """``liaison clients --help`` built the app, so it made ./var/liaison.db and ./var/broker/ in
+    the folder it ran in (the default LIAISON_VAR_DIR). A help text now builds nothing."""
+    folder = tmp_path / "anywhere"
+    folder.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli.main", *args, "--help"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"Usage: {' '.join(['liaison', *args])} [OPTIONS]")
+    assert list(folder.iterdir()) == []
