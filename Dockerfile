@@ -26,4 +26,4 @@ RUN pip install --no-deps --no-build-isolation . && rm -rf build ./*.egg-info \
 USER liaison
 
 EXPOSE 5000
-CMD ["bash", "-c", "gunicorn -c gunicorn.conf.py --no-control-socket --bind ${WEB_ADDRESS:-0.0.0.0}:${PORT:-5000} --workers 2 --threads 4 --access-logfile - 'app:create_app()'"]
+CMD ["bash", "-c", "gunicorn -c python:app.gunicorn_config --no-control-socket --bind ${WEB_ADDRESS:-0.0.0.0}:${PORT:-5000} --workers 2 --threads 4 --access-logfile - 'app:create_app()'"]

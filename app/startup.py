@@ -4,7 +4,7 @@ A process that cannot start says why in one line -- the setting at fault (a brok
 transport kombu does not know among them), or the host it could not reach or that refused its login
 (never a password) -- and exits non-zero: 78 for a configuration error, 69 for a database or
 broker it cannot reach (sysexits' EX_CONFIG and EX_UNAVAILABLE: a supervisor should not restart the
-first in a loop). Each entry point calls here once: gunicorn.conf.py (the web master),
+first in a loop). Each entry point calls here once: app/gunicorn_config.py (the web master),
 app/make_celery.py (worker and beat), ``create_app`` and the ``liaison`` CLI group (app/cli).
 """
 
