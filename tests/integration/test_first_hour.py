@@ -4,16 +4,21 @@ start-up one."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from app import create_app
+from app.demo import run_demo
 from app.startup import EXIT_CONFIG, EXIT_UNAVAILABLE
 from foundation.settings import Settings
 from tests.integration import services
@@ -148,3 +153,68 @@ def test_the_liaison_commands_help_creates_nothing(args: list[str], tmp_path: Pa
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith(f"Usage: {' '.join(['liaison', *args])} [OPTIONS]")
     assert list(folder.iterdir()) == []
+
+
+def test_the_demo_with_keep_ends_with_a_key_and_a_curl_that_work(
+    pair_stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bin/demo --keep`` printed no API key and no way to make a first call. Now the demo ends with
+    two lines to paste -- the demo client's key, and a curl submitting a task -- and its domain app
+    keeps listening: pasted into a shell, they make a task whose signed callback that app prints."""
+    keep = threading.Event()
+    outcome: list[bool] = []
+    demo = threading.Thread(
+        target=lambda: outcome.append(
+            run_demo(
+                pair_stack.app,
+                web_url=pair_stack.web.url,
+                vendor_url=pair_stack.vendor_url,
+                timeout_s=60,
+                callback_port=pair_stack.spare_port,
+                keep=keep,
+            )
+        ),
+        daemon=True,
+    )
+    demo.start()
+    printed = ""
+    try:
+        printed += _output_until(capsys, lambda text: "\ncurl " in text, demo)
+        key_line, curl_line = (line for line in printed.splitlines() if line.startswith(("export ", "curl ")))
+        assert key_line.startswith("export LIAISON_API_KEY=") and "$LIAISON_API_KEY" in curl_line
+        shell = subprocess.run(
+            ["bash", "-c", f"{key_line}\n{curl_line}"], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert shell.returncode == 0, shell.stderr
+        assert json.loads(shell.stdout)["correlation_id"] == "my-first-task"
+        printed += _output_until(capsys, lambda text: "task.completed for my-first-task" in text, demo)
+    finally:
+        keep.set()
+        demo.join(timeout=60)
+    assert outcome == [True]
+    assert "demo finished: 7/7 tasks final" in printed
+    assert "  domain app: task.completed for my-first-task (signature verified)" in printed
+
+
+def _output_until(capsys: pytest.CaptureFixture[str], seen: Callable[[str], bool], demo: threading.Thread) -> str:
+    """What the demo prints until ``seen`` holds of it (the demo bounds its own wait: 60 s)."""
+    text = ""
+    for _ in range(600):
+        text += capsys.readouterr().out
+        if seen(text) or not demo.is_alive():
+            return text
+        time.sleep(0.2)
+    return text
+
+
+def test_a_loopback_callback_url_is_refused_once_naming_the_setting(tmp_path: Path) -> None:
+    """The CLI said "refused by the outbound guard: callback URL refused by the outbound guard: …"."""
+    url = f"sqlite:///{tmp_path / 'liaison.db'}"
+    assert run(["flask", "--app", "app", "liaison", "db", "upgrade"], tmp_path, DATABASE_URL=url).returncode == 0
+    args = ["flask", "--app", "app", "liaison", "clients", "create", "shop", "--callback-url", "http://127.0.0.1:9/cb"]
+    result = run(args, tmp_path, DATABASE_URL=url)
+    assert result.returncode == 1
+    assert result.stderr.count("refused by the outbound guard") == 1, result.stderr
+    line = one_line(result, "refused by the outbound guard")
+    assert line.startswith("Error: --callback-url refused by the outbound guard: address not public (")
+    assert "LIAISON_OUTBOUND_ALLOW" in line
