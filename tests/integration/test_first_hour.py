@@ -17,13 +17,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from app import create_app
+from app import create_app, web_health
 from app.demo import run_demo
 from app.startup import EXIT_CONFIG, EXIT_UNAVAILABLE
 from foundation.settings import Settings
 from tests.integration import services
 from tests.integration.stack import Stack
 from tests.integration.test_startup_errors import CLOSED, PASSWORD, ROOT, one_line, run
+from tests.support.servers import ServerThread
 
 UPGRADE = "run `liaison db upgrade` (or `flask --app app liaison db upgrade`)"
 
@@ -218,3 +219,22 @@ def test_a_loopback_callback_url_is_refused_once_naming_the_setting(tmp_path: Pa
     line = one_line(result, "refused by the outbound guard")
     assert line.startswith("Error: --callback-url refused by the outbound guard: address not public (")
     assert "LIAISON_OUTBOUND_ALLOW" in line
+
+
+def test_the_images_web_healthcheck_asks_the_web_in_its_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image's HEALTHCHECK (``python -m app.web_health``): 0 while the web on ``PORT`` answers
+    ``/healthz``, 1 with one line when nothing listens there. A proxy of the environment is ignored."""
+    app = create_app(
+        Settings.from_env({"DATABASE_URL": f"sqlite:///{tmp_path / 'h.db'}", "LIAISON_VAR_DIR": str(tmp_path)})
+    )
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{CLOSED}")
+    with ServerThread(app) as web:
+        monkeypatch.setenv("PORT", web.url.rsplit(":", 1)[1])
+        assert web_health.main([]) == 0
+        assert capsys.readouterr().out == f"web healthy: {web.url}/healthz\n"
+    app.extensions["liaison"].db.engine.dispose()
+    monkeypatch.setenv("PORT", str(CLOSED))
+    assert web_health.main(["--timeout", "2"]) == 1
+    assert capsys.readouterr().out.startswith(f"web unhealthy: http://127.0.0.1:{CLOSED}/healthz: ")
