@@ -1,7 +1,7 @@
 # Sourced by bin/*: make sure .venv exists and has the requirements installed (again when a requirements
 # or constraints file changes). constraints.txt pins every transitive dependency, so two machines get
 # the same versions.
-# Usage: ensure_venv requirements-dev.txt   (or requirements.txt)
+# Usage: ensure_venv requirements-dev.txt   (or requirements-demo.txt, or requirements.txt)
 ensure_venv() {
   local req="$1"
   local stamp want
