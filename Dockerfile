@@ -14,10 +14,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
-# The dependencies in a layer of their own (a code change does not reinstall them), with the same
-# constraints bin/_venv.sh installs with: every transitive version pinned.
-COPY requirements.txt constraints.txt ./
-RUN pip install -r requirements.txt -c constraints.txt
+# The dependencies in a layer of their own (a code change does not reinstall them): the server's lock
+# (bin/lock), every transitive version pinned and every file's hash checked, as bin/_venv.sh installs.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 
 COPY . .
 # The `liaison` command (pyproject.toml), leaving the pinned dependencies as they are; the build

@@ -1,4 +1,4 @@
-"""``bin/demo``, ``bin/test``, ``bin/services``, ``bin/chaos`` and ``bin/setup-browser`` answer
+"""``bin/demo``, ``bin/test``, ``bin/services``, ``bin/chaos``, ``bin/setup-browser`` and ``bin/lock`` answer
 ``--help`` (and ``-h``) with their usage and do nothing else; and everything the demo starts listens on loopback only.
 
 Nothing else is proved by running each script from a copy of ``bin/`` alone (no .venv, no
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ("demo", "test", "services", "chaos", "setup-browser")
+SCRIPTS = ("demo", "test", "services", "chaos", "setup-browser", "lock")
 BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -51,7 +51,7 @@ def test_help_prints_the_usage_and_does_nothing_else(script: str, flag: str, bar
     assert _tree(bare_copy) == before  # no .venv, no var/, nothing
 
 
-@pytest.mark.parametrize("script", ["demo", "services", "setup-browser"])
+@pytest.mark.parametrize("script", ["demo", "services", "setup-browser", "lock"])
 def test_an_unknown_argument_is_refused_with_the_usage(script: str, bare_copy: Path) -> None:
     result = subprocess.run(
         [BASH, str(bare_copy / "bin" / script), "--frobnicate"],

@@ -76,7 +76,7 @@ def test_ports_are_published_on_loopback_only() -> None:
 
 def test_the_image_is_slim_pinned_unprivileged_and_runs_the_web_by_default() -> None:
     assert _dockerfile_instructions("FROM") == ["python:3.11-slim"]
-    assert any("pip install -r requirements.txt -c constraints.txt" in run for run in _dockerfile_instructions("RUN"))
+    assert any("pip install --require-hashes -r requirements.lock" in run for run in _dockerfile_instructions("RUN"))
     (user,) = _dockerfile_instructions("USER")
     assert user not in ("root", "0")
     assert any(f"useradd --system --create-home --uid 10001 {user}" in run for run in _dockerfile_instructions("RUN"))
