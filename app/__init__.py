@@ -32,7 +32,7 @@ def _settings_from_env() -> tuple[Settings, str | None]:
     under the ``flask`` command: there the app is built on ``DATABASE_URL`` alone and the error kept,
     so ``liaison db upgrade`` still runs and every other command reports it (app/cli)."""
     try:
-        return Settings.from_env(), None
+        return startup.settings_from_env(), None
     except ConfigError as exc:
         if not startup.running_flask_cli():
             startup.config_failure(exc)

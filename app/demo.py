@@ -12,6 +12,8 @@ final state; the last line counts them per provider.
 from __future__ import annotations
 
 import ipaddress
+import json
+import shlex
 import threading
 import time
 import uuid
@@ -66,12 +68,14 @@ def plan(run: str, providers: list[str], default: str | None) -> list[Planned]:
 
 @dataclass
 class Callbacks:
-    """What the pretend domain app received, keyed by correlation id."""
+    """What the pretend domain app received, keyed by correlation id. ``announce``: print each one
+    as it arrives (after the demo, while ``--keep`` leaves the domain app listening)."""
 
     secret: str
     received: dict[str, list[str]] = field(default_factory=dict)
     bad_signatures: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    announce: bool = False
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         request = Request(environ)
@@ -84,6 +88,8 @@ class Callbacks:
             return Response(status=401)(environ, start_response)
         with self.lock:
             self.received.setdefault(callback.correlation_id, []).append(callback.type)
+            if self.announce:
+                click.echo(f"  domain app: {callback.type} for {callback.correlation_id} (signature verified)")
         return Response(status=204)(environ, start_response)
 
 
@@ -98,7 +104,31 @@ def _create_client(app: Flask, callback_url: str) -> tuple[str, str]:
     return key.api_key, secret
 
 
-def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callback_port: int = 5002) -> bool:
+def first_call(web_url: str, api_key: str, correlation_id: str = "my-first-task") -> tuple[str, str]:
+    """The two lines a newcomer needs next, ready to paste: the demo client's API key, and a ``curl``
+    that submits a task of that client, whose callback goes to the client's callback URL (the
+    demo's own domain app, which prints it)."""
+    body = json.dumps({"correlation_id": correlation_id, "input": {"report": "mine"}})
+    key_line = f"export LIAISON_API_KEY={shlex.quote(api_key)}"
+    curl_line = (
+        f'curl -sS -X POST {web_url}/api/v1/tasks -H "Authorization: Bearer $LIAISON_API_KEY" '
+        f"-H 'Content-Type: application/json' -d {shlex.quote(body)}"
+    )
+    return key_line, curl_line
+
+
+def run_demo(
+    app: Flask,
+    *,
+    web_url: str,
+    vendor_url: str,
+    timeout_s: int,
+    callback_port: int = 5002,
+    keep: threading.Event | None = None,
+) -> bool:
+    """Play the domain app; True when every task ended as expected with its signed callback. With
+    ``keep``, then print the two lines of :func:`first_call` and go on listening for callbacks (each
+    printed) until ``keep`` is set: ``bin/demo --keep``, where Ctrl-C ends it."""
     requests.get(f"{vendor_url}/healthz", timeout=5).raise_for_status()
     requests.get(f"{web_url}/healthz", timeout=5).raise_for_status()
     # A fixed port: the worker's outbound guard refuses loopback except what LIAISON_OUTBOUND_ALLOW
@@ -171,9 +201,41 @@ def run_demo(app: Flask, *, web_url: str, vendor_url: str, timeout_s: int, callb
         if done or time.monotonic() - start > timeout_s:
             break
         time.sleep(0.5)
-    server.shutdown()
     client.close()
+    try:
+        report = _report(expected, provider_of, providers, states, callbacks, start)
+        return report and _keep_listening(keep, web_url, api_key, callbacks)
+    finally:
+        server.shutdown()
 
+
+def _keep_listening(keep: threading.Event | None, web_url: str, api_key: str, callbacks: Callbacks) -> bool:
+    if keep is None:
+        return True
+    key_line, curl_line = first_call(web_url, api_key)
+    click.secho(
+        "\nYour turn: the demo client's API key, and a task of your own; its signed callback comes to this"
+        " domain app, which prints it (Ctrl-C stops the demo and the platform):",
+        bold=True,
+    )
+    click.echo(key_line)
+    click.echo(curl_line)
+    with callbacks.lock:
+        callbacks.announce = True
+    keep.wait()
+    return True
+
+
+def _report(
+    expected: dict[str, str],
+    provider_of: dict[str, str],
+    providers: list[str],
+    states: dict[str, str],
+    callbacks: Callbacks,
+    start: float,
+) -> bool:
+    """Each task's final state and callbacks, and the verdict line (counted per provider); True when
+    all is as expected."""
     click.secho("\nFinal states and callbacks received by the domain app:", bold=True)
     ok_of: dict[str, bool] = {}
     for cid, final in expected.items():

@@ -8,8 +8,9 @@
     │                           └── TooManyRequests (429, ``Retry-After`` when known)
 
 Werkzeug's own HTTP errors (405, 413 from MAX_CONTENT_LENGTH, …) render the same way; a database
-or a broker that does not answer is a 503 with ``Retry-After``; anything unexpected is a 500 problem
-that names no internals.
+or a broker that does not answer is a 503 with ``Retry-After``, and so is a database whose migrations
+have not run (its detail names ``liaison db upgrade``); anything unexpected is a 500 problem that
+names no internals.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException
 
+from app import session
+from app.observability.migrations import missing_schema, pending_message, pending_migrations
 from models.db import database_unavailable
+from workers.runtime import liaison
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"
@@ -110,6 +114,18 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(DBAPIError)
     @app.errorhandler(PoolTimeout)
     def _database_error(exc: DBAPIError | PoolTimeout) -> Response:
+        if missing_schema(exc):
+            session.release()  # SQLite: the failed transaction holds the lock the check would wait for
+            pending = pending_migrations(liaison().db.engine)
+        else:
+            pending = None
+        if pending is not None:
+            # The release step has not run: every request fails the same way until it does. One
+            # warning line (no traceback), and a 503 whose detail names the fix.
+            log.warning("database migrations pending: %s", pending.describe())
+            response = problem(503, "Service Unavailable", pending_message(pending))
+            response.headers["Retry-After"] = "30"
+            return response
         if not database_unavailable(exc):
             return _unexpected(exc)
         # The database is restarting, the connection died under the request (the pool is discarded

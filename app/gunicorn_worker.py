@@ -15,7 +15,7 @@ byte), the body within ``LIAISON_BODY_READ_TIMEOUT_S`` of the head; past them th
 Open connections per worker are capped by gunicorn's ``worker_connections`` (default 1000).
 
 Everything else is gunicorn's ``gthread``: the thread pool (``--threads``), keep-alive, the access
-log, the hooks of gunicorn.conf.py. Plain HTTP/1.1 only, as deployed: TLS ends before the web
+log, the hooks of app/gunicorn_config.py. Plain HTTP/1.1 only, as deployed: TLS ends before the web
 process (the PaaS router), and HTTP/2 is not turned on.
 """
 
@@ -257,7 +257,7 @@ def raise_fd_limit(wanted: int) -> None:
 
 
 def worker_class(*, header_timeout_s: float, body_timeout_s: float, max_body_bytes: int) -> type[ReadAheadWorker]:
-    """The worker class with the deploy's settings (gunicorn.conf.py's ``worker_class``)."""
+    """The worker class with the deploy's settings (app/gunicorn_config.py's ``worker_class``)."""
     settings = {
         "header_timeout_s": header_timeout_s,
         "body_timeout_s": body_timeout_s,

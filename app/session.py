@@ -14,6 +14,15 @@ def db_session() -> Session:
     return g.db_session
 
 
+def release() -> None:
+    """Close the request's session now, before teardown: an error handler that must ask the database
+    something else first (SQLite: the failed transaction's ``BEGIN IMMEDIATE`` holds the write lock
+    a new connection would wait for)."""
+    session = g.pop("db_session", None)
+    if session is not None:
+        session.close()
+
+
 def init_app(app: Flask) -> None:
     @app.teardown_appcontext
     def _close(_exc: BaseException | None) -> None:

@@ -1,9 +1,10 @@
 """Start-up failures as one line, not a traceback: for the web, worker, beat and CLI processes.
 
-A process that cannot start says why in one line -- the setting at fault, or the host it could not
-reach (never a password) -- and exits non-zero: 78 for a configuration error, 69 for a database or
+A process that cannot start says why in one line -- the setting at fault (a broker URL whose
+transport kombu does not know among them), or the host it could not reach or that refused its login
+(never a password) -- and exits non-zero: 78 for a configuration error, 69 for a database or
 broker it cannot reach (sysexits' EX_CONFIG and EX_UNAVAILABLE: a supervisor should not restart the
-first in a loop). Each entry point calls here once: gunicorn.conf.py (the web master),
+first in a loop). Each entry point calls here once: app/gunicorn_config.py (the web master),
 app/make_celery.py (worker and beat), ``create_app`` and the ``liaison`` CLI group (app/cli).
 """
 
@@ -45,10 +46,38 @@ def config_failure(exc: ConfigError) -> NoReturn:
     fail(f"configuration error: {exc}", EXIT_CONFIG)
 
 
+def broker_transport_error(url: str) -> ConfigError | None:
+    """A broker URL whose scheme kombu has no transport for (``reddis://``), or one whose library is
+    not installed: the settings module cannot tell (it imports no broker library), kombu says it
+    only at the first connection, as a ``KeyError`` traceback. Each URL of a ``;`` failover list."""
+    for part in (p.strip() for p in url.split(";")):
+        try:
+            kombu.Connection(part).get_transport_cls()
+        except KeyError as exc:
+            scheme = part.split("://", 1)[0]
+            hint = str(exc.args[0]) if exc.args else ""
+            return ConfigError(
+                f"CELERY_BROKER_URL names the transport {scheme!r}, which does not exist ({hint.strip()}): "
+                "use redis://, rediss://, amqp://, amqps:// or filesystem://"
+            )
+        except ImportError as exc:
+            return ConfigError(f"CELERY_BROKER_URL needs a library that is not installed: {exc}")
+    return None
+
+
+def settings_from_env() -> Settings:
+    """The environment's settings, and a broker URL kombu can use; else a :class:`ConfigError`."""
+    settings = Settings.from_env()
+    error = broker_transport_error(settings.broker_url)
+    if error is not None:
+        raise error
+    return settings
+
+
 def load_settings() -> Settings:
     """The environment's settings, or one line naming the bad variable and exit 78."""
     try:
-        return Settings.from_env()
+        return settings_from_env()
     except ConfigError as exc:
         config_failure(exc)
 
@@ -88,8 +117,26 @@ def database_failure(url: str, exc: BaseException) -> str:
     return f"cannot use the database at {where(url)} (DATABASE_URL): {reason(exc)}"
 
 
+#: What brokers answer to a wrong user name or password (RabbitMQ; Redis 6+; Redis with requirepass).
+_LOGIN_REFUSED = ("ACCESS_REFUSED", "WRONGPASS", "invalid username-password", "NOAUTH", "Authentication required")
+
+
 def broker_failure(url: str, exc: BaseException) -> str:
-    return f"cannot reach the broker at {where(url)} (CELERY_BROKER_URL): {reason(exc)}"
+    text = reason(exc)
+    if any(marker in text for marker in _LOGIN_REFUSED):
+        return (
+            f"the broker at {where(url)} refused the login (CELERY_BROKER_URL): check the user name and "
+            f"password in CELERY_BROKER_URL (percent-encoded): {text}"
+        )
+    return f"cannot reach the broker at {where(url)} (CELERY_BROKER_URL): {text}"
+
+
+def broker_errors(url: str) -> tuple[type[BaseException], ...]:
+    """What using the broker at ``url`` raises when it cannot be reached or refuses the login: kombu's
+    own errors, and its transport's that kombu passes through unwrapped (py-amqp's
+    ``AccessRefused`` for a wrong password is a channel error, not a connection one)."""
+    connection = kombu.Connection(url.split(";")[0])
+    return (*BROKER_ERRORS, *connection.connection_errors, *connection.channel_errors)
 
 
 def _until(deadline: float, attempt: Callable[[], None], errors: tuple[type[BaseException], ...]) -> None:
@@ -125,14 +172,15 @@ def check_broker(url: str, wait_s: float) -> None:
     embedded filesystem:// broker is a folder that ``celery_init_app`` has created: nothing to reach."""
     if url.startswith("filesystem://"):
         return
+    errors = broker_errors(url)
     with kombu.Connection(url, connect_timeout=5) as connection:
         try:
             _until(
                 time.monotonic() + wait_s,
                 lambda: connection.ensure_connection(max_retries=1, interval_start=0),
-                BROKER_ERRORS,
+                errors,
             )
-        except BROKER_ERRORS as exc:
+        except errors as exc:
             fail(broker_failure(url, exc), EXIT_UNAVAILABLE)
 
 

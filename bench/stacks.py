@@ -3,7 +3,7 @@ command lines, with a fresh database, fresh queues, a lean vendor and a lean dom
 
 Liaison's processes run the Procfile's ``web``, ``worker`` and ``relay`` lines as they are (read
 from the file, never copied); migrations run its ``release`` line. The naive pipeline runs the same
-lines with its own app put in Liaison's place (``-c gunicorn.conf.py`` dropped: that file is
+lines with its own app put in Liaison's place (``-c python:app.gunicorn_config`` dropped: that module is
 Liaison's start-up checks and logging), so both have the same gunicorn shape (2 workers × 4
 threads) and the same Celery pools (a work process on prefork, concurrency 2; a relay process on
 threads, ``LIAISON_RELAY_THREADS``).
@@ -233,8 +233,8 @@ def start_naive(pg: PostgresCluster, broker_url: str, log_dir: Path, tag: str = 
 
 
 def naive_web_command(web: str, app_spec: str) -> str:
-    """The Procfile's web line serving ``app_spec`` instead of Liaison (and without its gunicorn.conf.py)."""
-    return web.replace("-c gunicorn.conf.py ", "").replace("'app:create_app()'", f"'{app_spec}'")
+    """The Procfile's web line serving ``app_spec`` instead of Liaison (without app/gunicorn_config.py)."""
+    return web.replace("-c python:app.gunicorn_config ", "").replace("'app:create_app()'", f"'{app_spec}'")
 
 
 def _start_pipeline(

@@ -35,7 +35,8 @@ ERRORS = {
     429: ("TooManyRequests", "A limit: `limit` is `submit_rate` (with Retry-After) or `max_open_tasks`."),
     503: (
         "ServiceUnavailable",
-        "The database or the broker is not answering (restarting); ask again after Retry-After.",
+        "The database or the broker is not answering (restarting), or the database's migrations have not "
+        "run (`detail` names `liaison db upgrade`); ask again after Retry-After.",
     ),
 }
 

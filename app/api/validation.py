@@ -166,7 +166,12 @@ def parse_submit(
         errors.append({"field": "correlation_id", "message": "1–200 characters of A-Z a-z 0-9 . _ : @ -"})
 
     provider = body.get("provider", default_provider)
-    if provider is None:
+    if provider is None and not providers:
+        # The platform's own setup, not the request: say what the operator sets.
+        errors.append(
+            {"field": "provider", "message": "no provider is configured: the operator sets LIAISON_PROVIDERS"}
+        )
+    elif provider is None:
         errors.append({"field": "provider", "message": "required: more than one provider is configured"})
     elif not isinstance(provider, str) or provider not in providers:
         errors.append(

@@ -55,7 +55,11 @@ def clients_create(
         try:  # what the outbound guard would refuse at every delivery is refused now
             check_offline(callback_url, liaison().settings.outbound_allow)
         except Refused as exc:
-            raise click.ClickException(f"--callback-url refused by the outbound guard: {exc}") from None
+            raise click.ClickException(
+                f"--callback-url refused by the outbound guard: {exc.reason} (a callback must reach a public "
+                "address; LIAISON_OUTBOUND_ALLOW lets a listed host:port through, as bin/demo does for its own "
+                "domain app)"
+            ) from None
 
     def create(session: Session) -> tuple[str, str]:
         client, key, secret = credentials.create_client(session, name, callback_url, origins, utcnow())

@@ -8,6 +8,7 @@ rather than every command of the CLI failing to load."""
 from __future__ import annotations
 
 import json
+import threading
 
 import click
 from alembic import command
@@ -111,7 +112,13 @@ def beat_check(as_json: bool) -> None:
     show_default=True,
     help="Where the demo's domain app listens on 127.0.0.1; LIAISON_OUTBOUND_ALLOW must list it.",
 )
-def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int) -> None:
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="Then print the demo client's API key and a curl that submits a task, and keep the domain app "
+    "listening for its callbacks until Ctrl-C.",
+)
+def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int, keep: bool) -> None:
     """Submit a handful of tasks (some set to fail) and follow each one to its final state."""
     try:
         from app.demo import run_demo  # needs liaison_client: see the module's docstring
@@ -121,12 +128,19 @@ def demo(web_url: str, vendor_url: str, timeout: int, callback_port: int) -> Non
         raise click.ClickException(
             "the demo needs the typed client: pip install ./liaison_client from a checkout (or run bin/demo there)"
         ) from None
-    ok = run_demo(
-        current_app._get_current_object(),  # type: ignore[attr-defined]  # the proxy is typed as Flask itself
-        web_url=web_url,
-        vendor_url=vendor_url,
-        timeout_s=timeout,
-        callback_port=callback_port,
-    )
+    try:
+        ok = run_demo(
+            current_app._get_current_object(),  # type: ignore[attr-defined]  # the proxy is typed as Flask itself
+            web_url=web_url,
+            vendor_url=vendor_url,
+            timeout_s=timeout,
+            callback_port=callback_port,
+            keep=threading.Event() if keep else None,  # never set: Ctrl-C ends the wait
+        )
+    except KeyboardInterrupt:
+        if not keep:
+            raise
+        ok = True  # the way --keep ends
+        click.echo()
     if not ok:
         raise SystemExit(1)

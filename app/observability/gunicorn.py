@@ -3,7 +3,7 @@
 Gunicorn gives its ``gunicorn.error`` and ``gunicorn.access`` loggers private handlers and stops
 them propagating; this logger class takes those handlers away and lets the records reach the root
 handler installed by :func:`foundation.logging.configure_logging`, so the web process writes
-one format only. Used from ``gunicorn.conf.py`` (``logger_class``).
+one format only. Used from ``app/gunicorn_config.py`` (``logger_class``).
 """
 
 from __future__ import annotations

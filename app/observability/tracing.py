@@ -4,7 +4,7 @@ Flask (the app), SQLAlchemy (the engine), Celery, requests and redis. Unset, not
 imported, nothing is patched, and every call site costs one check (``foundation.tracing``).
 
 The batch processor's thread does not survive a fork, so the provider is started in the process
-that does the work, after any fork: a gunicorn worker (``post_fork`` in gunicorn.conf.py), a prefork
+that does the work, after any fork: a gunicorn worker (``post_fork`` in app/gunicorn_config.py), a prefork
 Celery child (``worker_process_init``), a ``--pool threads`` worker's main process
 (``worker_init``), beat (``beat_init``), a broker consumer's command. ``create_app`` registers its
 Flask app and engine (:func:`register`); whatever is registered is instrumented when the provider

@@ -7,13 +7,19 @@ tests/unit/test_packaging.py checks the same layout without building."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
+import requests
+
+from app.startup import EXIT_UNAVAILABLE
+from tests.integration.services import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +48,7 @@ def test_the_wheel_holds_the_server_and_the_liaison_command(wheel: Path) -> None
     assert {"app/console/templates/console/task.html", "app/console/static/console.css"} <= names
     assert {"app/migrations/env.py", "app/migrations/script.py.mako", "app/docs/asyncapi.yaml"} <= names
     assert {f"app/migrations/versions/{p.name}" for p in (ROOT / "migrations" / "versions").glob("*.py")} <= names
-    assert {"celeryconfig.py", "beat_schedule.py", "app/cli/main.py"} <= names
+    assert {"celeryconfig.py", "beat_schedule.py", "app/cli/main.py", "app/gunicorn_config.py"} <= names
     assert not any(n.startswith(("liaison_client/", "simulator/", "tests/", "bench/")) for n in names)
     (entry_points,) = (n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -75,3 +81,61 @@ def test_the_installed_liaison_command_runs_apart_from_the_checkout(wheel: Path,
     assert "database is at the latest migration" in upgraded.stdout
     listed = _run([liaison, "clients", "list"], tmp_path, env)
     assert listed.returncode == 0 and listed.stdout.strip() == "no clients yet", listed.stdout + listed.stderr
+
+
+def test_the_installed_server_runs_the_procfile_web_line_from_any_folder(wheel: Path, tmp_path: Path) -> None:
+    """The Procfile's web line names its gunicorn settings as a module of the package
+    (``-c python:app.gunicorn_config``): it was ``-c gunicorn.conf.py``, a file of the checkout's
+    root that no wheel has (``Error: 'gunicorn.conf.py' doesn't exist``). Run from a folder with no
+    checkout, the installed web has its start-up checks (an unreachable broker is one line, exit 69),
+    its structured log and its read-ahead worker class, and serves."""
+    target = tmp_path / "site"
+    installed = _run([sys.executable, "-m", "pip", "install", *OFFLINE, "--target", str(target), str(wheel)], tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    (web_line,) = (line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("web: "))
+    config = web_line.split(" -c ", 1)[1].split()[0]
+    assert config == "python:app.gunicorn_config"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(target),
+        "LIAISON_VAR_DIR": str(tmp_path / "var"),
+        "LIAISON_STARTUP_WAIT_S": "0",
+        "LIAISON_LOG_FORMAT": "json",
+    }
+    port = free_port()
+    web = [sys.executable, "-m", "gunicorn", "-c", config, "--no-control-socket", "--bind", f"127.0.0.1:{port}"]
+    web.append("app:create_app()")
+
+    refused = _run(web, elsewhere, env | {"CELERY_BROKER_URL": "redis://127.0.0.1:1/0"})
+    assert refused.returncode == EXIT_UNAVAILABLE, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("liaison: cannot reach the broker at 127.0.0.1:1 (CELERY_BROKER_URL): ")
+
+    assert _run([str(target / "bin" / "liaison"), "db", "upgrade"], elsewhere, env).returncode == 0
+    with subprocess.Popen(web, cwd=elsewhere, env=env, stderr=subprocess.PIPE, text=True) as process:
+        try:
+            answered = _get_when_up(f"http://127.0.0.1:{port}/healthz", process)
+        finally:
+            process.terminate()
+            _, log = process.communicate(timeout=60)
+    assert answered == 200, log
+    assert "Traceback" not in log
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    events = [line.get("event", "") for line in lines]
+    assert "Using worker: ReadAheadWorker" in events, log  # app/gunicorn_worker.py's
+    assert list(elsewhere.iterdir()) == []  # nothing read or written in the folder it ran in
+
+
+def _get_when_up(url: str, process: subprocess.Popen[str]) -> int:
+    """The status of GET ``url`` once the server listens (at most 60 tries, a second apart)."""
+    for _ in range(60):
+        if process.poll() is not None:
+            return -1
+        try:
+            return requests.get(url, timeout=5).status_code
+        except requests.ConnectionError:
+            time.sleep(1)
+    return -1

@@ -49,7 +49,7 @@ def test_procfile_parsing_and_the_lines_the_benchmark_runs() -> None:
     for name in ("release", "web", "worker", "calls", "relay"):
         assert name in PROCFILE
     naive = naive_web_command(PROCFILE["web"], "bench.naive.web:create_app()")
-    assert "'bench.naive.web:create_app()'" in naive and "gunicorn.conf.py" not in naive
+    assert "'bench.naive.web:create_app()'" in naive and " -c " not in naive and "gunicorn_config" not in naive
     assert "--workers 2 --threads 4" in naive  # the same gunicorn shape as Liaison's web
 
 

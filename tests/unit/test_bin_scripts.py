@@ -1,5 +1,5 @@
-"""``bin/demo``, ``bin/test`` and ``bin/services`` answer ``--help`` (and ``-h``) with their usage and
-do nothing else; and everything the demo starts listens on loopback only.
+"""``bin/demo``, ``bin/test``, ``bin/services``, ``bin/chaos``, ``bin/setup-browser`` and ``bin/lock`` answer
+``--help`` (and ``-h``) with their usage and do nothing else; and everything the demo starts listens on loopback only.
 
 Nothing else is proved by running each script from a copy of ``bin/`` alone (no .venv, no
 requirements) with an empty PATH: any command beyond bash's builtins (python3, mkdir, pg_ctlcluster,
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ("demo", "test", "services")
+SCRIPTS = ("demo", "test", "services", "chaos", "setup-browser", "lock")
 BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -51,7 +51,7 @@ def test_help_prints_the_usage_and_does_nothing_else(script: str, flag: str, bar
     assert _tree(bare_copy) == before  # no .venv, no var/, nothing
 
 
-@pytest.mark.parametrize("script", ["demo", "services"])
+@pytest.mark.parametrize("script", ["demo", "services", "setup-browser", "lock"])
 def test_an_unknown_argument_is_refused_with_the_usage(script: str, bare_copy: Path) -> None:
     result = subprocess.run(
         [BASH, str(bare_copy / "bin" / script), "--frobnicate"],
@@ -63,6 +63,14 @@ def test_an_unknown_argument_is_refused_with_the_usage(script: str, bare_copy: P
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"usage: bin/{script}")
+
+
+def test_the_chaos_usage_names_every_option_of_its_parser() -> None:
+    """bin/chaos says its options in bash (so ``--help`` builds no .venv): each of bench/chaos/cli.py's."""
+    options = set(re.findall(r"add_argument\(\s*\"(--[a-z-]+)\"", (ROOT / "bench" / "chaos" / "cli.py").read_text()))
+    assert len(options) >= 7
+    usage = (ROOT / "bin" / "chaos").read_text().split("usage()", 1)[1].split("\n}", 1)[0]
+    assert {option for option in options if option not in usage} == set()
 
 
 def _expand(text: str, env: dict[str, str]) -> str:

@@ -76,7 +76,7 @@ def test_ports_are_published_on_loopback_only() -> None:
 
 def test_the_image_is_slim_pinned_unprivileged_and_runs_the_web_by_default() -> None:
     assert _dockerfile_instructions("FROM") == ["python:3.11-slim"]
-    assert any("pip install -r requirements.txt -c constraints.txt" in run for run in _dockerfile_instructions("RUN"))
+    assert any("pip install --require-hashes -r requirements.lock" in run for run in _dockerfile_instructions("RUN"))
     (user,) = _dockerfile_instructions("USER")
     assert user not in ("root", "0")
     assert any(f"useradd --system --create-home --uid 10001 {user}" in run for run in _dockerfile_instructions("RUN"))
@@ -89,4 +89,38 @@ def test_the_image_is_slim_pinned_unprivileged_and_runs_the_web_by_default() -> 
 
 def test_the_image_leaves_out_local_state_and_secrets() -> None:
     ignored = set((ROOT / ".dockerignore").read_text().split())
-    assert {".git", ".venv", "var", ".env"} <= ignored
+    assert {".git", ".venv", "var", ".env", ".env.*"} <= ignored  # .env.production and the like too
+
+
+#: Services of the image with no health check of their own, and why.
+UNCHECKED = {
+    "release": "runs once (the migrations) and exits",
+    "flower": "Flower's own page, behind basic auth; nothing depends on it",
+    "vendor-events": "a broker consumer with no probe yet",
+    "channel-commands": "a broker consumer with no probe yet",
+}
+
+
+def test_each_long_running_process_has_its_own_health_check() -> None:
+    """The image's HEALTHCHECK is the web's (its default command); each Celery worker pings its own
+    node (``-n NAME@%h``: the container's host name), beat checks its heartbeat, and a service the
+    web's check would wrongly fail turns it off."""
+    (check,) = _dockerfile_instructions("HEALTHCHECK")
+    assert check.endswith('CMD ["python", "-m", "app.web_health"]'), check
+    assert "healthcheck" not in OURS["web"]
+    for name, service in OURS.items():
+        command = service["command"][-1]
+        node = re.search(r" worker .*-n (\w+)@%h", command)
+        if node:
+            test = service["healthcheck"]["test"]
+            assert test == ["CMD-SHELL", f"python -m app.worker_health --worker {node[1]}@$$HOSTNAME"], name
+        elif name == "beat":
+            assert service["healthcheck"]["test"] == ["CMD", "liaison", "beat", "check"]
+        elif name != "web":
+            assert service["healthcheck"] == {"disable": True}, name
+            assert name in UNCHECKED, name
+    assert {name for name, s in OURS.items() if re.search(r" worker .*-n \w+@%h", s["command"][-1])} == {
+        "worker",
+        "calls",
+        "relay",
+    }

@@ -327,6 +327,12 @@ def test_provider_required_without_default():
 
 def test_no_providers_configured():
     errors = errors_of({"input": {}}, providers={}, default_provider=None)
+    message = "no provider is configured: the operator sets LIAISON_PROVIDERS"
+    assert errors == [{"field": "provider", "message": message}]
+
+
+def test_several_providers_and_no_default():
+    errors = errors_of({"input": {}}, providers={"a": SIM, "b": SIM}, default_provider=None)
     assert errors == [{"field": "provider", "message": "required: more than one provider is configured"}]
 
 
