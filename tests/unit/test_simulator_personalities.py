@@ -212,7 +212,9 @@ def test_every_setting_the_simulator_reads_is_documented() -> None:
 
 
 @pytest.mark.parametrize(
-    ("personality", "secret"), [("liaison", generate_secret()), ("github", GITHUB_SECRET), ("token-url", "")]
+    ("personality", "secret"),
+    [("liaison", LIAISON_SECRET), ("github", GITHUB_SECRET), ("token-url", "")],
+    ids=["liaison", "github", "token-url"],  # a secret in a test id differs between xdist's workers
 )
 def test_basic_auth_knob_puts_a_header_liaisons_basic_scheme_accepts(personality: str, secret: str) -> None:
     hooks = "http://127.0.0.1:9/hooks"
