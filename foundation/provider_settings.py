@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from foundation.adapter_plugins import AdapterContext
 from foundation.option_reading import by_attr, masked_repr, read_options, secret_attrs
-from foundation.options import Option
+from foundation.options import ConfigError, Option
 from foundation.provider_setting_table import PROVIDER_OPTIONS, PROVIDER_PREFIX
 from webhooks.events import EventParser, parser_for, plugin_parser
 from webhooks.schemes import EventIdSource, HmacParams, Profile
@@ -128,4 +128,18 @@ class ProviderSettings:
         if values["kind"] == "amqp":
             values["command_queue"] = values["command_queue"] or f"{name}.commands"
             values["reply_queue"] = values["reply_queue"] or f"liaison.{name}.events"
-        return cls(name=name, **values)
+        settings = cls(name=name, **values)
+        if settings.adapter is not None:
+            settings._check_adapter()
+        return settings
+
+    def _check_adapter(self) -> None:
+        """Build a plugin's inbound adapter now, so settings it refuses stop the start-up: its
+        constructor raises ValueError (naming what is wrong, never a secret's value) for them."""
+        try:
+            self.inbound_adapter  # noqa: B018 (built and kept for the inbound side)
+        except ValueError as exc:
+            variable = f"LIAISON_PROVIDER_{self.name.upper()}_ADAPTER"
+            raise ConfigError(
+                f"{variable}: the adapter refuses the settings of provider {self.name!r}: {exc}"
+            ) from None

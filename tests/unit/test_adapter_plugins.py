@@ -80,6 +80,20 @@ def test_a_plugin_provider_block_is_checked(env: dict[str, str], says: str) -> N
         _settings(**env)
 
 
+def test_settings_the_adapter_refuses_stop_the_start_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its constructor runs when the settings are read (here: Acme needs a signing secret)."""
+    monkeypatch.setattr(AcmeAdapter, "__init__", _refusing_init)
+    with pytest.raises(ConfigError) as caught:
+        _settings(ADAPTER="acme")
+    assert str(caught.value) == (
+        V + "ADAPTER: the adapter refuses the settings of provider 'acme': no secret of the form wanted"
+    )
+
+
+def _refusing_init(self: AcmeAdapter, settings: ProviderSettings, context: AdapterContext) -> None:
+    raise ValueError("no secret of the form wanted")
+
+
 def test_its_events_may_be_of_the_media_type_its_adapter_declares() -> None:
     assert _settings(ADAPTER="acme").media_types == ("application/xml",)
     rest = ProviderSettings(name="r", kind="rest", base_url="http://127.0.0.1:9", webhook_secrets=())

@@ -75,7 +75,11 @@ __all__ = [
 
 @runtime_checkable
 class VendorAdapter(Protocol):
-    """A vendor adapter written in Python; built as ``Adapter(settings, context)``."""
+    """A vendor adapter written in Python; built as ``Adapter(settings, context)``, once for the
+    inbound side when the settings are read (a ``ValueError`` from the constructor, naming what is
+    wrong but never a secret's value, stops the start-up in one line) and once per worker process.
+    Optional class attribute ``media_types``: the ``Content-Type`` its events may have (default
+    ``("application/json",)``)."""
 
     name: str
 

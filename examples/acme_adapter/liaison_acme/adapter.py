@@ -78,6 +78,8 @@ class AcmeAdapter:
     media_types = ("application/xml",)
 
     def __init__(self, settings: ProviderSettings, context: AdapterContext) -> None:
+        if not settings.webhook_secrets or not all(settings.webhook_secrets):
+            raise ValueError("Acme signs its callbacks: set WEBHOOK_SECRETS to its signing secret(s)")
         self.name = settings.name
         self.settings = settings
         self.context = context
