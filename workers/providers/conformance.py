@@ -23,6 +23,7 @@ promise:
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -127,7 +128,7 @@ class Kit:
         return self.settings().inbound_adapter
 
 
-_counter = iter(range(1, 1 << 62))
+_counter = itertools.count(1)
 
 
 def _reference(tag: str) -> str:
