@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from core.notifications import parse_routes
 from core.outbound_guard import AllowList
+from foundation.adapter_plugins import AdapterNotFound, load_adapter
 from webhooks.schemes import SCHEMES, EventIdSource, check_secret
 from wire.profiles import ProfileError, VendorProfile, load_profile
 
@@ -151,8 +152,11 @@ def _webhook_secrets(name: str, raw: str) -> tuple[str, ...]:
 
 def check_webhook_secrets(name: str, value: tuple[str, ...] | None, earlier: Mapping[str, Any]) -> None:
     """Each secret has its scheme's form: ``whsec_<base64>`` for standard-webhooks, ``user:password``
-    for basic, any text for stripe (used as it is, never base64-decoded), github and hmac."""
+    for basic, any text for stripe (used as it is, never base64-decoded), github and hmac; a plugin's
+    are its adapter's to read (``verify``), in whatever form its vendor gives them."""
     scheme = earlier["webhook_scheme"]
+    if earlier.get("kind") == "plugin":
+        return
     for secret in value or ():
         try:
             check_secret(scheme, secret)
@@ -167,6 +171,16 @@ def _vendor_profile(name: str, raw: str) -> VendorProfile | None:
     try:
         return load_profile(raw)
     except ProfileError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+def _adapter(name: str, raw: str) -> type | None:
+    """The class is imported and checked now, so a typo stops the start-up naming the variable."""
+    if not raw:
+        return None
+    try:
+        return load_adapter(raw)
+    except AdapterNotFound as exc:
         raise ConfigError(f"{name}: {exc}") from None
 
 
@@ -265,6 +279,7 @@ OPTIONAL_DELAYS = Parser(lambda name, raw: _delays(name, raw) if raw else None, 
 WEBHOOK_SECRETS = Parser(_webhook_secrets, "secrets, comma-separated (their form: the scheme's)")
 WEBHOOK_SCHEME = choice(*SCHEMES)
 VENDOR_PROFILE = Parser(_vendor_profile, "path of a TOML vendor profile (docs/design.md §5)")
+ADAPTER = Parser(_adapter, "entry point name (group liaison.adapters) or package.module:Class")
 EVENT_ID = Parser(_event_id, "header:<Name> | pointer:/json/pointer | digest, or empty")
 HEADER_NAME = Parser(_header_name, "HTTP header name")
 ALLOW_LIST = Parser(_allow_list, "host, host:port or CIDR, comma-separated")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from foundation.options import (
+    ADAPTER,
     AMQP_URL,
     EVENT_ID,
     HEADER_NAME,
@@ -32,9 +33,12 @@ from webhooks.schemes import SECRETLESS, STANDARD
 
 
 def _scheme_fits_kind(env: str, scheme: str, earlier: Mapping[str, Any]) -> None:
-    """An amqp vendor's events and status replies are both checked as Standard Webhooks."""
+    """An amqp vendor's events and status replies are both checked as Standard Webhooks; a plugin's adapter
+    checks its own events, so its scheme stays at the default."""
     if earlier["kind"] == "amqp" and scheme != STANDARD:
         raise ConfigError(f"{env} must be {STANDARD} for an amqp provider")
+    if earlier["kind"] == "plugin" and scheme != STANDARD:
+        raise ConfigError(f"{env} is not read for a plugin provider (its adapter's verify checks its events): unset it")
 
 
 def _poll_schedule(env: str, schedule: tuple[float, ...] | None, earlier: Mapping[str, Any]) -> None:
@@ -48,6 +52,11 @@ def _profile_fits_kind(env: str, profile: Any, earlier: Mapping[str, Any]) -> No
         raise ConfigError(f"{env} is for an http provider only")
 
 
+def _adapter_fits_kind(env: str, adapter: Any, earlier: Mapping[str, Any]) -> None:
+    if adapter is not None and earlier["kind"] != "plugin":
+        raise ConfigError(f"{env} is for a plugin provider only")
+
+
 def _hmac(values: Mapping[str, Any]) -> bool:
     return bool(values["webhook_scheme"] == "hmac")
 
@@ -59,16 +68,21 @@ def _hmac(values: Mapping[str, Any]) -> bool:
 PROVIDER_PREFIX = _S = "LIAISON_PROVIDER_<NAME>_"
 PROVIDER_SECTION = section(
     "One provider: LIAISON_PROVIDER_<NAME>_* for each name in LIAISON_PROVIDERS (the demo's is SIMULATOR)",
-    Option(_S + "KIND", "kind", choice("rest", "amqp", "http"), "rest",
+    Option(_S + "KIND", "kind", choice("rest", "amqp", "http", "plugin"), "rest",
            "adapter: rest (HTTP + webhooks, Liaison's own API shape), amqp (commands and events over RabbitMQ, "
-           "issue 13) or http (a vendor's own REST API and events, described by the PROFILE file)"),
+           "issue 13), http (a vendor's own REST API and events, described by the PROFILE file) or plugin (an "
+           "adapter written in Python, named by ADAPTER)"),
+    Option(_S + "ADAPTER", "adapter", ADAPTER, "",
+           "plugin: the adapter class, an entry point name in the group liaison.adapters (an installed package's) "
+           "or package.module:Class; imported and checked at start-up (docs/design.md §5, Adapters in Python); "
+           "required for plugin", required_when=lambda v: v["kind"] == "plugin", check=_adapter_fits_kind),
     Option(_S + "PROFILE", "vendor_profile", VENDOR_PROFILE, "",
            "http: the vendor profile, a TOML file (docs/design.md §5, examples in docs/profiles/), read and "
            "checked at start-up; it holds no secret (its headers name {api_key}, filled from API_KEY); "
            "required for http", required_when=lambda v: v["kind"] == "http", check=_profile_fits_kind),
-    Option(_S + "BASE_URL", "base_url", OPTIONAL_HTTP_URL, "", "where the vendor's API is (required for rest and "
-           "http: an http profile's paths are under it)",
-           example="http://127.0.0.1:5001", required_when=lambda v: v["kind"] in ("rest", "http")),
+    Option(_S + "BASE_URL", "base_url", OPTIONAL_HTTP_URL, "", "where the vendor's API is (required for rest, "
+           "http and plugin: an http profile's paths, a plugin's calls are under it)",
+           example="http://127.0.0.1:5001", required_when=lambda v: v["kind"] in ("rest", "http", "plugin")),
     Option(_S + "AMQP_URL", "amqp_url", AMQP_URL, "", "amqp: the vendor's RabbitMQ, amqp://user:pass@host:5672/vhost "
            "(required for amqp)", secret=True, required_when=lambda v: v["kind"] == "amqp"),
     Option(_S + "WEBHOOK_SCHEME", "webhook_scheme", WEBHOOK_SCHEME, STANDARD,

@@ -11,10 +11,11 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, ClassVar
 
+from foundation.adapter_plugins import AdapterContext
 from foundation.option_reading import by_attr, masked_repr, read_options, secret_attrs
-from foundation.options import Option
+from foundation.options import ConfigError, Option
 from foundation.provider_setting_table import PROVIDER_OPTIONS, PROVIDER_PREFIX
-from webhooks.events import EventParser, parser_for
+from webhooks.events import EventParser, parser_for, plugin_parser
 from webhooks.schemes import EventIdSource, HmacParams, Profile
 from wire.profiles import VendorProfile
 
@@ -37,6 +38,7 @@ class ProviderSettings:
     base_url: str
     webhook_secrets: tuple[str, ...]
     vendor_profile: VendorProfile | None = None  # kind http (wire.profiles)
+    adapter: type | None = None  # kind plugin (foundation.adapter_plugins, workers.providers.plugin)
     connect_timeout_s: float = _provider_default("connect_timeout_s")
     read_timeout_s: float = _provider_default("read_timeout_s")
     api_key: str = _provider_default("api_key")
@@ -82,8 +84,27 @@ class ProviderSettings:
 
     @cached_property
     def event_parser(self) -> EventParser:
-        """How this provider's event bodies are read: its profile's ``[events]``, else Liaison's shape."""
+        """How this provider's event bodies are read: a plugin's ``interpret`` (its answer bounded),
+        its profile's ``[events]``, else Liaison's shape."""
+        if self.adapter is not None:
+            return plugin_parser(self.inbound_adapter.interpret)
         return parser_for(self.vendor_profile)
+
+    @property
+    def media_types(self) -> tuple[str, ...]:
+        """What its events' ``Content-Type`` may be: JSON, or what a plugin's adapter declares
+        (``media_types``, e.g. ``("application/xml",)``)."""
+        declared = getattr(self.adapter, "media_types", None) if self.adapter is not None else None
+        if isinstance(declared, tuple) and declared and all(isinstance(m, str) for m in declared):
+            return declared
+        return ("application/json",)
+
+    @cached_property
+    def inbound_adapter(self) -> Any:
+        """A plugin's adapter for the inbound side (``verify``, ``interpret``): built once per process
+        with a caller that refuses every call, as reading a request needs none."""
+        assert self.adapter is not None, "only a plugin provider has an adapter"
+        return self.adapter(self, AdapterContext())
 
     @property
     def hint_job_pointer(self) -> str | None:
@@ -107,4 +128,18 @@ class ProviderSettings:
         if values["kind"] == "amqp":
             values["command_queue"] = values["command_queue"] or f"{name}.commands"
             values["reply_queue"] = values["reply_queue"] or f"liaison.{name}.events"
-        return cls(name=name, **values)
+        settings = cls(name=name, **values)
+        if settings.adapter is not None:
+            settings._check_adapter()
+        return settings
+
+    def _check_adapter(self) -> None:
+        """Build a plugin's inbound adapter now, so settings it refuses stop the start-up: its
+        constructor raises ValueError (naming what is wrong, never a secret's value) for them."""
+        try:
+            self.inbound_adapter  # noqa: B018 (built and kept for the inbound side)
+        except ValueError as exc:
+            variable = f"LIAISON_PROVIDER_{self.name.upper()}_ADAPTER"
+            raise ConfigError(
+                f"{variable}: the adapter refuses the settings of provider {self.name!r}: {exc}"
+            ) from None

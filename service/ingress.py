@@ -175,12 +175,25 @@ def _verified(
     """The provider's scheme's verdict (``webhooks.schemes.VERIFIERS``), or a counted refusal: an
     unproven request is a ``signature`` (``stale``) refusal, a proven one without its event id is
     ``malformed``."""
-    if path_token is not None and provider.webhook_scheme != TOKEN_URL:
+    if path_token is not None and (provider.webhook_scheme != TOKEN_URL or provider.adapter is not None):
         raise refuse(provider.name, "signature", "signature rejected: unexpected_token", "unexpected_token")
     try:
+        if provider.adapter is not None:
+            return _plugin_verified(provider, headers, body, now_s, tolerance_s)
         return verify(provider.inbound_profile(tolerance_s), headers, body, now_s, path_token)
     except EventIdError as exc:
         raise refuse(provider.name, "malformed", f"event id: {exc.reason}") from None
     except SignatureError as exc:
         reason: metrics.WebhookRejection = "stale" if exc.reason == "stale" else "signature"
         raise refuse(provider.name, reason, f"signature rejected: {exc.reason}", exc.reason) from None
+
+
+def _plugin_verified(
+    provider: ProviderSettings, headers: HeaderItems, body: bytes, now_s: float, tolerance_s: int
+) -> Verified:
+    """A plugin's own check (``verify``); only its event id is taken of what it returns: a plugin
+    proves its events, it sends no hints and hands out no per-task tokens."""
+    verified = provider.inbound_adapter.verify(headers, body, now_s, tolerance_s)
+    if not isinstance(verified, Verified) or not isinstance(verified.event_id, str) or not verified.event_id:
+        raise EventIdError("no_event_id")
+    return Verified(verified.event_id)

@@ -25,6 +25,7 @@ __all__ = [
     "VendorEvent",
     "parse_event",
     "parser_for",
+    "plugin_parser",
     "strict_loads",
 ]
 
@@ -248,3 +249,59 @@ def parser_for(profile: VendorProfile | None) -> EventParser:
     if profile is None or profile.events is None:
         return _liaison_shape
     return MappedEvents(profile.events, profile.state_of)
+
+
+# --- an adapter written in Python (workers.providers.plugin): its reading, bounded ------------------
+
+
+def bounded(parsed: Any, limits: JsonLimits) -> Parsed:
+    """What a plugin's ``interpret`` returned, held to what Liaison's own parsers allow: a
+    :class:`Parsed`, its job id or reference a token of at most 200 characters, its outcome an object
+    within ``limits``, its progress message short and printable. Anything else is a MalformedEvent
+    (the adapter's word is not trusted more than the vendor's)."""
+    if not isinstance(parsed, Parsed):
+        raise MalformedEvent("the adapter's interpret must return a Parsed")
+    vendor_type = parsed.vendor_type[:200] if isinstance(parsed.vendor_type, str) else ""
+    event = parsed.event
+    if event is None:
+        return Parsed(None, vendor_type)
+    if not isinstance(event, VendorEvent) or not isinstance(event.type, EventType):
+        raise MalformedEvent("the adapter's event must be a VendorEvent")
+    if parsed.reference is not None:
+        _plugin_token(parsed.reference, "reference")
+        if event.job_id:
+            raise MalformedEvent("an event names our reference or the vendor's job id, not both")
+    else:
+        _plugin_token(event.job_id, "job id")
+    if event.type is EventType.COMPLETED and event.status not in COMPLETION_STATES:
+        raise MalformedEvent(f"status must be one of {sorted(COMPLETION_STATES)}")
+    if event.type is EventType.PROGRESS:
+        progress = event.progress
+        if progress is None:
+            raise MalformedEvent("job.progress needs a percent, a message or both")
+        fields = {"percent": progress.percent, "message": progress.message}
+        event = VendorEvent(EventType.PROGRESS, event.job_id, progress=_progress(fields))
+    elif event.outcome is not None:
+        if not isinstance(event.outcome, dict):
+            raise MalformedEvent("outcome must be an object")
+        try:
+            check_bounds(event.outcome, limits, "outcome")
+        except TooLarge as exc:
+            raise EventTooLarge(str(exc)) from None
+        except (InvalidJson, TypeError, ValueError) as exc:  # TypeError: a value JSON has no form for
+            raise MalformedEvent(f"outcome refused: {exc}") from None
+    return Parsed(event, vendor_type, parsed.reference)
+
+
+def _plugin_token(value: object, what: str) -> None:
+    if not isinstance(value, str) or not value or len(value) > 200 or "\x00" in value:
+        raise MalformedEvent(f"the {what} must be a non-empty string of at most 200 characters")
+
+
+def plugin_parser(interpret: Callable[[bytes], Any]) -> EventParser:
+    """An :data:`EventParser` over a plugin's ``interpret(body) -> Parsed``, its answer :func:`bounded`."""
+
+    def parse(body: bytes, limits: JsonLimits | None = None) -> Parsed:
+        return bounded(interpret(body), limits or JsonLimits())
+
+    return parse

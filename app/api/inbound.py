@@ -57,8 +57,9 @@ def _receive(provider: str, token: str | None) -> tuple[Response, int]:
     ingress.arrived(provider)
     try:
         found = ingress.provider_settings(settings, provider)
-        if request.mimetype != "application/json":
-            raise ingress.refuse(provider, "unsupported_media_type", "send Content-Type: application/json")
+        if request.mimetype not in found.media_types:
+            wanted = " or ".join(found.media_types)
+            raise ingress.refuse(provider, "unsupported_media_type", f"send Content-Type: {wanted}")
         try:
             body = request.get_data(cache=True)
         except RequestEntityTooLarge:

@@ -51,6 +51,25 @@ def test_a_bad_setting_is_one_line_naming_it(entry: str, tmp_path: Path) -> None
     assert line == "liaison: configuration error: LIAISON_PROVIDER_FOO_BASE_URL is required for provider 'foo'"
 
 
+@pytest.mark.parametrize("entry", ["web", "worker"])
+def test_a_misspelt_plugin_adapter_is_one_line_naming_it(entry: str, tmp_path: Path) -> None:
+    """An adapter written in Python (docs/design.md §5) is loaded with the settings: a name no
+    installed package declares stops the process in one line, before anything connects."""
+    env = {
+        "LIAISON_PROVIDERS": "acme",
+        "LIAISON_PROVIDER_ACME_KIND": "plugin",
+        "LIAISON_PROVIDER_ACME_ADAPTER": "acmee",
+        "LIAISON_PROVIDER_ACME_BASE_URL": f"http://127.0.0.1:{CLOSED}",
+        "LIAISON_PROVIDER_ACME_WEBHOOK_SECRETS": "s",
+    }
+    result = run(ENTRY_POINTS[entry], tmp_path, **env)
+    assert result.returncode == EXIT_CONFIG, result.stdout + result.stderr
+    assert one_line(result, "LIAISON_PROVIDER_ACME_ADAPTER") == (
+        "liaison: configuration error: LIAISON_PROVIDER_ACME_ADAPTER: no installed package declares 'acmee' in "
+        "the entry point group liaison.adapters"
+    )
+
+
 MIGRATE = ["flask", "--app", "app", "liaison", "db", "upgrade"]
 ALEMBIC = ["alembic", "upgrade", "head"]
 

@@ -1,5 +1,6 @@
 """External systems: the Provider protocol (``base``) and the adapters that speak to real vendors
-(``rest``, ``amqp``), each behind the shared rate limit (``limited``).
+(``rest``, ``amqp``, ``http``; ``plugin``: an adapter written in Python), each behind the shared rate
+limit (``limited``).
 
 Callers import :func:`adapter` / ``build_providers`` (the runtime builds one per configured
 provider) and the protocol's types; an adapter's own module is for its tests."""
@@ -12,6 +13,7 @@ from core.rate_limit import Limit
 from foundation.provider_settings import ProviderSettings
 from foundation.settings import Settings
 from workers.limiter import Limiter
+from workers.providers import plugin
 from workers.providers.amqp import AmqpProvider
 from workers.providers.base import JobSnapshot, Provider, SubmitJob
 from workers.providers.http_profile import HttpProfileProvider
@@ -48,8 +50,23 @@ def _http(settings: Settings, ps: ProviderSettings) -> Provider:
     )
 
 
+def _plugin(settings: Settings, ps: ProviderSettings) -> Provider:
+    return plugin.build(
+        ps,
+        webhook_url=f"{settings.public_url}/webhooks/{ps.name}",
+        max_response_bytes=settings.provider_max_response_bytes,
+        guard=settings.outbound_allow,
+        outcome_limits=settings.outcome_limits,
+    )
+
+
 #: One builder per ``LIAISON_PROVIDER_<NAME>_KIND``.
-ADAPTERS: dict[str, Callable[[Settings, ProviderSettings], Provider]] = {"rest": _rest, "amqp": _amqp, "http": _http}
+ADAPTERS: dict[str, Callable[[Settings, ProviderSettings], Provider]] = {
+    "rest": _rest,
+    "amqp": _amqp,
+    "http": _http,
+    "plugin": _plugin,
+}
 
 
 def adapter(settings: Settings, ps: ProviderSettings) -> Provider:
