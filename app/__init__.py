@@ -54,7 +54,8 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     observability.configure_logging(settings.log_format, settings.log_level)
 
     try:
-        db = Database(settings.database_url)  # SQLite: creates its file (0600) now (LIAISON_VAR_DIR's too)
+        # SQLite: creates its file (0600) now (LIAISON_VAR_DIR's too)
+        db = Database(settings.database_url, pooler=settings.database_pooler)
     except OSError as exc:
         startup.fail(startup.database_failure(settings.database_url, exc), startup.EXIT_UNAVAILABLE)
     celery = celery_init_app(app, settings)

@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 from app.package_files import shipped
 
 
-def alembic_config(database_url: str) -> Config:
+def alembic_config(database_url: str, database_pooler: str | None = None) -> Config:
     """Alembic's configuration for this release's migrations (a checkout's ``migrations/``, or the
     installed package's: app/package_files.py), aimed at ``database_url``. No alembic.ini: its
     logging is the command line's (``skip_logging``), and the script location is set here."""
@@ -25,6 +25,8 @@ def alembic_config(database_url: str) -> Config:
     config.set_main_option("script_location", str(shipped("migrations")))
     config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = database_url
+    if database_pooler:  # else migrations/env.py reads LIAISON_DATABASE_POOLER
+        config.attributes["database_pooler"] = database_pooler
     config.attributes["skip_logging"] = True
     return config
 
