@@ -46,3 +46,18 @@ def test_missing_pgbouncer_skips_outside_ci_and_fails_under_it(monkeypatch: pyte
     monkeypatch.setenv("CI", "1")
     with pytest.raises(pytest.fail.Exception, match="CI runs bin/test"):
         pgbouncer.require_pgbouncer()
+
+
+def test_db_upgrade_with_another_setting_wrong_still_goes_through_the_pooler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``liaison db upgrade`` runs on the database settings alone when another is wrong: the pooler
+    is one of them, so a migration behind PgBouncer prepares nothing either."""
+    import app
+    from app import startup
+
+    monkeypatch.setenv("DATABASE_URL", "postgresql://liaison@127.0.0.1:6432/liaison")
+    monkeypatch.setenv("LIAISON_DATABASE_POOLER", PGBOUNCER_TRANSACTION)
+    monkeypatch.setenv("LIAISON_MAX_BODY_BYTES", "lots")
+    monkeypatch.setattr(startup, "running_flask_cli", lambda: True)
+    settings, error = app._settings_from_env()
+    assert error is not None and "LIAISON_MAX_BODY_BYTES" in error
+    assert settings.database_pooler == PGBOUNCER_TRANSACTION
