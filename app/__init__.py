@@ -17,7 +17,7 @@ from app import cli, console, errors, observability, session, startup
 from app.api import admin, admin_clients, health, inbound, reference, tasks
 from app.celery_app import celery_init_app
 from app.observability import tracing
-from foundation.settings import ConfigError, Settings, database_url_from_env
+from foundation.settings import ConfigError, Settings, database_pooler_from_env, database_url_from_env
 from models import publishing
 from models.db import Database
 from service import dispatch
@@ -25,6 +25,9 @@ from workers.limiter import build_limiter
 from workers.outbox import Publisher
 from workers.providers import build_providers
 from workers.runtime import Liaison
+
+#: What ``liaison db upgrade`` reads when another setting is wrong: where the database is, and how.
+DATABASE_ONLY = ("DATABASE_URL", "LIAISON_VAR_DIR", "LIAISON_DATABASE_POOLER")
 
 
 def _settings_from_env() -> tuple[Settings, str | None]:
@@ -37,10 +40,11 @@ def _settings_from_env() -> tuple[Settings, str | None]:
         if not startup.running_flask_cli():
             startup.config_failure(exc)
         try:
-            database_url_from_env()  # a bad DATABASE_URL stops even `db upgrade`
+            database_url_from_env()  # a bad DATABASE_URL (or pooler) stops even `db upgrade`
+            database_pooler_from_env()
         except ConfigError as bad_url:
             startup.config_failure(bad_url)
-        database_only = {name: os.environ[name] for name in ("DATABASE_URL", "LIAISON_VAR_DIR") if name in os.environ}
+        database_only = {name: os.environ[name] for name in DATABASE_ONLY if name in os.environ}
         return Settings.from_env(database_only), str(exc)
 
 
@@ -54,7 +58,8 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     observability.configure_logging(settings.log_format, settings.log_level)
 
     try:
-        db = Database(settings.database_url)  # SQLite: creates its file (0600) now (LIAISON_VAR_DIR's too)
+        # SQLite: creates its file (0600) now (LIAISON_VAR_DIR's too)
+        db = Database(settings.database_url, pooler=settings.database_pooler)
     except OSError as exc:
         startup.fail(startup.database_failure(settings.database_url, exc), startup.EXIT_UNAVAILABLE)
     celery = celery_init_app(app, settings)

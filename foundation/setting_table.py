@@ -48,6 +48,9 @@ SECTIONS: tuple[Section, ...] = (
                "production: postgres://user@host/db (postgresql:// too; both use psycopg 3); "
                "a SQLite file's folder must exist",
                derive=lambda v: f"sqlite:///{v['var_dir'] / 'liaison.db'}"),
+        Option("LIAISON_DATABASE_POOLER", "database_pooler", choice("none", "pgbouncer-transaction"), "none",
+               "what stands between Liaison and PostgreSQL; pgbouncer-transaction = PgBouncer in "
+               "pool_mode=transaction (psycopg prepares no statements; docs/runbook.md, behind PgBouncer)"),
         Option("CELERY_BROKER_URL", "broker_url", SERVICE_URL, "filesystem://localhost//",
                "or redis://host:6379/0 or amqp://user:pass@host:5672//"),
         Option("LIAISON_BROKER_FOLDER", "broker_folder", Parser(lambda n, raw: Path(raw), "path"),

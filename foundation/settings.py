@@ -42,6 +42,13 @@ def database_url_from_env(env: Mapping[str, str] | None = None) -> str:
     return _checked_database_url(env, read_options(env, (wanted["var_dir"], wanted["database_url"]))["database_url"])
 
 
+def database_pooler_from_env(env: Mapping[str, str] | None = None) -> str:
+    """``LIAISON_DATABASE_POOLER`` alone, for a migration (which must not prepare statements behind
+    PgBouncer either)."""
+    env = os.environ if env is None else env
+    return str(read_options(env, (by_attr(OPTIONS)["database_pooler"],))["database_pooler"])
+
+
 def _checked_database_url(env: Mapping[str, str], url: str) -> str:
     """A ``DATABASE_URL`` the environment sets must name a SQLite folder that exists; the default
     file lives in ``LIAISON_VAR_DIR``, Liaison's own folder, which is made when missing."""
@@ -59,6 +66,7 @@ class Settings:
     _secret: ClassVar[frozenset[str]] = secret_attrs(OPTIONS)
 
     database_url: str
+    database_pooler: str  # "none" or "pgbouncer-transaction" (models.db.POOLERS)
     broker_url: str
     broker_folder: Path
     public_url: str
@@ -225,6 +233,8 @@ class Settings:
 
     def validate(self) -> None:
         """Cross-setting rules, checked at start-up."""
+        if self.database_pooler != "none" and not self.database_url.startswith("postgresql"):
+            raise ConfigError("LIAISON_DATABASE_POOLER names a PostgreSQL pooler: DATABASE_URL must be PostgreSQL's")
         if self.default_provider is not None and self.default_provider not in self.providers:
             raise ConfigError("LIAISON_DEFAULT_PROVIDER must name one of LIAISON_PROVIDERS")
         amqp = [p for p in self.providers.values() if p.kind == "amqp"]

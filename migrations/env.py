@@ -8,9 +8,9 @@ from sqlalchemy import create_engine
 
 from foundation.database_urls import normalise_database_url
 from foundation.options import ConfigError
-from foundation.settings import database_url_from_env
+from foundation.settings import database_pooler_from_env, database_url_from_env
 from models import Base
-from models.db import ensure_private_sqlite_file
+from models.db import ensure_private_sqlite_file, postgres_connect_args
 
 config = context.config
 if config.config_file_name is not None and not config.attributes.get("skip_logging"):
@@ -20,6 +20,8 @@ if config.config_file_name is not None and not config.attributes.get("skip_loggi
 # A platform's postgres:// is mapped to Liaison's driver; a bad URL is one line naming the setting.
 try:
     url = normalise_database_url("DATABASE_URL", config.attributes.get("database_url") or database_url_from_env())
+    # Behind PgBouncer in transaction pooling a migration prepares no statement either (models.db).
+    pooler = config.attributes.get("database_pooler") or database_pooler_from_env()
 except ConfigError as exc:
     print(f"liaison: configuration error: {exc}", file=sys.stderr)
     raise SystemExit(78) from None  # EX_CONFIG, as app/startup.py
@@ -34,7 +36,9 @@ def run_offline() -> None:
 
 
 def run_online() -> None:
-    engine = create_engine(url, hide_parameters=True)  # an error names its statement, not its values
+    connect_args = {} if url.startswith("sqlite") else postgres_connect_args(pooler)
+    # hide_parameters: an error names its statement, not its values
+    engine = create_engine(url, hide_parameters=True, connect_args=connect_args)
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
         with context.begin_transaction():

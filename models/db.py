@@ -53,10 +53,34 @@ def ensure_private_sqlite_file(url: str) -> Path | None:
     return path
 
 
+#: ``LIAISON_DATABASE_POOLER``'s values: nothing between Liaison and PostgreSQL, or PgBouncer in
+#: ``pool_mode=transaction``.
+NO_POOLER = "none"
+PGBOUNCER_TRANSACTION = "pgbouncer-transaction"
+POOLERS = (NO_POOLER, PGBOUNCER_TRANSACTION)
+
+
+def postgres_connect_args(pooler: str) -> dict[str, Any]:
+    """psycopg's options for a PostgreSQL connection behind ``pooler``.
+
+    psycopg prepares a statement on the server once a connection has run it ``prepare_threshold``
+    (5) times, as ``_pg3_<n>``, and from then on only names it. Behind PgBouncer in transaction
+    pooling each transaction may run on another server connection: the name is unknown there
+    (``prepared statement "_pg3_0" does not exist``), or another client's statement already holds it
+    on the server connection it got (``... already exists``), since PgBouncer resets nothing between
+    transactions. Debian's PgBouncer (1.18) does not track protocol-level prepared statements
+    (``max_prepared_statements`` came with 1.21), so psycopg prepares none: ``prepare_threshold=None``.
+    Everything else Liaison holds on a connection is transaction-scoped already (advisory locks
+    ``pg_advisory_xact_lock``, ``SET LOCAL``, no LISTEN, no temporary table; docs/architecture.md)."""
+    if pooler not in POOLERS:
+        raise ValueError(f"unknown database pooler {pooler!r}; one of {', '.join(POOLERS)}")
+    return {"prepare_threshold": None} if pooler == PGBOUNCER_TRANSACTION else {}
+
+
 class Database:
-    def __init__(self, url: str, echo: bool = False) -> None:
+    def __init__(self, url: str, echo: bool = False, pooler: str = NO_POOLER) -> None:
         self.url = url
-        self.engine: Engine = _make_engine(url, echo)
+        self.engine: Engine = _make_engine(url, echo, pooler)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
 
     @property
@@ -117,12 +141,21 @@ PING_AFTER_IDLE_S = 5.0
 POOL_SIZE = 15
 
 
-def _make_engine(url: str, echo: bool) -> Engine:
+def _make_engine(url: str, echo: bool, pooler: str) -> Engine:
     """``hide_parameters``: a database error (and ``echo``) names its statement, never the values
     bound to it -- a task's input, a callback URL and its token -- since such an error may be
-    logged or shown whole."""
+    logged or shown whole. Behind PgBouncer the pool stays as it is: its connections are
+    PgBouncer's client connections, cheap to keep, each holding a server connection only for the
+    length of a transaction (docs/runbook.md sizes PgBouncer's side)."""
     if not url.startswith("sqlite"):
-        engine = create_engine(url, echo=echo, pool_size=POOL_SIZE, max_overflow=0, hide_parameters=True)
+        engine = create_engine(
+            url,
+            echo=echo,
+            pool_size=POOL_SIZE,
+            max_overflow=0,
+            hide_parameters=True,
+            connect_args=postgres_connect_args(pooler),
+        )
         _ping_idle_connections(engine)
         return engine
     ensure_private_sqlite_file(url)

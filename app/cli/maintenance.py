@@ -41,7 +41,8 @@ def db_group() -> None:
 @db_group.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration (what the Procfile's release step runs)."""
-    command.upgrade(alembic_config(liaison().settings.database_url), "head")
+    settings = liaison().settings
+    command.upgrade(alembic_config(settings.database_url, settings.database_pooler), "head")
     click.echo("database is at the latest migration")
 
 

@@ -29,7 +29,7 @@ _UNDEFINED_TABLE_OR_COLUMN = frozenset({"42P01", "42703"})
 _SQLITE_MISSING = ("no such table", "no such column", "has no column named")
 
 
-def alembic_config(database_url: str) -> Config:
+def alembic_config(database_url: str, database_pooler: str | None = None) -> Config:
     """Alembic's configuration for this release's migrations (a checkout's ``migrations/``, or the
     installed package's: app/package_files.py), aimed at ``database_url``. No alembic.ini: its
     logging is the command line's (``skip_logging``), and the script location is set here."""
@@ -37,6 +37,8 @@ def alembic_config(database_url: str) -> Config:
     config.set_main_option("script_location", str(shipped("migrations")))
     config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = database_url
+    if database_pooler:  # else migrations/env.py reads LIAISON_DATABASE_POOLER
+        config.attributes["database_pooler"] = database_pooler
     config.attributes["skip_logging"] = True
     return config
 

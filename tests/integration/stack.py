@@ -63,10 +63,10 @@ def liaison_env(
     }
 
 
-def migrate(database_url: str) -> None:
+def migrate(database_url: str, database_pooler: str | None = None) -> None:
     from alembic import command
 
-    command.upgrade(alembic_config(database_url), "head")
+    command.upgrade(alembic_config(database_url, database_pooler), "head")
 
 
 @dataclass
@@ -257,7 +257,7 @@ def build_stack(
     env["LIAISON_OUTBOUND_ALLOW"] = ",".join(a for a in allow if a)
     env.update(extra)
     queue = f"liaison-test-{uuid.uuid4().hex[:8]}"
-    migrate(database_url)
+    migrate(database_url, env.get("LIAISON_DATABASE_POOLER"))
     env["LIAISON_QUEUE"] = queue
     app = create_app(Settings.from_env(env))
     exit_stack.callback(app.extensions["liaison"].db.dispose)
