@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,12 +30,15 @@ UPGRADE = "run `liaison db upgrade` (or `flask --app app liaison db upgrade`)"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A database no `liaison db upgrade` has touched: what a newcomer who skipped it has."""
+def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database no `liaison db upgrade` has touched: what a newcomer who skipped it has. On
+    PostgreSQL one of its own (the session's shared database is migrated by the first stack)."""
     if request.param == "postgres":
-        url: str = request.getfixturevalue("postgres_url")
-        return url
-    return f"sqlite:///{tmp_path / 'never-migrated.db'}"
+        url, name = services.create_postgres_database()
+        yield url
+        services.drop_postgres_database(name)
+        return
+    yield f"sqlite:///{tmp_path / 'never-migrated.db'}"
 
 
 def test_the_api_on_an_unmigrated_database_is_a_503_naming_the_upgrade(
