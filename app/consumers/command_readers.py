@@ -22,6 +22,7 @@ from kombu.mixins import ConsumerMixin
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.consumers.domain_commands import REFRESH_S, RETRY_PAUSE_S, ChannelClient, as_bytes, channel_clients, take
+from core.queue_types import queue_arguments
 from foundation import metrics
 from wire.broker_messages import header_items
 from wire.channel_messages import (
@@ -71,7 +72,16 @@ class AmqpCommandConsumer(ConsumerMixin):
     def _consumer(self, client: ChannelClient) -> Any:
         name = command_queue(self.ctx.settings.channel_prefix, client.name)
         return self._make(
-            queues=[Queue(name, exchange="", routing_key=name, durable=True)],
+            # No delivery limit: a command is put back on purpose while the database is away.
+            queues=[
+                Queue(
+                    name,
+                    exchange="",
+                    routing_key=name,
+                    durable=True,
+                    queue_arguments=queue_arguments(self.ctx.settings.rabbitmq_queue_type),
+                )
+            ],
             on_message=self._handler(client),
             prefetch_count=self._prefetch,
             accept=None,
