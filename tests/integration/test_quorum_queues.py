@@ -137,6 +137,28 @@ def test_countdown_retries_come_back_through_the_broker(quorum_stack: Stack) -> 
     assert [r.status for r in quorum_stack.callbacks.posts_to(path)] == [500, 503, 204]
 
 
+def _delayed_messages(conn: Connection) -> int:
+    """Messages waiting in Celery's native delayed delivery queues (one per power of two seconds)."""
+    total = 0
+    with conn.channel() as channel:
+        for level in range(28):
+            total += channel.queue_declare(queue=f"celery_delayed_{level}", passive=True).message_count
+    return total
+
+
+def test_a_countdown_waits_at_the_broker_not_in_the_worker(quorum_stack: Stack) -> None:
+    """A direct exchange would hand the message to the worker at once, to hold until due (with a
+    quorum queue's static prefetch, a slot taken); through our topic exchanges it waits in the
+    ``celery_delayed_*`` queues instead."""
+    with quorum_stack.celery.connection_for_write() as conn:
+        before = _delayed_messages(conn)
+        quorum_stack.celery.send_task("liaison.sweep_outbox", countdown=40)
+        deadline = time.monotonic() + 10
+        while _delayed_messages(conn) <= before:
+            assert time.monotonic() < deadline, "the countdown message is not waiting at the broker"
+            time.sleep(0.1)
+
+
 def test_a_message_naming_no_known_task_is_dead_lettered(quorum_stack: Stack) -> None:
     task_id = f"unknown-{uuid.uuid4().hex}"
     quorum_stack.celery.send_task("liaison.no_such_task", args=[1], task_id=task_id)
