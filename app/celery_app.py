@@ -69,14 +69,11 @@ def work_queues(settings: Settings) -> list[Queue]:
     arguments: dict[str, object] = {}
     limit = settings.max_deliveries + 1 if quorum(settings) else None
     if is_amqp(settings):
-        arguments = queue_arguments(
-            settings.rabbitmq_queue_type,
-            delivery_limit=limit,
-            **{
-                "x-dead-letter-exchange": f"{settings.queue}.dlx",
-                "x-dead-letter-routing-key": f"{settings.queue}.dead",
-            },
-        )
+        dead_letter_route = {
+            "x-dead-letter-exchange": f"{settings.queue}.dlx",
+            "x-dead-letter-routing-key": f"{settings.queue}.dead",
+        }
+        arguments = queue_arguments(settings.rabbitmq_queue_type, dead_letter_route, delivery_limit=limit)
     kind = "topic" if is_amqp(settings) and quorum(settings) else "direct"
     return [
         Queue(name, Exchange(name, type=kind), routing_key=name, queue_arguments=arguments)

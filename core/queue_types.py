@@ -8,12 +8,16 @@ PRECONDITION_FAILED, so a deploy switches type under new queue names (docs/runbo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 CLASSIC = "classic"
 QUORUM = "quorum"
 QUEUE_TYPES = (CLASSIC, QUORUM)
 
 
-def queue_arguments(queue_type: str, *, delivery_limit: int | None = None, **arguments: object) -> dict[str, object]:
+def queue_arguments(
+    queue_type: str, arguments: Mapping[str, object] | None = None, *, delivery_limit: int | None = None
+) -> dict[str, object]:
     """``arguments`` (dead-letter routes and the like), plus what the type needs.
 
     Classic: ``arguments`` as given, nothing added, so queues declared before this setting existed
@@ -22,7 +26,7 @@ def queue_arguments(queue_type: str, *, delivery_limit: int | None = None, **arg
     RabbitMQ itself; RabbitMQ 4 applies 20 when unset, 3.x none: stated, it is the same on both)."""
     if queue_type not in QUEUE_TYPES:
         raise ValueError(f"unknown queue type {queue_type!r}")
-    result = dict(arguments)
+    result = dict(arguments or {})
     if queue_type == QUORUM:
         result["x-queue-type"] = QUORUM
         if delivery_limit is not None:

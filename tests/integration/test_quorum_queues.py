@@ -48,7 +48,7 @@ def quorum_stack(vendor: ServerThread, vendor_secret: str, tmp_path_factory: Any
     built.close()
 
 
-def _is_quorum(conn: Connection, queue: Queue) -> bool:
+def _is_quorum(conn: Connection, queue: Any) -> bool:
     """True when ``queue`` exists as a quorum queue: RabbitMQ refuses it redeclared as classic and
     takes it redeclared as declared (each try on a channel of its own: a refusal closes it)."""
     classic = Queue(queue.name, durable=True, queue_arguments={**queue.queue_arguments, "x-queue-type": "classic"})
@@ -186,7 +186,7 @@ def test_the_broker_dead_letters_a_message_returned_past_the_delivery_limit() ->
     ``<queue>.dead`` by RabbitMQ's own count. No worker here: the test takes and returns it."""
     services.require(services.RABBITMQ_URL, "rabbitmq")
     settings = _settings(f"liaison-test-{uuid.uuid4().hex[:8]}")
-    work, *_ = work_queues(settings)
+    work: Any = work_queues(settings)[0]
     dead = dead_letter_queue(settings.queue, settings.rabbitmq_queue_type)
     assert work.queue_arguments["x-delivery-limit"] == settings.max_deliveries + 1
     with Connection(services.RABBITMQ_URL) as conn:

@@ -68,17 +68,11 @@ def sentinel(tmp_path_factory: Any) -> Iterator[tuple[str, int]]:
             folder.mkdir()
             _start(stack, ["--port", str(port), "--dir", str(folder), *common, *extra], tmp / f"{port}.log")
         _wait(lambda: redis.Redis(port=primary).ping(), "the Redis primary")
-        _wait(
-            lambda: redis.Redis(port=replica).info("replication")["master_link_status"] == "up", "the Redis replica"
-        )
+        _wait(lambda: redis.Redis(port=replica).info("replication")["master_link_status"] == "up", "the Redis replica")
         conf = tmp / "sentinel.conf"  # Sentinel rewrites its configuration file: one of its own
-        conf.write_text(
-            f"port {watcher}\nbind 127.0.0.1\ndir {tmp}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 1\n"
-        )
+        conf.write_text(f"port {watcher}\nbind 127.0.0.1\ndir {tmp}\nsentinel monitor {MASTER} 127.0.0.1 {primary} 1\n")
         _start(stack, [str(conf), "--sentinel"], tmp / "sentinel.log")
-        _wait(
-            lambda: redis.Redis(port=watcher).sentinel_get_master_addr_by_name(MASTER) is not None, "the Sentinel"
-        )
+        _wait(lambda: redis.Redis(port=watcher).sentinel_get_master_addr_by_name(MASTER) is not None, "the Sentinel")
         yield f"sentinel://127.0.0.1:{watcher}", primary
 
 

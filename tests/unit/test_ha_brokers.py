@@ -4,6 +4,8 @@ a ``sentinel://`` broker URL needs."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -25,7 +27,7 @@ def test_classic_is_the_default_and_declares_what_deployments_already_have() -> 
     """Redeclaring a queue with other arguments fails (PRECONDITION_FAILED): the default keeps them."""
     s = settings()
     assert s.rabbitmq_queue_type == CLASSIC
-    queues = work_queues(s)
+    queues: list[Any] = work_queues(s)  # kombu's Queue has no stubs for queue_arguments
     assert [(q.name, q.exchange.name, q.exchange.type, q.routing_key) for q in queues] == [
         ("jobs", "jobs", "direct", "jobs"),
         ("jobs.relay", "jobs.relay", "direct", "jobs.relay"),
@@ -35,13 +37,14 @@ def test_classic_is_the_default_and_declares_what_deployments_already_have() -> 
         q.queue_arguments == {"x-dead-letter-exchange": "jobs.dlx", "x-dead-letter-routing-key": "jobs.dead"}
         for q in queues
     )
-    assert not dead_letter_queue("jobs").queue_arguments
+    assert not cast(Any, dead_letter_queue("jobs")).queue_arguments
     assert "confirm_publish" not in broker_options(s, {})
 
 
 def test_quorum_declares_every_queue_quorum_behind_topic_exchanges_with_confirms() -> None:
     s = settings(LIAISON_RABBITMQ_QUEUE_TYPE="quorum", LIAISON_MAX_DELIVERIES="4")
-    for queue in work_queues(s):
+    quorum_queues: list[Any] = work_queues(s)
+    for queue in quorum_queues:
         assert queue.exchange.type == "topic"  # Celery's native delayed delivery skips direct ones
         assert queue.queue_arguments == {
             "x-dead-letter-exchange": "jobs.dlx",
@@ -49,7 +52,7 @@ def test_quorum_declares_every_queue_quorum_behind_topic_exchanges_with_confirms
             "x-queue-type": "quorum",
             "x-delivery-limit": 5,  # one above ours: our count decides first
         }
-    assert dead_letter_queue("jobs", QUORUM).queue_arguments == {"x-queue-type": "quorum"}
+    assert cast(Any, dead_letter_queue("jobs", QUORUM)).queue_arguments == {"x-queue-type": "quorum"}
     assert broker_options(s, {})["confirm_publish"] is True
 
 
@@ -60,9 +63,9 @@ def test_an_unknown_queue_type_is_refused() -> None:
 
 @given(st.dictionaries(st.text(min_size=1), st.text()), st.one_of(st.none(), st.integers(1, 100)))
 def test_classic_adds_nothing_and_quorum_adds_only_its_type_and_limit(base: dict[str, str], limit: int | None) -> None:
-    assert queue_arguments(CLASSIC, delivery_limit=limit, **base) == base
+    assert queue_arguments(CLASSIC, base, delivery_limit=limit) == base
     added = {"x-queue-type": "quorum"} | ({} if limit is None else {"x-delivery-limit": limit})
-    assert queue_arguments(QUORUM, delivery_limit=limit, **base) == base | added
+    assert queue_arguments(QUORUM, base, delivery_limit=limit) == base | added
 
 
 def test_a_sentinel_broker_needs_the_master_name_and_hands_it_to_kombu() -> None:

@@ -73,7 +73,7 @@ def reply_queues(reply_queue: str, queue_type: str = CLASSIC) -> tuple[Queue, Qu
         routing_key=reply_queue,
         durable=True,
         queue_arguments=queue_arguments(
-            queue_type, **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead.name}
+            queue_type, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead.name}
         ),
     )
     return live, dead
