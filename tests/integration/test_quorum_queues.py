@@ -20,6 +20,7 @@ from kombu import Connection, Queue
 from sqlalchemy import select
 
 from app.celery_app import dead_letter_queue, work_queues
+from app.consumers.command_readers import command_queue_of
 from core.queue_types import QUORUM
 from foundation.settings import Settings
 from models import DeadLetter
@@ -94,19 +95,22 @@ def test_every_queue_the_worker_declares_is_quorum(quorum_stack: Stack) -> None:
     assert quorum_stack.celery.conf.broker_transport_options["confirm_publish"] is True
 
 
-def test_vendor_reply_queues_are_declared_quorum() -> None:
+def test_vendor_reply_queues_and_command_queues_are_declared_quorum() -> None:
+    """As the amqp vendor adapter and its consumer, and the channel-commands consumer, declare them."""
     services.require(services.RABBITMQ_URL, "rabbitmq")
-    live, dead = reply_queues(f"liaison-test-replies-{uuid.uuid4().hex[:8]}", QUORUM)
+    dead, live = reversed(reply_queues(f"liaison-test-replies-{uuid.uuid4().hex[:8]}", QUORUM))
+    commands = command_queue_of(f"liaison-test-{uuid.uuid4().hex[:8]}", "shop", QUORUM)
+    queues = [dead, live, commands]  # the dead one first: the live one dead-letters to it
     with Connection(services.RABBITMQ_URL) as conn:
         try:
             with conn.channel() as channel:
-                dead.bind(channel).declare()
-                live.bind(channel).declare()
-            assert [_is_quorum(conn, live), _is_quorum(conn, dead)] == [True, True]
+                for queue in queues:
+                    queue.bind(channel).declare()
+            assert [_is_quorum(conn, q) for q in queues] == [True, True, True]
         finally:
             with conn.channel() as channel:
-                channel.queue_delete(live.name)
-                channel.queue_delete(dead.name)
+                for queue in queues:
+                    channel.queue_delete(queue.name)
 
 
 def test_submit_to_completion_with_callbacks(quorum_stack: Stack) -> None:
