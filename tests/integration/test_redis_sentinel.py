@@ -121,3 +121,24 @@ def test_the_queue_probe_reads_the_primary_through_sentinel(sentinel_stack: Stac
     assert stats.messages == 1 and stats.oldest_age_s is None  # no publish-time header on this one
     assert redis.Redis(port=sentinel[1]).llen(name) == 1  # it is the primary that holds it
     redis.Redis(port=sentinel[1]).delete(name)
+
+
+def _master_port(watcher: redis.Redis) -> int | None:
+    """The port Sentinel names for the primary (redis-py gives ``(b"host", port)``)."""
+    addr = watcher.sentinel_get_master_addr_by_name(MASTER)
+    return addr[1] if isinstance(addr, tuple) else None
+
+
+def test_the_flow_goes_on_after_a_failover(sentinel_stack: Stack, sentinel: tuple[str, int]) -> None:
+    """Sentinel promotes the replica: web and worker find the new primary through it (last in the
+    module: the old primary is a replica from here on)."""
+    url, primary = sentinel
+    watcher = redis.Redis(port=int(url.rsplit(":", 1)[1]))
+    assert _master_port(watcher) == primary
+    watcher.sentinel_failover(MASTER)
+    _wait(lambda: _master_port(watcher) not in (None, primary), "the failover", 60)
+    _wait(lambda: redis.Redis(port=primary).info("replication")["role"] == "slave", "the old primary's demotion", 60)
+    api_key, _, _ = sentinel_stack.new_client()
+    cid = f"sentinel-failover-{uuid.uuid4().hex[:8]}"
+    assert sentinel_stack.submit(api_key, {"correlation_id": cid, "input": {"n": 1}}, key=cid).status_code == 202
+    assert sentinel_stack.wait_for_task(api_key, cid, timeout=90)["state"] == "succeeded"
