@@ -51,7 +51,10 @@ def quorum_stack(vendor: ServerThread, vendor_secret: str, tmp_path_factory: Any
 
 def _is_quorum(conn: Connection, queue: Any) -> bool:
     """True when ``queue`` exists as a quorum queue: RabbitMQ refuses it redeclared as classic and
-    takes it redeclared as declared (each try on a channel of its own: a refusal closes it)."""
+    takes it redeclared as declared (each try on a channel of its own: a refusal closes it). It must
+    exist already (a passive declare, 404 otherwise): the classic try would create it."""
+    with conn.channel() as channel:
+        channel.queue_declare(queue=queue.name, passive=True)
     classic = Queue(queue.name, durable=True, queue_arguments={**queue.queue_arguments, "x-queue-type": "classic"})
     channel = conn.channel()
     try:
