@@ -5,6 +5,8 @@ from datetime import timedelta
 
 BEAT_SCHEDULE = {
     "check-deadlines": {"task": "liaison.check_deadlines", "schedule": timedelta(seconds=60)},
+    # polled providers' due polls, and confirm hints that came while a check was out (workers/polling.py)
+    "poll": {"task": "liaison.poll", "schedule": timedelta(seconds=5)},
     "reconcile": {"task": "liaison.reconcile", "schedule": timedelta(minutes=5)},
     "sweep-outbox": {"task": "liaison.sweep_outbox", "schedule": timedelta(seconds=30)},
     # queued submissions with room are released as room frees; this catches any release a race missed

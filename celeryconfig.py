@@ -17,7 +17,18 @@ broker_transport_options = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
 # The code default (None) falls back to broker_connection_retry and warns; say what we mean.
 broker_connection_retry_on_startup = True
 # A lost broker connection means unacked messages come back: stop running them rather than run twice.
+# (The prefork pool kills them; the threads pool cannot, so there they run on and their acks fail:
+# their messages run again, which our tasks' outbox claim makes harmless.)
 worker_cancel_long_running_tasks_on_connection_loss = True
+# After a reconnect Celery would lower the prefetch count by the tasks still running, and raise it
+# again as each one acks. On the threads pool that raise (a basic.qos round trip) runs in the task's
+# thread, on the consumer's connection, while the event loop reads the same socket: the AMQP frames
+# interleave, the loop reads a garbage frame header (a "frame" of 198 MB) and waits for it forever,
+# and the worker stays up but consumes nothing again (a RabbitMQ restart under load, issue 41.1).
+# Off: the prefetch count stays what it was. The prefork pool loses nothing (the cancel above
+# ended its running tasks); a threads pool may take up to twice its threads' worth for a while,
+# queued in the process until the old tasks end.
+worker_enable_prefetch_count_reduction = False
 # Never run tasks in-process: tests use a real worker (celery.contrib.testing).
 task_always_eager = False
 
@@ -56,6 +67,7 @@ imports = (
     "workers.tasks.cancel",
     "workers.tasks.notify",
     "workers.tasks.probe",
+    "workers.tasks.check",
     "workers.tasks.beat",
 )
 beat_schedule = BEAT_SCHEDULE

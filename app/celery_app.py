@@ -11,7 +11,8 @@ from celery.signals import worker_process_init
 from flask import Flask
 from kombu import Exchange, Queue
 
-from app import worker_memory
+from app import redis_broker, worker_memory
+from app.consumers.broker_loss import RestoreHeld
 from app.observability import worker_metrics
 from app.observability.celery_signals import instrument
 from core.queue_types import CLASSIC, QUORUM, is_sentinel_url, queue_arguments
@@ -83,23 +84,31 @@ def work_queues(settings: Settings) -> list[Queue]:
 
 #: Tasks bounded by the per-call limits (their work is one or two outbound calls); every other
 #: registered ``liaison.*`` task is a beat job, bounded by the beat limits.
-CALL_TASKS = ("liaison.submit", "liaison.relay", "liaison.cancel", "liaison.probe", "liaison.channel")
+CALL_TASKS = (
+    "liaison.submit",
+    "liaison.relay",
+    "liaison.cancel",
+    "liaison.probe",
+    "liaison.check",
+    "liaison.channel",
+)
 BEAT_TASKS = (
     "liaison.sweep_outbox",
     "liaison.prune_processed_messages",
     "liaison.retention",
     "liaison.check_deadlines",
     "liaison.reconcile",
+    "liaison.poll",
     "liaison.flag_stale_orphans",
 )
 
 
 def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
-    """Relays (HTTP callbacks and channel events) and vendor calls (submit, cancel, probe) go to
+    """Relays (HTTP callbacks and channel events) and vendor calls (submit, cancel, probe, check) go to
     their own queues; everything else (beat's jobs, notifications) to the default work queue."""
     relay, calls = {"queue": settings.relay_queue}, {"queue": settings.calls_queue}
     routes = {"liaison.relay": relay, "liaison.channel": relay}
-    return routes | dict.fromkeys(("liaison.submit", "liaison.cancel", "liaison.probe"), calls)
+    return routes | dict.fromkeys(("liaison.submit", "liaison.cancel", "liaison.probe", "liaison.check"), calls)
 
 
 def time_limits(settings: Settings) -> dict[str, dict[str, int]]:
@@ -155,6 +164,10 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     if settings.broker_url.startswith("filesystem://"):
         # kombu's, with a message file that appears only when whole (app/embedded_broker.py)
         celery_app.conf.broker_transport = "app.embedded_broker:Transport"
+    elif transport := redis_broker.transport_for(settings.broker_url):
+        # kombu's, with channels that keep the broker's address when their connection is released:
+        # without it a worker exits when Redis restarts (app/redis_broker.py, issue 41.1)
+        celery_app.conf.broker_transport = transport
     celery_app.conf.update(app.config.get("CELERY", {}))
     celery_app.conf.task_default_queue = settings.queue
     # Quorum: queues Celery declares on its own (none of ours) are quorum too; the worker detects
@@ -175,6 +188,9 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
     worker_memory.connect()  # prefork children free what retried and failed tasks leave behind
     if is_amqp(settings):
         celery_app.steps["consumer"].add(DeadLetterQueueStep)
+    # Redis: what the worker held when its broker connection broke goes back to the queues at the
+    # reconnect (RabbitMQ requeues it itself); app/consumers/broker_loss.py
+    celery_app.steps["consumer"].add(RestoreHeld)
 
     @worker_process_init.connect(weak=False)
     def _after_fork(**_: object) -> None:

@@ -75,10 +75,43 @@ OTHER_SECTIONS = (
         "The vendor simulator (the demo's and tests' external system)",
         (
             _other(
-                "SIMULATOR_WEBHOOK_SECRET", "", "must be one of the provider's WEBHOOK_SECRETS", example="whsec_..."
+                "SIMULATOR_PERSONALITY",
+                "liaison",
+                "the vendor it plays: liaison | stripe | github | poll-only | token-url (docs/design.md §5)",
+            ),
+            _other(
+                "SIMULATOR_WEBHOOK_SECRET",
+                "",
+                "must be one of the provider's WEBHOOK_SECRETS; liaison: whsec_<base64>, stripe: whsec_…, "
+                "github: any text, poll-only and token-url: none",
+                example="whsec_...",
+            ),
+            _other(
+                "SIMULATOR_WEBHOOK_URL",
+                "",
+                "stripe, github: the endpoint every webhook goes to (registered at the vendor), "
+                "e.g. http://127.0.0.1:5000/webhooks/stripe",
+            ),
+            _other(
+                "SIMULATOR_CALLBACK_ORIGINS",
+                "",
+                "token-url: the origins (http(s)://host[:port], comma-separated) a callback_url handed in "
+                "a submit may lie on; empty: loopback only",
+            ),
+            _other(
+                "SIMULATOR_WEBHOOK_BASIC_AUTH",
+                "",
+                "user:password: every webhook also carries Authorization: Basic with it (a vendor "
+                "Liaison's basic scheme verifies); empty: none",
             ),
             _other("SIMULATOR_ACCEPT_DELAY_S", "0.5", "seconds before a job is accepted"),
             _other("SIMULATOR_COMPLETE_DELAY_S", "2.0", "seconds before an accepted job completes"),
+            _other("SIMULATOR_WEBHOOK_TIMEOUT_S", "5", "seconds a webhook POST may take"),
+            _other(
+                "SIMULATOR_RETRY_BACKOFF_S",
+                "0.2,0.5,1,2",
+                "pauses between re-sends of a webhook not answered 2xx (attempts: one more than pauses)",
+            ),
             _other("SIMULATOR_PORT", "5001", "the simulator's port (Procfile: vendor)"),
             _other(
                 "SIMULATOR_AMQP_URL",

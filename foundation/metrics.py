@@ -56,16 +56,18 @@ WebhookRejection = Literal[
     "unsupported_media_type",
     "unbound",
 ]
+WebhookIgnored = Literal["unknown_type", "unknown_reference"]
 SubmissionOutcome = Literal["submitted", "retried", "dead_lettered"]
 ProviderOperation = Literal["submit", "find", "status", "cancel"]
 CallOutcome = Literal["ok", "transient_error", "permanent_error", "uncertain", "error"]
-RetryKind = Literal["submit", "relay", "cancel", "probe", "notify", "channel"]
+RetryKind = Literal["submit", "relay", "cancel", "probe", "notify", "channel", "check"]
 RelayOutcome = Literal[
     "delivered", "retried", "dead_lettered", "skipped", "parked", "slot_wait", "held", "endpoint_paused", "probe"
 ]
 ScrapeSource = Literal["database", "broker"]
 RateLimitScope = Literal["submit", "provider"]
 ChannelName = Literal["amqp", "redis"]
+HintResult = Literal["checking", "pending", "final", "unknown_job"]
 CommandOutcome = Literal["submitted", "replayed", "cancel_requested", "duplicate", "rejected"]
 
 # Provider calls: connect timeouts are ~3 s and read timeouts ~10 s, so the tail matters.
@@ -79,6 +81,12 @@ WEBHOOKS_RECEIVED = Counter(
 )
 WEBHOOKS_REJECTED = Counter(
     "liaison_webhooks_rejected_total", "Vendor webhooks refused or not applied, by reason.", ["provider", "reason"]
+)
+WEBHOOKS_IGNORED = Counter(
+    "liaison_webhooks_ignored_total",
+    "Verified vendor events stored and answered 2xx but not applied: a type the provider's profile does "
+    "not map, or a reference no task has.",
+    ["provider", "reason"],
 )
 SUBMISSIONS = Counter(
     "liaison_submissions_total", "Attempts to hand a task to its provider, by outcome.", ["provider", "outcome"]
@@ -147,6 +155,23 @@ CHANNEL_COMMANDS = Counter(
     "Commands from domain apps over a broker channel, by channel and outcome.",
     ["channel", "outcome"],
 )
+WEBHOOK_HINTS = Counter(
+    "liaison_webhook_hints_total",
+    "Unsigned hints from confirm providers, by what became of them: checking (a status check of the job "
+    "was written), pending (one was pending already), final (the task is final), unknown_job (nothing stored).",
+    ["provider", "result"],
+)
+POLLS = Counter(
+    "liaison_polls_total",
+    "Polls of open jobs: status checks the poll schedule (LIAISON_PROVIDER_<NAME>_POLL_SCHEDULE_S) asked for.",
+    ["provider"],
+)
+POLLS_PER_JOB = Histogram(
+    "liaison_polls_per_job",
+    "Polls a job took, observed when a poll finds it final.",
+    ["provider"],
+    buckets=(1, 2, 3, 5, 10, 20, 50, 100, 300, 1000),
+)
 
 _known_providers: set[str] = set()
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -174,6 +199,22 @@ def webhook_received(provider: str) -> None:
 
 def webhook_rejected(provider: str, reason: WebhookRejection) -> None:
     WEBHOOKS_REJECTED.labels(_provider(provider), _one_of(reason, WebhookRejection)).inc()
+
+
+def webhook_hint(provider: str, result: HintResult) -> None:
+    WEBHOOK_HINTS.labels(_provider(provider), _one_of(result, HintResult)).inc()
+
+
+def polled(provider: str, count: int = 1) -> None:
+    POLLS.labels(_provider(provider)).inc(count)
+
+
+def polled_job_finished(provider: str, polls: int) -> None:
+    POLLS_PER_JOB.labels(_provider(provider)).observe(polls)
+
+
+def webhook_ignored(provider: str, reason: str) -> None:
+    WEBHOOKS_IGNORED.labels(_provider(provider), _one_of(reason, WebhookIgnored)).inc()
 
 
 def submission(provider: str, outcome: SubmissionOutcome) -> None:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from core.notifications import parse_routes
 from core.outbound_guard import AllowList
 from webhooks.schemes import SCHEMES, EventIdSource, check_secret
+from wire.profiles import ProfileError, VendorProfile, load_profile
 
 #: A bearer token (admin API, /metrics) is a credential: no shorter than this.
 MIN_ADMIN_TOKEN_LEN = MIN_METRICS_TOKEN_CHARS = 32
@@ -159,6 +160,16 @@ def check_webhook_secrets(name: str, value: tuple[str, ...] | None, earlier: Map
             raise ConfigError(f"{name}: {exc} (scheme {scheme})") from None
 
 
+def _vendor_profile(name: str, raw: str) -> VendorProfile | None:
+    """The file is read and checked now, so a mistake stops the start-up naming the file and key."""
+    if not raw:
+        return None
+    try:
+        return load_profile(raw)
+    except ProfileError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
 def _event_id(name: str, raw: str) -> EventIdSource | None:
     if not raw:
         return None
@@ -250,8 +261,10 @@ SERVICE_URL = Parser(_service_url, "URL, password percent-encoded")
 HTTP_URL = Parser(_http_url, "http(s) URL")
 OPTIONAL_HTTP_URL = Parser(lambda name, raw: _http_url(name, raw) if raw else "", "http(s) URL or empty")
 DELAYS = Parser(_delays, "seconds, comma-separated")
+OPTIONAL_DELAYS = Parser(lambda name, raw: _delays(name, raw) if raw else None, "seconds, comma-separated, or empty")
 WEBHOOK_SECRETS = Parser(_webhook_secrets, "secrets, comma-separated (their form: the scheme's)")
 WEBHOOK_SCHEME = choice(*SCHEMES)
+VENDOR_PROFILE = Parser(_vendor_profile, "path of a TOML vendor profile (docs/design.md §5)")
 EVENT_ID = Parser(_event_id, "header:<Name> | pointer:/json/pointer | digest, or empty")
 HEADER_NAME = Parser(_header_name, "HTTP header name")
 ALLOW_LIST = Parser(_allow_list, "host, host:port or CIDR, comma-separated")

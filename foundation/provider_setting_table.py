@@ -13,8 +13,10 @@ from foundation.options import (
     AMQP_URL,
     EVENT_ID,
     HEADER_NAME,
+    OPTIONAL_DELAYS,
     OPTIONAL_HTTP_URL,
     TEXT,
+    VENDOR_PROFILE,
     WEBHOOK_SCHEME,
     WEBHOOK_SECRETS,
     ConfigError,
@@ -26,15 +28,24 @@ from foundation.options import (
     optional_int,
     section,
 )
-from webhooks.schemes import CONFIRM, SECRETLESS, STANDARD
+from webhooks.schemes import SECRETLESS, STANDARD
 
 
 def _scheme_fits_kind(env: str, scheme: str, earlier: Mapping[str, Any]) -> None:
     """An amqp vendor's events and status replies are both checked as Standard Webhooks."""
-    if scheme == CONFIRM:  # its status check is not built: applying the unsigned body would trust a forgery
-        raise ConfigError(f"{env}: confirm is not available yet (issue 40)")
     if earlier["kind"] == "amqp" and scheme != STANDARD:
         raise ConfigError(f"{env} must be {STANDARD} for an amqp provider")
+
+
+def _poll_schedule(env: str, schedule: tuple[float, ...] | None, earlier: Mapping[str, Any]) -> None:
+    """A poll every beat run or faster would ask the vendor as fast as its rate limit lets it."""
+    if schedule is not None and any(delay < 1 for delay in schedule):
+        raise ConfigError(f"{env}: each delay must be at least 1 second")
+
+
+def _profile_fits_kind(env: str, profile: Any, earlier: Mapping[str, Any]) -> None:
+    if profile is not None and earlier["kind"] != "http":
+        raise ConfigError(f"{env} is for an http provider only")
 
 
 def _hmac(values: Mapping[str, Any]) -> bool:
@@ -48,10 +59,16 @@ def _hmac(values: Mapping[str, Any]) -> bool:
 PROVIDER_PREFIX = _S = "LIAISON_PROVIDER_<NAME>_"
 PROVIDER_SECTION = section(
     "One provider: LIAISON_PROVIDER_<NAME>_* for each name in LIAISON_PROVIDERS (the demo's is SIMULATOR)",
-    Option(_S + "KIND", "kind", choice("rest", "amqp"), "rest",
-           "adapter: rest (HTTP + webhooks) or amqp (commands and events over RabbitMQ, issue 13)"),
-    Option(_S + "BASE_URL", "base_url", OPTIONAL_HTTP_URL, "", "where the vendor's API is (required for rest)",
-           example="http://127.0.0.1:5001", required_when=lambda v: v["kind"] == "rest"),
+    Option(_S + "KIND", "kind", choice("rest", "amqp", "http"), "rest",
+           "adapter: rest (HTTP + webhooks, Liaison's own API shape), amqp (commands and events over RabbitMQ, "
+           "issue 13) or http (a vendor's own REST API and events, described by the PROFILE file)"),
+    Option(_S + "PROFILE", "vendor_profile", VENDOR_PROFILE, "",
+           "http: the vendor profile, a TOML file (docs/design.md §5, examples in docs/profiles/), read and "
+           "checked at start-up; it holds no secret (its headers name {api_key}, filled from API_KEY); "
+           "required for http", required_when=lambda v: v["kind"] == "http", check=_profile_fits_kind),
+    Option(_S + "BASE_URL", "base_url", OPTIONAL_HTTP_URL, "", "where the vendor's API is (required for rest and "
+           "http: an http profile's paths are under it)",
+           example="http://127.0.0.1:5001", required_when=lambda v: v["kind"] in ("rest", "http")),
     Option(_S + "AMQP_URL", "amqp_url", AMQP_URL, "", "amqp: the vendor's RabbitMQ, amqp://user:pass@host:5672/vhost "
            "(required for amqp)", secret=True, required_when=lambda v: v["kind"] == "amqp"),
     Option(_S + "WEBHOOK_SCHEME", "webhook_scheme", WEBHOOK_SCHEME, STANDARD,
@@ -90,7 +107,8 @@ PROVIDER_SECTION = section(
            "(default <name>.commands)"),
     Option(_S + "REPLY_QUEUE", "reply_queue", TEXT, "", "amqp: our queue its events arrive on, the reply-to of "
            "every submit and cancel (default liaison.<name>.events; rejects go to <queue>.dead)"),
-    Option(_S + "API_KEY", "api_key", TEXT, "", "rest: sent as Authorization: Bearer, if set", secret=True),
+    Option(_S + "API_KEY", "api_key", TEXT, "", "rest: sent as Authorization: Bearer, if set; http: the profile's "
+           "{api_key}", secret=True),
     Option(_S + "CONNECT_TIMEOUT_S", "connect_timeout_s", decimal(0.01), "3.05",
            "TCP connect to the vendor (amqp: to its broker)"),
     Option(_S + "READ_TIMEOUT_S", "read_timeout_s", decimal(0.01), "10", "rest: between bytes of the vendor's answer"),
@@ -105,6 +123,11 @@ PROVIDER_SECTION = section(
     Option(_S + "SUBMIT_BACKOFF_CAP_S", "submit_backoff_cap_s", decimal(0.0), "300", "longest retry wait"),
     Option(_S + "SUBMIT_MAX_TOTAL_S", "submit_max_total_s", decimal(1.0), "86400",
            "no submit/cancel retry starts later than this after the first try"),
+    Option(_S + "POLL_SCHEDULE_S", "poll_schedule_s", OPTIONAL_DELAYS, "",
+           "poll its open jobs (a vendor that sends no webhooks, or as a safety net): seconds from the submit's "
+           "answer to the first poll, then between polls, the last one repeated, each jittered by 10%; within "
+           "RATE_LIMIT_PER_S, fairly across clients (docs/design.md §5); e.g. 5,15,60,300; empty = no polling",
+           example="", check=_poll_schedule),
     Option(_S + "RECONCILE_AFTER_S", "reconcile_after_s", integer(1), "900",
            "a task quiet this long at the vendor is asked about"),
     Option(_S + "RATE_LIMIT_PER_S", "rate_limit_per_s", decimal(0.01), "10",

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, ClassVar
 
 from foundation.option_reading import by_attr, masked_repr, read_options, secret_attrs
 from foundation.options import Option
 from foundation.provider_setting_table import PROVIDER_OPTIONS, PROVIDER_PREFIX
+from webhooks.events import EventParser, parser_for
 from webhooks.schemes import EventIdSource, HmacParams, Profile
+from wire.profiles import VendorProfile
 
 
 def _provider_default(attr: str) -> Any:
@@ -33,6 +36,7 @@ class ProviderSettings:
     kind: str
     base_url: str
     webhook_secrets: tuple[str, ...]
+    vendor_profile: VendorProfile | None = None  # kind http (wire.profiles)
     connect_timeout_s: float = _provider_default("connect_timeout_s")
     read_timeout_s: float = _provider_default("read_timeout_s")
     api_key: str = _provider_default("api_key")
@@ -49,6 +53,7 @@ class ProviderSettings:
     max_in_flight: int = _provider_default("max_in_flight")
     max_concurrent_calls: int | None = _provider_default("max_concurrent_calls")
     call_deadline_s: float = _provider_default("call_deadline_s")
+    poll_schedule_s: tuple[float, ...] | None = _provider_default("poll_schedule_s")
     amqp_url: str = _provider_default("amqp_url")
     command_queue: str = _provider_default("command_queue")
     reply_queue: str = _provider_default("reply_queue")
@@ -74,6 +79,18 @@ class ProviderSettings:
             self.webhook_hmac_separator,
         )
         return Profile(self.webhook_scheme, self.webhook_secrets, params, self.webhook_event_id, tolerance_s)
+
+    @cached_property
+    def event_parser(self) -> EventParser:
+        """How this provider's event bodies are read: its profile's ``[events]``, else Liaison's shape."""
+        return parser_for(self.vendor_profile)
+
+    @property
+    def hint_job_pointer(self) -> str | None:
+        """Where a ``confirm`` hint names its job: the profile's ``events.job_id``, else the event
+        shape's (None: ``webhooks.schemes.hint_job_id``'s default)."""
+        events = self.vendor_profile.events if self.vendor_profile is not None else None
+        return events.job_id if events is not None else None
 
     @staticmethod
     def options_for(name: str) -> tuple[Option, ...]:

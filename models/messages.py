@@ -37,8 +37,15 @@ class OutboxKind:
     PROBE = "probe"
     #: an event for a domain app's broker channel (a task.* event, or a command's rejection)
     CHANNEL = "channel"
+    #: ask the vendor for a job's status and apply what it says, nothing else: a ``confirm`` hint's
+    #: check, or a poll (``service.checks``); at most one pending per task
+    CHECK = "check"
 
-    ALL = (SUBMIT, CANCEL, RELAY, NOTIFY, PROBE, CHANNEL)
+    ALL = (SUBMIT, CANCEL, RELAY, NOTIFY, PROBE, CHANNEL, CHECK)
+
+
+#: A task's pending status check: the predicate of the unique index that allows one at a time.
+PENDING_CHECK = "kind = 'check' AND done_at IS NULL"
 
 
 #: a dead letter is the outbox kind that failed, or ``poison`` (a message that never finished a
@@ -57,6 +64,15 @@ class OutboxMessage(Base):
         # One relay per place in its task's callback order; the index also finds a relay's
         # earlier siblings (core/ordering.py). Rows without a sequence (submit, cancel) are not unique.
         UniqueConstraint("task_id", "sequence"),
+        # At most one pending status check per task, however many hints or polls ask for one
+        # (service.checks): a flood of unsigned hints costs one vendor call at a time, not one each.
+        Index(
+            "ux_outbox_messages_pending_check",
+            "task_id",
+            unique=True,
+            postgresql_where=text(PENDING_CHECK),
+            sqlite_where=text(PENDING_CHECK),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

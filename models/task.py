@@ -23,6 +23,8 @@ AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
 NOT_SUBMITTED = "state = 'requested'"
 #: at the vendor with a heartbeat armed: what the heartbeat check reads (``heartbeat_due_at``)
 HEARTBEAT_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND heartbeat_due_at IS NOT NULL"
+#: at the vendor with a poll scheduled: what the poll job reads (``poll_due_at``, service.polling)
+POLL_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND poll_due_at IS NOT NULL"
 #: not final: what counts against a client's cap on open tasks (LIAISON_CLIENT_MAX_OPEN_TASKS)
 OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
 #: final: what retention may remove once it has been quiet for long enough (service.retention)
@@ -62,6 +64,7 @@ class ExternalTask(Base):
         _partial("ix_external_tasks_quiet_requested", "checked_at", predicate=NOT_SUBMITTED),
         _partial("ix_external_tasks_client_open", "client_id", predicate=OPEN),
         _partial("ix_external_tasks_heartbeat_due", "heartbeat_due_at", predicate=HEARTBEAT_ARMED),
+        _partial("ix_external_tasks_poll_due", "provider", "poll_due_at", predicate=POLL_ARMED),
         _partial("ix_external_tasks_retrying", "next_attempt_at", predicate="next_attempt_at IS NOT NULL"),
         _partial("ix_external_tasks_finished", "updated_at", predicate=FINISHED),  # retention, oldest first
         # fair dispatch: a client's queue in rank order, and what is on its way or open at a vendor
@@ -100,6 +103,10 @@ class ExternalTask(Base):
     heartbeat_timeout_s: Mapped[int | None] = mapped_column()
     last_event_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     heartbeat_due_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    # Polling (docs/design.md §5, a provider's ``POLL_SCHEDULE_S``): when the vendor is next asked
+    # about the job (null: not polled), and how many polls were made so far (the schedule's step).
+    poll_due_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    polls: Mapped[int] = mapped_column(default=0, server_default="0")
     # Last time anything happened to the task or reconciliation asked the vendor about it.
     checked_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     attempts: Mapped[int] = mapped_column(default=0)

@@ -34,6 +34,8 @@ INCIDENT_FOR_KIND = {
     OutboxKind.NOTIFY: IncidentKind.NOTIFICATION_FAILED,
     # a probe that never finished: the escalation it stood for did not happen either
     OutboxKind.PROBE: IncidentKind.DEADLINE_EXCEEDED,
+    # a status check (a confirm hint's, a poll) that never finished: the next one asks again
+    OutboxKind.CHECK: IncidentKind.BATCH_ROW_FAILED,
 }
 PARKED_ENDPOINT_GONE = "endpoint_gone"
 

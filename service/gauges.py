@@ -13,7 +13,7 @@ from models.attention import Incident, OrphanEvent
 from models.client import Client
 from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
-from models.task import QUEUED, ExternalTask
+from models.task import POLL_ARMED, QUEUED, ExternalTask
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class GaugeCounts:
     outbox_pending: list[tuple[str, int, datetime | None]]  # kind, count, oldest created_at
     queued: list[tuple[str, str, int, datetime]]  # provider, client name, count, oldest created_at
     unhealthy: list[tuple[int, datetime | None, datetime | None]]  # failures, paused_until, probe_until
+    #: provider, its earliest next poll (on ix_external_tasks_poll_due)
+    poll_due: list[tuple[str, datetime]]
 
 
 def limit_statements(conn: Connection, statement_timeout_ms: int) -> None:
@@ -65,6 +67,11 @@ def read_counts(conn: Connection) -> GaugeCounts:
             EndpointHealth.failures > 0
         )
     ).all()
+    poll_due = conn.execute(
+        select(ExternalTask.provider, func.min(ExternalTask.poll_due_at))
+        .where(text(POLL_ARMED))
+        .group_by(ExternalTask.provider)
+    ).all()
     return GaugeCounts(
         tasks=[(state, provider, n) for state, provider, n in tasks],
         dead_letters_open=[(kind, fault, n) for kind, fault, n in dead],
@@ -73,4 +80,5 @@ def read_counts(conn: Connection) -> GaugeCounts:
         outbox_pending=[(kind, n, oldest) for kind, n, oldest in outbox],
         queued=[(provider, client, n, first) for provider, client, n, first in queued],
         unhealthy=[(failures, paused, probe) for failures, paused, probe in unhealthy],
+        poll_due=[(provider, due) for provider, due in poll_due],
     )

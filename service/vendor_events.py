@@ -163,6 +163,17 @@ _RECORD_MESSAGE = upsert(
 )
 
 
+def job_of_reference(session: Session, source: str, reference: str) -> str | None:
+    """The vendor job id of this provider's task with our ``reference``: None when there is no such
+    task, "" while its submit's answer is not recorded (an event naming the reference waits)."""
+    row = session.execute(
+        select(ExternalTask.vendor_job_id).where(ExternalTask.provider == source, ExternalTask.reference == reference)
+    ).first()
+    if row is None:
+        return None
+    return row[0] or ""
+
+
 def _note_duplicate(session: Session, message_id: str, event: VendorEvent, now: datetime, task_id: int | None) -> None:
     """A message received again goes on its task's timeline (operators see every webhook, the
     duplicates too): it changes nothing of the task. Unknown job: nothing to note it on."""

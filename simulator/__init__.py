@@ -12,6 +12,10 @@ With ``SIMULATOR_AMQP_URL`` set it is also an ``amqp`` vendor (``simulator/broke
 publishes the same signed events to each job's reply-to queue, with the same knobs and one store, so
 ``/_sim/jobs`` shows both kinds of job.
 
+``SIMULATOR_PERSONALITY`` picks the vendor it plays: ``liaison`` (the default: all of the above),
+``stripe``, ``github``, ``poll-only`` or ``token-url`` (``simulator.personality`` has the table); the
+knobs and the control API are the same under each.
+
 Nothing happens at import; ``create_app`` reads the settings and fails fast on a bad secret.
 """
 
@@ -22,13 +26,13 @@ from typing import Any
 from flask import Flask
 from werkzeug.exceptions import HTTPException
 
-from simulator import control, views
+from simulator import control, github_api, stripe_api, views
 from simulator.broker import BrokerVendor
 from simulator.dispatch import Dispatcher
 from simulator.engine import Engine
 from simulator.problems import http_error
 from simulator.runtime import EXTENSION_KEY, Runtime
-from simulator.settings import Settings, SettingsError, load_settings
+from simulator.settings import GITHUB, STRIPE, Settings, SettingsError, load_settings
 from simulator.store import Store
 
 __all__ = ["Settings", "SettingsError", "create_app"]
@@ -38,11 +42,15 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     """Build a simulator app.
 
     ``config`` keys (else environment variables of the same name): ``SIMULATOR_WEBHOOK_SECRET``
-    (required, ``whsec_...``), ``SIMULATOR_ACCEPT_DELAY_S`` (0.5), ``SIMULATOR_COMPLETE_DELAY_S``
-    (2.0), ``SIMULATOR_WEBHOOK_TIMEOUT_S`` (5), ``SIMULATOR_RETRY_BACKOFF_S`` (0.2,0.5,1,2: the
-    pauses between webhook re-sends), ``SIMULATOR_AMQP_URL`` (unset: off; set: broker mode, see
-    ``simulator.broker``) and ``SIMULATOR_AMQP_COMMAND_QUEUE`` (``sim.commands``). Other keys go to
-    ``app.config`` as usual.
+    (``whsec_...``; its form per personality: ``simulator.settings``), ``SIMULATOR_ACCEPT_DELAY_S``
+    (0.5), ``SIMULATOR_COMPLETE_DELAY_S`` (2.0), ``SIMULATOR_WEBHOOK_TIMEOUT_S`` (5),
+    ``SIMULATOR_RETRY_BACKOFF_S`` (0.2,0.5,1,2: the pauses between webhook re-sends),
+    ``SIMULATOR_AMQP_URL`` (unset: off; set: broker mode, see ``simulator.broker``),
+    ``SIMULATOR_AMQP_COMMAND_QUEUE`` (``sim.commands``), ``SIMULATOR_PERSONALITY`` (``liaison``),
+    ``SIMULATOR_WEBHOOK_URL`` (stripe, github: where their webhooks go) and
+    ``SIMULATOR_CALLBACK_ORIGINS`` (token-url: where a handed callback URL may point; empty:
+    loopback only) and ``SIMULATOR_WEBHOOK_BASIC_AUTH`` (``user:password``: an ``Authorization:
+    Basic`` header on every webhook; empty: none). Other keys go to ``app.config`` as usual.
     Raises :class:`SettingsError` when the settings are unusable.
     """
     settings = load_settings(config)
@@ -59,7 +67,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         broker.start()
     app.extensions[EXTENSION_KEY] = Runtime(settings, store, engine, broker)
 
-    app.register_blueprint(views.bp)
+    # the vendor's API, in the shapes of the vendor it plays (simulator.personality)
+    api = {STRIPE: stripe_api.bp, GITHUB: github_api.bp}.get(settings.personality, views.bp)
+    app.register_blueprint(api)
     app.register_blueprint(control.bp)
     app.register_error_handler(HTTPException, http_error)
     return app

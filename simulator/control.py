@@ -30,8 +30,10 @@ def healthz() -> Response:
 
 @bp.get("/_sim/jobs")
 def list_everything() -> Response:
-    """All jobs, submit attempts per Idempotency-Key, every webhook delivery, the config."""
-    return jsonify(runtime().store.snapshot())
+    """All jobs, submit attempts per Idempotency-Key, every webhook delivery, the config, and the
+    vendor played (jobs are shown in the simulator's own terms, whichever it is)."""
+    rt = runtime()
+    return jsonify({**rt.store.snapshot(), "personality": rt.settings.personality})
 
 
 @bp.get("/_sim/config")

@@ -1,4 +1,6 @@
-"""Sending signed webhooks to a job's ``callback_url``, the way a real vendor would.
+"""Sending a job's webhooks the way the vendor the simulator plays would (``simulator.personality``):
+signed and enveloped as that vendor does, to the job's ``callback_url`` or to the endpoint
+registered at the vendor; the ``poll-only`` vendor sends none.
 
 ``deliver`` blocks (re-sends included), so callers run it in a background thread, never in a
 request thread. Each event keeps one webhook-id for all duplicates and re-sends: that is what lets
@@ -14,10 +16,10 @@ from typing import Any
 
 import requests
 
+from simulator import personality
 from simulator.amqp_publish import publish_signed
 from simulator.settings import Settings
 from simulator.store import Delivery, Job, Store
-from webhooks.signing import sign
 
 #: A job's callback_url for a job submitted over AMQP: the prefix, then its reply-to queue.
 AMQP_PREFIX = "amqp:"
@@ -43,7 +45,10 @@ class Dispatcher:
         if event_type in job.behaviour.drop:
             self._record(job, event_type, webhook_id, 1, 0, None, None, "dropped")
             return
-        body = encode(payload)
+        if not personality.sends_webhooks(self._settings.personality):  # poll-only: ask GET /jobs/<id>
+            self._record(job, event_type, webhook_id, 1, 0, None, None, "not_sent")
+            return
+        body = encode(personality.envelope(self._settings.personality, job, payload, webhook_id, time.time()))
         copies = job.behaviour.duplicate
         if copies == 1:
             self._send_with_retries(job, event_type, webhook_id, body, 1)
@@ -71,7 +76,7 @@ class Dispatcher:
             if job.callback_url.startswith(AMQP_PREFIX):  # a job submitted over the broker
                 status, error = self._publish(job, event_type, webhook_id, body)
             else:
-                status, error = self._post(job.callback_url, webhook_id, body)
+                status, error = self._post(personality.target(self._settings, job), webhook_id, body)
             if status is not None and 200 <= status < 300:
                 self._record(job, event_type, webhook_id, copy, attempt, status, None, "delivered")
                 return
@@ -82,8 +87,7 @@ class Dispatcher:
                 time.sleep(backoff[attempt - 1])
 
     def _post(self, url: str, webhook_id: str, body: bytes) -> tuple[int | None, str | None]:
-        headers = sign(self._settings.webhook_secret, webhook_id, int(time.time()), body).as_dict()
-        headers["Content-Type"] = "application/json"
+        headers = personality.headers(self._settings, webhook_id, body)
         try:
             with requests.Session() as session:
                 # A vendor's egress is its own: the proxy, CA bundle and ~/.netrc of whoever runs

@@ -81,8 +81,8 @@ class Engine:
             return
         for percent in job.behaviour.progress:
             time.sleep(job.behaviour.progress_interval_s)
-            current = self._store.get(job_id)
-            if current is None or current.status != "running":
+            current, changed = self._store.transition(job_id, {"running"}, "running", progress=percent)
+            if current is None or not changed:
                 return
             payload = {"type": EVENT_PROGRESS, "job_id": job_id, "percent": percent, "message": f"{percent:g}% done"}
             self._dispatcher.deliver(current, EVENT_PROGRESS, payload, webhook_id="msg_" + uuid.uuid4().hex)

@@ -8,6 +8,7 @@ racing requests can never create two jobs or both "win" a cancel.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 import time
@@ -19,6 +20,13 @@ from typing import Any
 from simulator.behaviour import EVENT_TYPES, Behaviour, GlobalConfig
 
 ACTIVE_STATUSES = frozenset({"queued", "running"})
+#: GitHub-style numeric job ids: increasing, from a random start, so two simulators rarely agree.
+_NUMERIC_IDS = itertools.count(10**9 + secrets.randbelow(10**9))
+
+
+def numeric_job_id() -> str:
+    """A GitHub-style job id (an integer, kept as its decimal text like every other job id)."""
+    return str(next(_NUMERIC_IDS))
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class Job:
     created_at: float = field(default_factory=time.time)
     accepted_at: float | None = None
     finished_at: float | None = None
+    #: the last ``progress`` percentage reported (the stripe and github objects show it)
+    progress: float | None = None
     #: the W3C ``traceparent`` header the job was created with, as received (tests check the trace)
     traceparent: str | None = None
     #: the W3C ``baggage`` header it was created with, as received: what a caller leaked (issue 44)
@@ -62,7 +72,7 @@ class Delivery:
     attempt: int
     status: int | None  # HTTP status, None on a connection error or a drop
     error: str | None
-    result: str  # delivered | retrying | gave_up | dropped | silenced
+    result: str  # delivered | retrying | gave_up | dropped | silenced | not_sent (poll-only)
     at: float = field(default_factory=time.time)
 
 
@@ -134,6 +144,10 @@ class Store:
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
+
+    def all_jobs(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
 
     def find(self, reference: str) -> list[Job]:
         with self._lock:

@@ -1,21 +1,24 @@
-"""The provider contract (docs/design.md §5) that Liaison's generic REST provider speaks."""
+"""The provider contract (docs/design.md §5) that Liaison's generic REST provider speaks: the API of
+the ``liaison`` personality, and of ``poll-only`` (no ``callback_url``) and ``token-url`` (whose
+``callback_url`` must lie on an allowed origin, ``simulator.callbacks``)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from simulator.behaviour import BehaviourError, resolve_behaviour
+from simulator import submission
+from simulator.callbacks import callback_allowed
 from simulator.problems import problem
 from simulator.runtime import runtime
-from simulator.store import new_job
+from simulator.settings import POLL_ONLY, TOKEN_URL
+from simulator.submission import DOWN, INVALID_KNOBS, REJECTED, TRANSIENT
 
 bp = Blueprint("provider", __name__)
 
 
-def _body_errors(body: Any) -> list[str]:
+def _body_errors(body: Any, personality: str, origins: tuple[str, ...]) -> list[str]:
     if not isinstance(body, dict):
         return ["body must be a JSON object"]
     errors = []
@@ -24,9 +27,13 @@ def _body_errors(body: Any) -> list[str]:
         errors.append("reference must be a non-empty string")
     if "input" not in body:
         errors.append("input is required (any JSON value)")
+    if personality == POLL_ONLY:
+        return errors  # a vendor without webhooks has no use for a callback URL
     callback_url = body.get("callback_url")
     if not isinstance(callback_url, str) or not callback_url.startswith(("http://", "https://")):
         errors.append("callback_url must be an http(s) URL")
+    elif personality == TOKEN_URL and not callback_allowed(callback_url, origins):
+        errors.append("callback_url is not on an origin this vendor calls back (SIMULATOR_CALLBACK_ORIGINS)")
     return errors
 
 
@@ -37,6 +44,14 @@ def _job_response(job_public: dict[str, Any], status: int) -> Response:
     return response
 
 
+_TITLES = {
+    INVALID_KNOBS: "Invalid simulate knobs",
+    DOWN: "Vendor unavailable",
+    REJECTED: "Job rejected",
+    TRANSIENT: "Temporarily unavailable",
+}
+
+
 @bp.post("/jobs")
 def submit_job() -> Response:
     """Create a job, once per Idempotency-Key, unless a knob says to fail first."""
@@ -45,54 +60,27 @@ def submit_job() -> Response:
     if not key:
         return problem(400, "Missing Idempotency-Key", "POST /jobs needs an Idempotency-Key header")
     body = request.get_json(force=True, silent=True)
-    errors = _body_errors(body)
+    errors = _body_errors(body, rt.settings.personality, rt.settings.callback_origins)
     if errors:
         return problem(400, "Malformed job request", errors=errors)
     assert isinstance(body, dict)  # _body_errors accepts nothing else
-    config = rt.store.config
-    try:
-        behaviour = resolve_behaviour(config, body["input"])
-    except BehaviourError as exc:
-        return problem(400, "Invalid simulate knobs", str(exc), errors=exc.errors)
-
-    attempt = rt.store.count_attempt(key)
-    if config.down:
-        return problem(config.down_status, "Vendor unavailable", "simulated outage (down)")
-    existing = rt.store.job_for_key(key)
-    if existing is None:
-        if behaviour.reject:
-            return problem(422, "Job rejected", "simulated permanent rejection (reject)")
-        if attempt <= behaviour.transient_failures:
-            response = problem(
-                behaviour.transient_status,
-                "Temporarily unavailable",
-                f"simulated transient failure {attempt} of {behaviour.transient_failures}",
-            )
-            if behaviour.retry_after is not None:
-                response.headers["Retry-After"] = str(behaviour.retry_after)
-            return response
-
-    job, created = (
-        (existing, False)
-        if existing
-        else rt.store.add_or_get(
-            new_job(
-                key,
-                body["reference"],
-                body["input"],
-                body["callback_url"],
-                behaviour,
-                traceparent=request.headers.get("traceparent"),
-                baggage=request.headers.get("baggage"),
-            )
-        )
+    callback_url = "" if rt.settings.personality == POLL_ONLY else body["callback_url"]
+    result = submission.submit(
+        rt,
+        key,
+        body["reference"],
+        body["input"],
+        callback_url,
+        request.headers.get("traceparent"),
+        request.headers.get("baggage"),
     )
-    if created:
-        rt.engine.start(job)
-    answer = job.public()  # the state as of now; the sleep below must not change the answer
-    if behaviour.slow_s:
-        time.sleep(behaviour.slow_s)  # after creation: a client that timed out can find the job
-    return _job_response(answer, 201 if created else 200)
+    if isinstance(result, submission.Refusal):
+        extra = {"errors": result.errors} if result.errors else {}
+        response = problem(result.status, _TITLES[result.reason], result.detail, **extra)
+        if result.retry_after is not None:
+            response.headers["Retry-After"] = str(result.retry_after)
+        return response
+    return _job_response(result.job.public(), 201 if result.created else 200)
 
 
 @bp.get("/jobs/<job_id>")

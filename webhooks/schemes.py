@@ -19,8 +19,9 @@ The schemes (``LIAISON_PROVIDER_<NAME>_WEBHOOK_SCHEME``):
 - ``basic``: ``Authorization: Basic`` with one of the configured ``user:password`` pairs.
 - ``token-url``: the request's path carries the per-task token Liaison gave the vendor at submit;
   this checks its form and returns its digest, the caller finds the task it belongs to.
-- ``confirm``: nothing is proven: the event is a *hint*, and the caller asks the vendor's status
-  API instead of applying the body.
+- ``confirm``: nothing is proven: the event is a *hint*. Only a job id is read of its body
+  (:func:`hint_job_id`), and the caller asks the vendor's status API about that job instead of
+  applying the body.
 
 The event id (the inbox's dedup key) comes from :class:`EventIdSource`: a header, a JSON pointer
 into the (verified) body, or the SHA-256 of the raw body; each scheme has a default.
@@ -40,6 +41,7 @@ from typing import Any
 from webhooks.signing import DEFAULT_TOLERANCE_S, HeaderItems, SignatureError, StaleTimestamp, decode_secret
 from webhooks.signing import verify as verify_standard
 from wire.bounded_json import InvalidJson, strict_loads
+from wire.json_pointer import PointerMissing, resolve
 
 STANDARD, STRIPE, GITHUB, HMAC, BASIC, TOKEN_URL, CONFIRM = (
     "standard-webhooks",
@@ -345,23 +347,36 @@ VERIFIERS: dict[str, Verifier] = {
 
 def _pointer(body: bytes, pointer: str) -> str:
     try:
-        data: Any = strict_loads(body, max_depth=_POINTER_MAX_DEPTH)
+        data: Any = resolve(strict_loads(body, max_depth=_POINTER_MAX_DEPTH), pointer)
     except InvalidJson:
         raise EventIdError("malformed_event_id") from None
-    for raw_part in pointer.split("/")[1:]:
-        part = raw_part.replace("~1", "/").replace("~0", "~")
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
-            data = data[int(part)]
-        else:
-            raise EventIdError("missing_event_id")
+    except PointerMissing:
+        raise EventIdError("missing_event_id") from None
     if isinstance(data, bool) or not isinstance(data, (str, int)):
         raise EventIdError("malformed_event_id")
     text = str(data)
     if not text:
         raise EventIdError("missing_event_id")
     return text
+
+
+#: Where a ``confirm`` hint names its job: the vendor event's own ``job_id`` (docs/design.md §4).
+HINT_JOB_ID_POINTER = "/job_id"
+#: A job id as the provider contract allows it: printable ASCII, at most 200 characters.
+_JOB_ID = re.compile(r"[!-~]{1,200}")
+
+
+def hint_job_id(body: bytes, pointer: str = HINT_JOB_ID_POINTER) -> str:
+    """The one thing a ``confirm`` hint is read for: the job it is about, at ``pointer`` (an RFC 6901
+    JSON pointer; the event shape's ``job_id`` by default). Nothing else of the body is looked at,
+    let alone trusted; a job id outside the contract's form refuses the hint (EventIdError → 400)."""
+    try:
+        found = _pointer(body, pointer)
+    except EventIdError as exc:
+        raise EventIdError(exc.reason.replace("event_id", "job_id")) from None
+    if not _JOB_ID.fullmatch(found):
+        raise EventIdError("malformed_job_id")
+    return found
 
 
 def event_id(source: EventIdSource, native: str, headers: HeaderItems, body: bytes) -> str:

@@ -32,6 +32,7 @@ TASK_FOR_KIND = {
     OutboxKind.NOTIFY: "liaison.notify",
     OutboxKind.PROBE: "liaison.probe",
     OutboxKind.CHANNEL: "liaison.channel",
+    OutboxKind.CHECK: "liaison.check",
 }
 #: Reconnect once (a pooled connection may be stale after a broker restart), then leave it to the
 #: sweep: a request must not hang on a broker that is down.

@@ -1,7 +1,9 @@
 """``POST /webhooks/<provider>``: the HTTP way in for vendor events (``service.ingress``).
 
 The answer is 2xx only once the event is durably stored (duplicates and orphans included); calls to
-other systems happen after the response, from workers.
+other systems happen after the response, from workers. A ``confirm`` provider's hint is answered
+202: its status check is stored (or one was pending, the task is final, or the job is unknown:
+nothing stored); the body itself is never applied.
 """
 
 from __future__ import annotations
@@ -78,4 +80,4 @@ def _receive(provider: str, token: str | None) -> tuple[Response, int]:
     # in the task's trace: the commit publishes the relays the event made, and they continue it
     with tracing.continued(received.traceparent, "liaison.webhook", provider=provider, status=received.status):
         session.commit()
-    return jsonify({"status": received.status, "message_id": received.message_id}), 200
+    return jsonify({"status": received.status, "message_id": received.message_id}), 202 if received.hint else 200

@@ -3,7 +3,8 @@
 Celery's own consumer logs and rejects (or, for a decode error, acks) a message naming no known
 task or that cannot be decoded: on Redis it is simply gone. Ours first stores it as a DeadLetter
 (kind ``poison``) with an Incident, then lets Celery reject it as usual (on RabbitMQ the queue's
-dead-letter exchange keeps a copy too).
+dead-letter exchange keeps a copy too). It is a :class:`BrokerLossConsumer`: a broker restart
+does not end the worker, and what it held on Redis is put back after the reconnect.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery.worker.consumer import Consumer
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.consumers.broker_loss import BrokerLossConsumer
 from models.base import utcnow
 from service.dead_letters import dead_letter_message
 
@@ -33,7 +34,9 @@ def _describe(message: Any, body: Any) -> tuple[str, dict[str, Any]]:
     }
 
 
-class DeadLetteringConsumer(Consumer):
+class DeadLetteringConsumer(BrokerLossConsumer):
+    """Also lives through a broker loss (``app.consumers.broker_loss``)."""
+
     def _keep(self, message: Any, body: Any, error: str) -> None:
         message_id, payload = _describe(message, body)
         flask_app = getattr(self.app, "flask_app", None)

@@ -189,6 +189,15 @@ class BusinessCollector(Collector):
         for provider in sorted({*self.providers, *first_queued}):
             family.add_metric([provider], _age_s(now, first_queued.get(provider)))
 
+        poll_due = dict(counts.poll_due)
+        family = out.gauge(
+            "liaison_poll_oldest_due_age_seconds",
+            "How long the longest-due poll of an open job has waited, by provider (0 when none is overdue).",
+            ["provider"],
+        )
+        for provider in sorted({*self.providers, *poll_due}):
+            family.add_metric([provider], _age_s(now, poll_due.get(provider)))
+
         endpoint_counts = dict.fromkeys(UNHEALTHY_STATES, 0)
         for failures, paused_until, probe_until in counts.unhealthy:
             endpoint_counts[health_state(failures, paused_until, probe_until, now)] += 1

@@ -22,8 +22,14 @@ class Measures:
     rss_end: dict[str, list[int]] = field(default_factory=dict)
     open_dead_letters: Counter[str] = field(default_factory=Counter)
     open_incidents: Counter[str] = field(default_factory=Counter)
-    unexpected_exits: list[str] = field(default_factory=list)
+    unexpected_exits: list[str] = field(default_factory=list)  # each one fails the run
     sweeps: list[tuple[float, int]] = field(default_factory=list)  # (run seconds, rows published)
+
+
+def passed(acc: Accounting, measures: Measures) -> bool:
+    """The run's verdict: nothing lost, doubled or completed twice, and no process exited on its own
+    (a broker restart, a database restart or a vendor outage must not end one: issue 41.1)."""
+    return acc.ok and not measures.unexpected_exits
 
 
 def _mib(kib: int) -> str:
@@ -67,6 +73,7 @@ def render(
         f"doubled at the vendor:      {len(acc.doubled)}  (more than one vendor job for one task)",
         f"completed twice:            {len(acc.completed_twice)}  (task.completed under two webhook-ids;"
         f" redeliveries of one webhook-id: {acc.redeliveries}, allowed)",
+        f"processes that exited:      {len(measures.unexpected_exits)}  (a Procfile process that ended on its own)",
         f"submits not 202 while the broker was down: {len(broker_down)}"
         + (f" ({broker_statuses}); each retried with its Idempotency-Key until taken" if broker_down else ""),
     ]
@@ -97,16 +104,17 @@ def render(
     lines += listing("not succeeded", acc.not_succeeded)
     if measures.unexpected_exits:
         lines += [
-            "  processes that exited on their own (restarted, as a supervisor would):",
+            "  processes that exited on their own (each fails the run; restarted, as a supervisor would, so the"
+            " run goes on and its work can still be counted):",
             *(f"    {e}" for e in measures.unexpected_exits),
         ]
     if chaos.failures:
         lines += ["  chaos actions that failed:", *(f"    {f}" for f in chaos.failures)]
     lines += ["", "== chaos event log", *(f"[{at:7.1f}s] {text}" for at, text in timeline.events)]
-    verdict = "PASS" if acc.ok else "FAIL"
+    verdict = "PASS" if passed(acc, measures) else "FAIL"
     lines += [
         "",
         f"{verdict}: {len(acc.lost)} lost, {len(acc.doubled)} doubled at the vendor, "
-        f"{len(acc.completed_twice)} completed twice",
+        f"{len(acc.completed_twice)} completed twice, {len(measures.unexpected_exits)} process exits",
     ]
     return "\n".join(lines)

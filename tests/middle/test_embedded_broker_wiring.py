@@ -18,6 +18,10 @@ def test_the_celery_app_uses_the_whole_file_transport_for_the_embedded_broker(
 
 
 def test_a_server_broker_keeps_kombus_transport(migrated_template: Path, tmp_path: Path) -> None:
-    """Only the URL's scheme picks a server broker's transport (nothing connects here)."""
-    app = in_process_app(migrated_template, tmp_path, CELERY_BROKER_URL="redis://127.0.0.1:6379/0")
+    """Only the URL's scheme picks a server broker's transport (nothing connects here): RabbitMQ's is
+    kombu's; Redis's is kombu's with channels that survive their connection's release
+    (app/redis_broker.py, issue 41.1: changed on purpose from kombu's own)."""
+    app = in_process_app(migrated_template, tmp_path, CELERY_BROKER_URL="amqp://guest:guest@127.0.0.1:5672//")
     assert app.extensions["celery"].conf.broker_transport is None
+    app = in_process_app(migrated_template, tmp_path, CELERY_BROKER_URL="redis://127.0.0.1:6379/0")
+    assert app.extensions["celery"].conf.broker_transport == "app.redis_broker:Transport"

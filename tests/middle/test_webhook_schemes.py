@@ -190,16 +190,13 @@ def test_the_event_id_source_is_the_profiles(migrated_template: Path, tmp_path: 
 
 
 def test_a_confirm_hint_is_never_applied(migrated_template: Path, tmp_path: Path) -> None:
-    """Were a provider's profile ``confirm`` (start-up refuses it until its status check exists), an
-    unsigned body would still change nothing: a hint is refused, not applied."""
-    from dataclasses import replace
-
-    app = in_process_app(migrated_template, tmp_path)
+    """A ``confirm`` provider's unsigned body changes nothing: it is a hint, answered 202 with a
+    status check of its job written (tests/middle/test_confirm_hints.py), never applied."""
+    app = in_process_app(migrated_template, tmp_path, LIAISON_PROVIDER_SIM_WEBHOOK_SCHEME="confirm")
     ctx = app.extensions["liaison"]
-    ctx.settings.providers["sim"] = replace(ctx.settings.providers["sim"], webhook_scheme="confirm")
     with ctx.db.transaction() as session:
         at_vendor(session, new_client(session), "order-1", "job-1")
-    assert _post(app, _body(), {})[0] == 401
+    assert _post(app, _body(), {})[0] == 202
     assert _stored(app) == (0, "submitted")
     ctx.db.dispose()
 

@@ -49,9 +49,14 @@ def test_token_url_needs_no_secret() -> None:
     assert read(WEBHOOK_SCHEME="token-url").webhook_secrets == ()
 
 
-def test_confirm_is_refused_until_its_status_check_exists() -> None:
-    """Its verifier proves nothing: with no status check behind it, the body would be applied unsigned."""
-    assert refused(WEBHOOK_SCHEME="confirm") == f"{P}WEBHOOK_SCHEME: confirm is not available yet (issue 40)"
+def test_confirm_needs_no_secret_and_is_rest_only() -> None:
+    """Its hints prove nothing and ask the vendor's status API (service.checks): no secret; an amqp
+    vendor's events are signed, so it keeps standard-webhooks."""
+    assert read(WEBHOOK_SCHEME="confirm").webhook_scheme == "confirm"
+    amqp = {"KIND": "amqp", "AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/"}
+    assert (
+        refused(**amqp, WEBHOOK_SCHEME="confirm") == f"{P}WEBHOOK_SCHEME must be standard-webhooks for an amqp provider"
+    )
 
 
 def test_hmac_needs_its_header_and_a_timestamp_header_for_timestamp_body() -> None:

@@ -699,3 +699,30 @@ def test_two_amqp_providers_may_not_share_a_reply_queue():
     Settings.from_env(env).validate()  # each has its own by default
     assert "REPLY_QUEUE of its own" in config_error({**env, "LIAISON_PROVIDER_OTHER_REPLY_QUEUE": "liaison.bus.events"})
     assert "REPLY_QUEUE of its own" in config_error({**env, "LIAISON_PROVIDER_OTHER_REPLY_QUEUE": "bus.commands"})
+
+
+def test_an_http_provider_needs_its_profile_and_only_it_takes_one(tmp_path):
+    """kind http (issue 40): the profile is required, read at start-up (a mistake names the variable,
+    the file and the key), and refused for another kind; the default kind is still rest."""
+    from pathlib import Path
+
+    example = str(Path(__file__).resolve().parents[2] / "docs" / "profiles" / "stripe-like.toml")
+    http = bus_env(LIAISON_PROVIDER_BUS_KIND="http", LIAISON_PROVIDER_BUS_BASE_URL="http://vendor.example")
+    assert config_error(http) == "LIAISON_PROVIDER_BUS_PROFILE is required for provider 'bus'"
+    bus = Settings.from_env({**http, "LIAISON_PROVIDER_BUS_PROFILE": example}).providers["bus"]
+    assert bus.kind == "http" and bus.vendor_profile is not None and bus.vendor_profile.path == example
+    broken = tmp_path / "broken.toml"
+    broken.write_text(Path(example).read_text().replace('method = "GET"', 'method = "FETCH"', 1))
+    assert config_error({**http, "LIAISON_PROVIDER_BUS_PROFILE": str(broken)}) == (
+        f"LIAISON_PROVIDER_BUS_PROFILE: {broken}: status.method: must be one of GET, POST, PUT, PATCH, DELETE"
+    )
+    del http["LIAISON_PROVIDER_BUS_BASE_URL"]
+    assert "LIAISON_PROVIDER_BUS_BASE_URL is required" in config_error(
+        {**http, "LIAISON_PROVIDER_BUS_PROFILE": example}
+    )
+    rest = bus_env(LIAISON_PROVIDER_BUS_KIND="rest", LIAISON_PROVIDER_BUS_BASE_URL="http://vendor.example")
+    assert config_error({**rest, "LIAISON_PROVIDER_BUS_PROFILE": example}) == (
+        "LIAISON_PROVIDER_BUS_PROFILE is for an http provider only"
+    )
+    default = {k: v for k, v in rest.items() if k != "LIAISON_PROVIDER_BUS_KIND"}
+    assert Settings.from_env(default).providers["bus"].kind == "rest"

@@ -13,6 +13,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 import workers.tasks.beat
 import workers.tasks.cancel
 import workers.tasks.channel
+import workers.tasks.check
 import workers.tasks.probe
 import workers.tasks.relay
 import workers.tasks.submission

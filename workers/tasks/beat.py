@@ -20,6 +20,7 @@ from service.orphans import flag_stale_orphans
 from service.retention import Retention, prune
 from service.retention import prune_processed_messages as prune_inbox
 from workers.deadlines import check_deadlines as run_check_deadlines
+from workers.polling import poll as run_poll
 from workers.reconcile import reconcile as run_reconcile
 from workers.runtime import liaison
 
@@ -131,3 +132,11 @@ def dispatch_notifications() -> int:
     if done.messages or done.muted:
         log.info("notifications: %s", done)
     return done.messages
+
+
+@shared_task(name="liaison.poll")
+@stops_at_soft_limit
+def poll() -> dict[str, int]:
+    """Due polls of open jobs (``LIAISON_PROVIDER_<NAME>_POLL_SCHEDULE_S``) and ``confirm`` hints'
+    follow-ups become status checks (``workers.polling``)."""
+    return run_poll(liaison(), utcnow())

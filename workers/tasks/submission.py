@@ -13,7 +13,7 @@ from foundation import metrics
 from models.base import utcnow
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
-from service import callback_tokens, claims, lifecycle, start_leases, transitions, vendor_events
+from service import callback_tokens, claims, lifecycle, polling, start_leases, transitions, vendor_events
 from webhooks.schemes import TOKEN_URL
 from wire.bounded_json import InvalidJson
 from workers.limiter import RateLimited
@@ -173,6 +173,9 @@ class Submit(VendorCall[SubmitJob, str | None]):
         job_locked: bool = False,
     ) -> str:
         assert result is not None  # settling's None is handled by succeeded
+        ps = ctx.settings.providers.get(self.task.provider) if self.task is not None else None
+        if self.task is not None and ps is not None and self.task.vendor_job_id is None:
+            polling.arm(self.task, ps.poll_schedule_s, utcnow())  # with the answer's own UPDATE
         vendor_events.record_submission(session, row, result, utcnow(), task=self.task, job_locked=job_locked)
         metrics.submission(attempt.provider or "", "submitted")
         return "submitted"
