@@ -3,6 +3,7 @@ app context, configuration is applied at construction, nothing connects at impor
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from celery import Celery, Task, bootsteps
@@ -14,12 +15,19 @@ from app import redis_broker, worker_memory
 from app.consumers.broker_loss import RestoreHeld
 from app.observability import worker_metrics
 from app.observability.celery_signals import instrument
+from core.queue_types import CLASSIC, QUORUM, is_sentinel_url, queue_arguments
 from foundation.settings import Settings
 
 
 def broker_options(settings: Settings, base: dict[str, Any]) -> dict[str, Any]:
-    """Per-transport options: the embedded filesystem broker needs its shared folders."""
+    """Per-transport options: the embedded filesystem broker needs its shared folders, Redis
+    Sentinel the name of the master it watches, quorum queues publisher confirms (a publish is
+    done when the queue's quorum has it, not when one node's socket took it)."""
     options = dict(base)
+    if is_sentinel_url(settings.broker_url):
+        options["master_name"] = settings.redis_sentinel_master
+    if is_amqp(settings) and quorum(settings):
+        options["confirm_publish"] = True
     if settings.broker_url.startswith("filesystem://"):
         folder = settings.broker_folder
         for sub in ("queue", "control", "processed"):
@@ -39,6 +47,10 @@ def is_amqp(settings: Settings) -> bool:
     return settings.broker_url.split("://", 1)[0] in ("amqp", "amqps", "pyamqp")
 
 
+def quorum(settings: Settings) -> bool:
+    return settings.rabbitmq_queue_type == QUORUM
+
+
 def work_queues(settings: Settings) -> list[Queue]:
     """The work queue (beat jobs and the rest), the relay queue and the calls queue (submit, cancel,
     probe), each apart: callbacks and vendor calls wait on other people's networks, on threads of
@@ -47,15 +59,25 @@ def work_queues(settings: Settings) -> list[Queue]:
     ``<queue>.dead`` for operators to inspect).
 
     Changing queue arguments later fails with PRECONDITION_FAILED: use a new queue name then.
+
+    Quorum queues (LIAISON_RABBITMQ_QUEUE_TYPE=quorum) are replicated, carry RabbitMQ's delivery
+    limit one above ours (LIAISON_MAX_DELIVERIES, counted in the database, decides first and leaves
+    a dead letter operators see; the broker's catches what never reached a task), and sit behind
+    topic exchanges: Celery's native delayed delivery (the ``celery_delayed_*`` exchanges, which
+    hold countdowns at the broker, since a quorum queue's consumer cannot raise its prefetch for
+    messages it holds) routes through no direct exchange.
     """
-    arguments = {}
+    arguments: dict[str, object] = {}
+    limit = settings.max_deliveries + 1 if quorum(settings) else None
     if is_amqp(settings):
-        arguments = {
+        dead_letter_route = {
             "x-dead-letter-exchange": f"{settings.queue}.dlx",
             "x-dead-letter-routing-key": f"{settings.queue}.dead",
         }
+        arguments = queue_arguments(settings.rabbitmq_queue_type, dead_letter_route, delivery_limit=limit)
+    kind = "topic" if is_amqp(settings) and quorum(settings) else "direct"
     return [
-        Queue(name, Exchange(name), routing_key=name, queue_arguments=arguments)
+        Queue(name, Exchange(name, type=kind), routing_key=name, queue_arguments=arguments)
         for name in (settings.queue, settings.relay_queue, settings.calls_queue)
     ]
 
@@ -97,8 +119,13 @@ def time_limits(settings: Settings) -> dict[str, dict[str, int]]:
     return {**{name: dict(call) for name in CALL_TASKS}, **{name: dict(beat) for name in BEAT_TASKS}}
 
 
-def dead_letter_queue(queue: str) -> Queue:
-    return Queue(f"{queue}.dead", Exchange(f"{queue}.dlx", type="direct"), routing_key=f"{queue}.dead")
+def dead_letter_queue(queue: str, queue_type: str = CLASSIC) -> Queue:
+    return Queue(
+        f"{queue}.dead",
+        Exchange(f"{queue}.dlx", type="direct"),
+        routing_key=f"{queue}.dead",
+        queue_arguments=queue_arguments(queue_type),
+    )
 
 
 class DeadLetterQueueStep(bootsteps.StartStopStep):
@@ -108,14 +135,25 @@ class DeadLetterQueueStep(bootsteps.StartStopStep):
     requires: ClassVar[set[str]] = {"celery.worker.consumer.connection:Connection"}
 
     def start(self, c: Any) -> None:
-        dead_letter_queue(c.app.conf.task_default_queue)(c.connection.default_channel).declare()
+        queue_type = c.app.conf.task_default_queue_type
+        dead_letter_queue(c.app.conf.task_default_queue, queue_type)(c.connection.default_channel).declare()
 
 
 def celery_init_app(app: Flask, settings: Settings) -> Celery:
+    whole_seconds = is_amqp(settings) and quorum(settings)
+
     class FlaskTask(Task):
         def __call__(self, *args: object, **kwargs: object) -> object:
             with app.app_context():
                 return self.run(*args, **kwargs)
+
+        def apply_async(self, *args: Any, **options: Any) -> Any:
+            # Native delayed delivery counts whole seconds and refuses a countdown below one
+            # (kombu's calculate_routing_key): round such waits (retries of a fraction of a second) up.
+            countdown = options.get("countdown")
+            if whole_seconds and countdown:
+                options["countdown"] = max(1, math.ceil(countdown))
+            return super().apply_async(*args, **options)
 
     celery_app = Celery(app.name, task_cls=FlaskTask)
     celery_app.config_from_object("celeryconfig")
@@ -132,6 +170,10 @@ def celery_init_app(app: Flask, settings: Settings) -> Celery:
         celery_app.conf.broker_transport = transport
     celery_app.conf.update(app.config.get("CELERY", {}))
     celery_app.conf.task_default_queue = settings.queue
+    # Quorum: queues Celery declares on its own (none of ours) are quorum too; the worker detects
+    # our quorum queues (per-consumer QoS, native delayed delivery for countdowns).
+    celery_app.conf.task_default_queue_type = settings.rabbitmq_queue_type
+    celery_app.conf.worker_detect_quorum_queues = True
     celery_app.conf.task_queues = work_queues(settings)
     celery_app.conf.task_routes = task_routes(settings)
     celery_app.conf.task_annotations = time_limits(settings)

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from core.queue_types import is_sentinel_url
 from foundation.options import mask_url_password
 from foundation.settings import ConfigError, Settings
 from models.db import ensure_private_sqlite_file
@@ -93,7 +94,10 @@ def running_flask_cli() -> bool:
 
 
 def where(url: str) -> str:
-    """``host:port`` of a database or broker URL, or a SQLite file's path: never a user or password."""
+    """``host:port`` of a database or broker URL, or a SQLite file's path: never a user or password.
+    A list of URLs (kombu's failover list, Redis Sentinels: ``;``-separated) gives each one's."""
+    if ";" in url:
+        return ", ".join(where(part.strip()) for part in url.split(";") if part.strip())
     if url.startswith("sqlite"):
         return make_url(url).database or ":memory:"
     parts = urlsplit(url)
@@ -167,13 +171,16 @@ def check_database(url: str, wait_s: float) -> None:
         engine.dispose()
 
 
-def check_broker(url: str, wait_s: float) -> None:
+def check_broker(url: str, wait_s: float, sentinel_master: str = "") -> None:
     """Connect once (retrying for up to ``wait_s``), or exit 69 with one line naming the host. The
-    embedded filesystem:// broker is a folder that ``celery_init_app`` has created: nothing to reach."""
+    embedded filesystem:// broker is a folder that ``celery_init_app`` has created: nothing to reach.
+    Through Redis Sentinel (``sentinel://``), connecting asks a Sentinel for ``sentinel_master``'s
+    address and reaches that Redis: both must answer."""
     if url.startswith("filesystem://"):
         return
     errors = broker_errors(url)
-    with kombu.Connection(url, connect_timeout=5) as connection:
+    options = {"master_name": sentinel_master} if is_sentinel_url(url) else {}
+    with kombu.Connection(url, connect_timeout=5, transport_options=options) as connection:
         try:
             _until(
                 time.monotonic() + wait_s,
@@ -187,4 +194,4 @@ def check_broker(url: str, wait_s: float) -> None:
 def check_services(settings: Settings) -> None:
     """The database and the broker answer, or the process ends here with one line."""
     check_database(settings.database_url, settings.startup_wait_s)
-    check_broker(settings.broker_url, settings.startup_wait_s)
+    check_broker(settings.broker_url, settings.startup_wait_s, settings.redis_sentinel_master)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.queue_types import CLASSIC, QUEUE_TYPES
 from foundation.database_urls import DATABASE_URL
 from foundation.options import (
     ADDRESSES,
@@ -52,7 +53,14 @@ SECTIONS: tuple[Section, ...] = (
                "what stands between Liaison and PostgreSQL; pgbouncer-transaction = PgBouncer in "
                "pool_mode=transaction (psycopg prepares no statements; docs/runbook.md, behind PgBouncer)"),
         Option("CELERY_BROKER_URL", "broker_url", SERVICE_URL, "filesystem://localhost//",
-               "or redis://host:6379/0 or amqp://user:pass@host:5672//"),
+               "or redis://host:6379/0 or amqp://user:pass@host:5672// or "
+               "sentinel://host1:26379;sentinel://host2:26379 (Redis Sentinel, with LIAISON_REDIS_SENTINEL_MASTER)"),
+        # docs/runbook.md "HA brokers": a queue's type is fixed when first declared; switch under new names.
+        Option("LIAISON_RABBITMQ_QUEUE_TYPE", "rabbitmq_queue_type", choice(*QUEUE_TYPES), CLASSIC,
+               "RabbitMQ: quorum declares every queue replicated (needs new queue names to switch: "
+               "see the runbook); classic keeps the queues existing deployments have"),
+        Option("LIAISON_REDIS_SENTINEL_MASTER", "redis_sentinel_master", TEXT, "",
+               "the master name Sentinel watches; needed (and used only) with a sentinel:// broker URL"),
         Option("LIAISON_BROKER_FOLDER", "broker_folder", Parser(lambda n, raw: Path(raw), "path"),
                "<LIAISON_VAR_DIR>/broker", "filesystem:// broker only; shared by web, worker, beat, Flower",
                derive=lambda v: str(v["var_dir"] / "broker")),

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from core.endpoint_health import HealthPolicy
 from core.fair_share import DispatchPolicy
 from core.outbound_guard import AllowList
+from core.queue_types import is_sentinel_url
 from foundation.database_urls import require_sqlite_folder
 from foundation.option_reading import by_attr, masked_repr, read_options, secret_attrs
 from foundation.options import ConfigError
@@ -69,6 +70,8 @@ class Settings:
     database_pooler: str  # "none" or "pgbouncer-transaction" (models.db.POOLERS)
     broker_url: str
     broker_folder: Path
+    rabbitmq_queue_type: str  # classic | quorum (core.queue_types)
+    redis_sentinel_master: str
     public_url: str
     admin_token: str
     providers: Mapping[str, ProviderSettings]
@@ -285,6 +288,9 @@ class Settings:
             raise ConfigError("LIAISON_NOTIFY_CHAT_KINDS needs LIAISON_NOTIFY_CHAT_URL")
         if self.channel_redis_url and not self.channel_redis_url.startswith(("redis://", "rediss://", "unix://")):
             raise ConfigError("LIAISON_CHANNEL_REDIS_URL must be a redis://, rediss:// or unix:// URL")
+        if is_sentinel_url(self.broker_url) and not self.redis_sentinel_master:
+            # kombu would ask Sentinel for no master and fail at the first publish, far from here.
+            raise ConfigError("a sentinel:// CELERY_BROKER_URL needs LIAISON_REDIS_SENTINEL_MASTER")
         if self.broker_url.startswith("memory://"):
             raise ConfigError("CELERY_BROKER_URL memory:// is per process; use filesystem:// locally")
 

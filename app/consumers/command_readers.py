@@ -22,6 +22,7 @@ from kombu.mixins import ConsumerMixin
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.consumers.domain_commands import REFRESH_S, RETRY_PAUSE_S, ChannelClient, as_bytes, channel_clients, take
+from core.queue_types import queue_arguments
 from foundation import metrics
 from wire.broker_messages import header_items
 from wire.channel_messages import (
@@ -38,6 +39,13 @@ log = logging.getLogger(__name__)
 
 
 # RabbitMQ -----------------------------------------------------------------------------------------
+def command_queue_of(prefix: str, client: str, queue_type: str) -> Queue:
+    """A client's command queue as we declare it (LIAISON_RABBITMQ_QUEUE_TYPE). No delivery limit:
+    the consumer puts a command back on purpose while the database is away."""
+    name = command_queue(prefix, client)
+    return Queue(name, exchange="", routing_key=name, durable=True, queue_arguments=queue_arguments(queue_type))
+
+
 class AmqpCommandConsumer(ConsumerMixin):
     """Every amqp-channel client's command queue; kombu's mixin reconnects after a broker restart.
     Clients put on the channel later are found every ``refresh_s`` and their queues consumed too."""
@@ -69,9 +77,9 @@ class AmqpCommandConsumer(ConsumerMixin):
         return [self._consumer(c) for c in self.clients.values()]
 
     def _consumer(self, client: ChannelClient) -> Any:
-        name = command_queue(self.ctx.settings.channel_prefix, client.name)
+        settings = self.ctx.settings
         return self._make(
-            queues=[Queue(name, exchange="", routing_key=name, durable=True)],
+            queues=[command_queue_of(settings.channel_prefix, client.name, settings.rabbitmq_queue_type)],
             on_message=self._handler(client),
             prefetch_count=self._prefetch,
             accept=None,

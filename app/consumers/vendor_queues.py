@@ -68,7 +68,7 @@ class VendorEventConsumer(ConsumerMixin):
         self.ready = threading.Event()  # set once the queue is declared and consumed (tests wait on it)
 
     def get_consumers(self, consumer: Any, channel: Any) -> list[Any]:
-        live, dead = reply_queues(self.ps.reply_queue)
+        live, dead = reply_queues(self.ps.reply_queue, self.ctx.settings.rabbitmq_queue_type)
         dead(channel).declare()
         return [consumer(queues=[live], on_message=self.on_message, prefetch_count=self._prefetch)]
 

@@ -304,6 +304,6 @@ def delete_queues(celery: Any, settings: Settings) -> None:
 
     with celery.connection_for_write() as conn:
         channel = conn.default_channel
-        for queue in [*work_queues(settings), dead_letter_queue(settings.queue)]:
+        for queue in [*work_queues(settings), dead_letter_queue(settings.queue, settings.rabbitmq_queue_type)]:
             queue.bind(channel).declare()
             channel.queue_delete(queue.name)

@@ -42,7 +42,26 @@ def _wait_for_dead_letter(stack: Stack, timeout: float = 30, **where: object) ->
 def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(
     pair_stack: Stack, vendor_secret: str
 ) -> None:
-    queue = f"{pair_stack.queue}-poison"
+    _killed_worker_is_dead_lettered(pair_stack, vendor_secret, "poison", {})
+
+
+@pytest.mark.timeout(120)
+def test_on_quorum_queues_our_count_dead_letters_a_worker_killer_before_the_brokers_limit(
+    pair_stack: Stack, vendor_secret: str
+) -> None:
+    """LIAISON_RABBITMQ_QUEUE_TYPE=quorum: the queue's x-delivery-limit is one above ours, so the
+    message that kills its worker still ends as our dead letter (seen in the console), not only in
+    the broker's ``<queue>.dead``."""
+    if not pair_stack.settings.broker_url.startswith("amqp"):
+        pytest.skip("quorum queues are RabbitMQ's")
+    # A queue (and exchange) name of its own: RabbitMQ keeps an exchange's type (direct above) for good.
+    _killed_worker_is_dead_lettered(
+        pair_stack, vendor_secret, "poison-quorum", {"LIAISON_RABBITMQ_QUEUE_TYPE": "quorum"}
+    )
+
+
+def _killed_worker_is_dead_lettered(pair_stack: Stack, vendor_secret: str, suffix: str, extra: dict[str, str]) -> None:
+    queue = f"{pair_stack.queue}-{suffix}"
     env = {
         **os.environ,
         **liaison_env(
@@ -55,6 +74,7 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_after_the_limit(
         "LIAISON_QUEUE": queue,
         "LIAISON_MAX_DELIVERIES": "2",
         "PYTHONPATH": str(ROOT),
+        **extra,
     }
     worker = subprocess.Popen(
         [

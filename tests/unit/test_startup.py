@@ -20,6 +20,8 @@ from app import create_app, startup
         ("redis://cache/0", "cache"),
         ("sqlite:////srv/liaison/var/liaison.db", "/srv/liaison/var/liaison.db"),
         ("postgresql://u:pw-7a1c@db:notaport/x", "db"),
+        ("sentinel://:pw-7a1c@s1:26379;sentinel://:pw-7a1c@s2:26380", "s1:26379, s2:26380"),
+        ("amqp://u:pw-7a1c@r1:5672//; amqp://u:pw-7a1c@r2//", "r1:5672, r2"),
     ],
 )
 def test_where_names_the_host_never_the_credentials(url, shown):

@@ -27,6 +27,7 @@ def _amqp(settings: Settings, ps: ProviderSettings) -> Provider:
         outcome_limits=settings.outcome_limits,
         max_response_bytes=settings.provider_max_response_bytes,
         tolerance_s=settings.webhook_tolerance_s,
+        queue_type=settings.rabbitmq_queue_type,
     )
 
 

@@ -26,6 +26,7 @@ from kombu import Connection, Consumer, Message, Producer, Queue
 
 from core.classify import Failure
 from core.errors import PermanentError, TransientError, UncertainError
+from core.queue_types import CLASSIC, queue_arguments
 from foundation import tracing
 from foundation.metrics import timed_provider_call
 from foundation.provider_settings import ProviderSettings
@@ -55,16 +56,25 @@ NOT_FOUND = 404
 DEAD_SUFFIX = ".dead"
 
 
-def reply_queues(reply_queue: str) -> tuple[Queue, Queue]:
+def reply_queues(reply_queue: str, queue_type: str = CLASSIC) -> tuple[Queue, Queue]:
     """Our event queue and its dead-letter queue, declared alike by the adapter (before it names
-    the queue as reply-to) and by the consumer. A message the consumer rejects goes to the dead one."""
-    dead = Queue(reply_queue + DEAD_SUFFIX, exchange="", routing_key=reply_queue + DEAD_SUFFIX, durable=True)
+    the queue as reply-to) and by the consumer. A message the consumer rejects goes to the dead one.
+    No delivery limit: the consumer puts an event back on purpose while the database is away."""
+    dead = Queue(
+        reply_queue + DEAD_SUFFIX,
+        exchange="",
+        routing_key=reply_queue + DEAD_SUFFIX,
+        durable=True,
+        queue_arguments=queue_arguments(queue_type),
+    )
     live = Queue(
         reply_queue,
         exchange="",
         routing_key=reply_queue,
         durable=True,
-        queue_arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead.name},
+        queue_arguments=queue_arguments(
+            queue_type, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead.name}
+        ),
     )
     return live, dead
 
@@ -87,8 +97,10 @@ class AmqpProvider:
         outcome_limits: JsonLimits | None = None,
         max_response_bytes: int = 1024 * 1024,
         tolerance_s: int = 300,
+        queue_type: str = CLASSIC,
     ) -> None:
         self.name = settings.name
+        self.queue_type = queue_type  # LIAISON_RABBITMQ_QUEUE_TYPE: the reply queues' type
         self.settings = settings
         self.outcome_limits = outcome_limits or JsonLimits()
         self.max_response_bytes = max_response_bytes
@@ -129,7 +141,7 @@ class AmqpProvider:
         conn = connect(self.settings.amqp_url, self.settings.connect_timeout_s)
         try:
             with conn:
-                live, dead = reply_queues(self.settings.reply_queue)
+                live, dead = reply_queues(self.settings.reply_queue, self.queue_type)
                 try:
                     dead(conn.default_channel).declare()
                     live(conn.default_channel).declare()
