@@ -18,14 +18,13 @@ from core.states import TERMINAL
 from foundation import metrics
 from models.base import utcnow
 from models.messages import OutboxMessage
-from models.task import ExternalTask
-from service import checks, claims
+from service import checks
 from service.probes import lock_task_without_payload
 from workers.providers import Provider
 from workers.providers.base import JobSnapshot
 from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, run
-from workers.tasks.vendor_call import VendorCall
+from workers.tasks.job_status_call import JobStatusCall
 
 NOT_FOUND = 404
 #: a check that ran into its time limit is tried once more, then dead-lettered for a person
@@ -37,19 +36,7 @@ def check(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Check())
 
 
-class Check(VendorCall[str, JobSnapshot]):
-    def __init__(self) -> None:
-        self.task: ExternalTask | None = None  # locked with the row, at each stage
-
-    def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        row = claims.claim_outbox(session, outbox_id)
-        if row is None:
-            return None
-        assert row.task_id is not None  # a check's row always names its task
-        self.task = lock_task_without_payload(session, row.task_id)
-        self.traceparent = self.task.traceparent
-        return row
-
+class Check(JobStatusCall):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
         task, now = self.task, utcnow()
         assert task is not None  # claimed with its row

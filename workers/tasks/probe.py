@@ -17,14 +17,12 @@ from core.errors import CallError, PermanentError
 from core.retry_policy import RetryPolicy
 from models.base import utcnow
 from models.messages import OutboxMessage
-from models.task import ExternalTask
-from service import claims
 from service.probes import lock_task_without_payload, settle_probe, skip_probe
 from workers.providers import Provider
 from workers.providers.base import JobSnapshot
 from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, run
-from workers.tasks.vendor_call import VendorCall
+from workers.tasks.job_status_call import JobStatusCall
 
 NOT_FOUND = 404
 #: a probe that ran into its time limit is tried again once, then dead-lettered for a person
@@ -36,19 +34,7 @@ def probe(self: Task, outbox_id: int) -> str:
     return run(self, liaison(), outbox_id, Probe())
 
 
-class Probe(VendorCall[str, JobSnapshot]):
-    def __init__(self) -> None:
-        self.task: ExternalTask | None = None  # locked with the row, at each stage
-
-    def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
-        row = claims.claim_outbox(session, outbox_id)
-        if row is None:
-            return None
-        assert row.task_id is not None  # a probe's row always names its task
-        self.task = lock_task_without_payload(session, row.task_id)
-        self.traceparent = self.task.traceparent
-        return row
-
+class Probe(JobStatusCall):
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[tuple[Provider, str]] | str:
         task, now = self.task, utcnow()
         assert task is not None  # claimed with its row
