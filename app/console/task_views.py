@@ -69,7 +69,7 @@ def _task(task_id: int) -> ExternalTask:
 
 @bp.get(f"/tasks/<{ID}:task_id>")
 def task(task_id: int) -> str:
-    page = task_pages.task_page(db_session(), task_id, utcnow(), TIMELINE_LIMIT)
+    page = task_pages.task_page(db_session(), task_id, utcnow(), TIMELINE_LIMIT, liaison().settings.max_json_depth)
     if page is None:
         raise NotFound(f"no task {task_id}")
     found = page.task
@@ -88,6 +88,7 @@ def task(task_id: int) -> str:
         callbacks=page.callbacks,
         callback_kinds=queries.CALLBACK_KINDS,
         error_source=page.error_source,
+        failure_reason=page.failure_reason,
         waiting=waiting_body(found),
         callbacks_waiting=callbacks_waiting_body(page.paused),
         input_text=stored_json(page.input_text),
