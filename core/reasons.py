@@ -35,7 +35,8 @@ def bounded(text: str, limit: int = REASON_LIMIT) -> str:
 
 def redact(text: str) -> str:
     """Mask the values of fields named like secrets and bearer or basic credentials; control
-    characters (but newlines and tabs) become spaces so a body cannot forge lines in a page or log."""
+    characters (but newlines and tabs) become spaces: no terminal escapes or carriage returns reach a
+    page or a terminal (the CLI's ``dead-letters show``)."""
     text = _CONTROL.sub(" ", text)
     text = _BEARER.sub(lambda m: f"{m[1]} {REDACTED}", text)
 

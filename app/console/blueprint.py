@@ -134,10 +134,15 @@ def act(action: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise Conflict(str(exc)) from None
 
 
-def confirm(title: str, question: str, **hidden: Any) -> str:
-    """The confirmation page a state change's GET (or HEAD) shows; its form POSTs ``hidden`` back."""
+def confirm(title: str, question: str, caution: str | None = None, /, **hidden: Any) -> str:
+    """The confirmation page a state change's GET (or HEAD) shows; its form POSTs ``hidden`` back.
+    ``caution``: why the action may well not help (shown above the button)."""
     return render_template(
-        "console/confirm.html", title=title, question=question, hidden={k: v for k, v in hidden.items() if v}
+        "console/confirm.html",
+        title=title,
+        question=question,
+        caution=caution,
+        hidden={k: v for k, v in hidden.items() if v},
     )
 
 
