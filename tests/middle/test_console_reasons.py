@@ -21,6 +21,7 @@ from models.base import utcnow
 from models.endpoint_health import record_failure
 from models.heartbeats import record_tick
 from models.messages import DeadLetter
+from models.task import ExternalTask
 from service.dead_letters import dead_letter
 from service.vendor_events import receive_event
 from tests.middle.builders import at_vendor, new_client, submit
@@ -152,6 +153,18 @@ def test_a_caller_fault_letter_is_replayed_only_behind_a_warning(
     confirm = client.get(f"/console/dead-letters/{letters['caller']}/replay").text
     assert 'id="caution"' in confirm and "the caller&#39;s fault" in confirm and "Job rejected" in confirm
     assert 'id="caution"' not in client.get(f"/console/dead-letters/{letters['system']}/replay").text
+    with _ctx(app).db.transaction() as session:
+        task_of = dict(
+            session.execute(
+                select(DeadLetter.fault, ExternalTask.id).join(
+                    ExternalTask, ExternalTask.correlation_id == DeadLetter.correlation_id
+                )
+            )
+            .tuples()
+            .all()
+        )
+    assert "the caller&#39;s fault" in client.get(f"/console/tasks/{task_of['caller']}/replay").text
+    assert 'id="caution"' not in client.get(f"/console/tasks/{task_of['system']}/replay").text
 
     # replaying every match leaves the caller's letters open, and says so with their count
     everything = client.get("/console/dead-letters/replay").text
