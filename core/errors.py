@@ -29,8 +29,12 @@ class CallError(Exception):
         status: int | None = None,
         retry_after_s: float | None = None,
         failure: Failure | None = None,
+        answer: str | None = None,
     ) -> None:
         super().__init__(message)
+        #: the other side's answer with its status, bounded and redacted (``core.reasons.answer_excerpt``):
+        #: for the dead letter only, never in ``str()`` (which reaches logs and ``task.last_error``)
+        self.answer = answer
         self.status = status
         self.retry_after_s = retry_after_s
         self.failure = failure  # what went wrong when no HTTP status says it

@@ -142,6 +142,9 @@ class DeadLetter(Base):
     correlation_id: Mapped[str | None] = mapped_column(String(200), index=True)
     payload: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
     error: Mapped[str] = mapped_column(Text)
+    #: what the refusing side answered with its status: a bounded, redacted excerpt (core.reasons);
+    #: kept apart from ``error``, which reaches logs and the task's ``last_error``
+    answer: Mapped[str | None] = mapped_column(Text)
     fault: Mapped[str] = mapped_column(String(16))  # caller | system
     attempts: Mapped[int] = mapped_column(default=0)
     first_failed_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -88,6 +88,38 @@ def open_matching(session: Session, flt: queries.DeadLetterFilter, now: datetime
 # --- incidents and orphan events -------------------------------------------------------------
 
 
+def _subject_ids(subject: str) -> tuple[int | None, int | None]:
+    """(outbox id, task id) an incident's subject names: ``outbox:<id>`` (a dead letter's) or
+    ``<deadline>:task:<id>`` (a deadline's); neither for the rest (orphans, jobs, endpoints)."""
+    parts = subject.split(":")
+    if len(parts) == 2 and parts[0] == "outbox" and parts[1].isdigit():
+        return int(parts[1]), None
+    if len(parts) == 3 and parts[1] == "task" and parts[2].isdigit():
+        return None, int(parts[2])
+    return None, None
+
+
+def incident_tasks(session: Session, incidents: list[Incident]) -> dict[int, int]:
+    """The task of each of these incidents that names one, by incident id (at most one query)."""
+    named = {i.id: _subject_ids(i.subject) for i in incidents}
+    outbox_ids = {outbox_id for outbox_id, _ in named.values() if outbox_id is not None}
+    task_of: dict[int, int] = {}
+    if outbox_ids:
+        rows = session.execute(
+            select(OutboxMessage.id, OutboxMessage.task_id).where(
+                OutboxMessage.id.in_(outbox_ids), OutboxMessage.task_id.is_not(None)
+            )
+        ).tuples()
+        task_of = {outbox_id: task_id for outbox_id, task_id in rows if task_id is not None}
+    found: dict[int, int] = {}
+    for incident_id, (outbox_id, task_id) in named.items():
+        if task_id is None and outbox_id is not None:
+            task_id = task_of.get(outbox_id)
+        if task_id is not None:
+            found[incident_id] = task_id
+    return found
+
+
 @dataclass(frozen=True)
 class IncidentPage:
     incident: Incident

@@ -45,9 +45,24 @@ class NotReplayable(ServiceError):
 
 
 def dead_letter(
-    session: Session, outbox: OutboxMessage, error: str, fault: str, now: datetime, *, poison: bool = False
+    session: Session,
+    outbox: OutboxMessage,
+    error: str,
+    fault: str,
+    now: datetime,
+    *,
+    poison: bool = False,
+    answer: str | None = None,
 ) -> list[OutboxMessage]:
-    """A DeadLetter and an Incident in the same transaction as the task's state change.
+    """A DeadLetter and (but for the caller's fault) an Incident in the same transaction as the
+    task's state change. ``answer``: what the refusing side said with its status, bounded and
+    redacted (``core.errors.CallError.answer``), kept with the letter for the operator.
+
+    A letter of the caller's fault (the vendor refused what the caller gave, or the caller's own
+    endpoint refused its callback: ``core.classify.fault_of``) opens no incident: nothing of ours
+    is broken, the caller hears of it (its task fails), and replaying it unchanged is refused again.
+    The dead-letter list (``fault=caller``) and the overview's count are where they are seen; one
+    incident each made every caller 422 page someone.
 
     A submission that fails for good fails the task, and the domain app hears of it as
     ``task.completed`` / ``failed`` (the outcome names the dead letter, which can be replayed) --
@@ -70,6 +85,7 @@ def dead_letter(
         provider=task.provider if task else None,
         payload={"outbox_kind": outbox.kind, **outbox.payload},
         error=error,
+        answer=answer,
         fault=fault,
         attempts=outbox.attempts,
         first_failed_at=outbox.created_at,
@@ -80,14 +96,15 @@ def dead_letter(
     # A notice that cannot be sent is never itself notified (core.notifications.NOT_NOTIFIED), even as poison.
     poisoned = poison and outbox.kind != OutboxKind.NOTIFY
     kind = IncidentKind.POISON_MESSAGE if poisoned else INCIDENT_FOR_KIND[outbox.kind]
-    open_incident(
-        session,
-        kind,
-        f"outbox:{outbox.id}",
-        f"dead letter {letter.id} ({fault}): {error}",
-        now,
-        correlation_id=outbox.correlation_id,
-    )
+    if poisoned or fault != Fault.CALLER:
+        open_incident(
+            session,
+            kind,
+            f"outbox:{outbox.id}",
+            f"dead letter {letter.id} ({fault}): {error}",
+            now,
+            correlation_id=outbox.correlation_id,
+        )
     if task is None:
         return []
     settle_retry(session, task, outbox)

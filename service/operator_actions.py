@@ -10,9 +10,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.classify import Fault
 from core.urls import strip_url
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
@@ -98,19 +99,23 @@ def replay_matching(
     progress: Callable[[int, int], None] | None = None,
     batch: int = 100,
     actor: str = UNKNOWN_ACTOR,
+    caller_fault: bool = True,
 ) -> tuple[int, int]:
     """Replay every open dead letter the filter matches, in batches (each batch one transaction,
     locked with SKIP LOCKED so two operators never replay one letter twice). Returns
-    (replayed, skipped); ``progress(replayed, skipped)`` after each batch."""
+    (replayed, skipped); ``progress(replayed, skipped)`` after each batch. ``caller_fault=False``
+    leaves letters of the caller's fault alone (see :func:`bulk_includes_caller_fault`)."""
     flt = DeadLetterFilter(**{**flt.__dict__, "state": "open"})
     replayed = skipped = 0
     after_id = 0
     while limit is None or replayed < limit:
         size = batch if limit is None else min(batch, limit - replayed)
         with db.transaction() as session:
+            query = flt.apply(select(DeadLetter), now)
+            if not caller_fault:
+                query = query.where(DeadLetter.fault != Fault.CALLER)
             letters = session.scalars(
-                flt.apply(select(DeadLetter), now)
-                .where(DeadLetter.id > after_id)
+                query.where(DeadLetter.id > after_id)
                 .order_by(DeadLetter.id)
                 .limit(size)
                 .with_for_update(skip_locked=True)
@@ -129,6 +134,28 @@ def replay_matching(
         if len(letters) < size:
             break
     return replayed, skipped
+
+
+#: what every bulk replay says about the letters of the caller's fault
+CALLER_FAULT_WARNING = (
+    "the vendor (or the caller's own endpoint) refused what the caller gave: replayed unchanged, it is"
+    " refused again; replay them only after the cause is fixed at the vendor or the input is no longer refused"
+)
+
+
+def bulk_includes_caller_fault(flt: DeadLetterFilter) -> bool:
+    """Whether a bulk replay (CLI ``replay-many``, the admin API, the console) takes letters of the
+    caller's fault: only when its filter names ``fault=caller``, never swept up by a broader one."""
+    return flt.fault == Fault.CALLER
+
+
+def caller_fault_matching(session: Session, flt: DeadLetterFilter, now: datetime) -> int:
+    """How many open letters of the caller's fault the filter matches: what a bulk replay warns of
+    (when it takes them) or leaves (when it does not)."""
+    query = DeadLetterFilter(**{**flt.__dict__, "state": "open"}).apply(
+        select(func.count()).select_from(DeadLetter), now
+    )
+    return int(session.scalar(query.where(DeadLetter.fault == Fault.CALLER)) or 0)
 
 
 def _lock_tasks_of(session: Session, letters: Sequence[DeadLetter]) -> None:

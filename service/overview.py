@@ -182,3 +182,48 @@ def finished_per_minute(session: Session, now: datetime, minutes: int = 60) -> l
         Minute(start + timedelta(minutes=i), counts.get((i, "succeeded"), 0), counts.get((i, "failed"), 0))
         for i in range(minutes)
     ]
+
+
+#: a message published this long ago and still not finished, with no other finished since, says
+#: no worker is taking work (every call's own deadline is far shorter: ``docs/settings.md``)
+WORKERS_QUIET_AFTER_S = 300.0
+
+
+@dataclass(frozen=True)
+class WorkerActivity:
+    """What the database says of the workers, without asking the broker: when a worker last finished
+    an outbox message, and how long the oldest published message has waited unfinished. Workers
+    that have nothing to do finish nothing, so quiet alone is no alarm; quiet while work waits is."""
+
+    last_done_at: datetime | None
+    oldest_waiting_since: datetime | None
+
+    def waiting_s(self, now: datetime) -> float | None:
+        if self.oldest_waiting_since is None:
+            return None
+        return max((now - self.oldest_waiting_since).total_seconds(), 0.0)
+
+    def since_done_s(self, now: datetime) -> float | None:
+        return None if self.last_done_at is None else max((now - self.last_done_at).total_seconds(), 0.0)
+
+    def stalled(self, now: datetime) -> bool:
+        """Work has waited past WORKERS_QUIET_AFTER_S, and nothing finished in that time."""
+        waiting, since_done = self.waiting_s(now), self.since_done_s(now)
+        if waiting is None or waiting <= WORKERS_QUIET_AFTER_S:
+            return False
+        return since_done is None or since_done > WORKERS_QUIET_AFTER_S
+
+
+def worker_activity(session: Session, now: datetime) -> WorkerActivity:
+    """Two index reads (``ix_outbox_messages_pending``): the newest ``done_at``, and the oldest
+    ``dispatched_at`` of a message out at the broker and due (not parked, not held for later)."""
+    last_done = session.scalar(select(func.max(OutboxMessage.done_at)))
+    waiting = session.scalar(
+        select(func.min(OutboxMessage.dispatched_at)).where(
+            OutboxMessage.done_at.is_(None),
+            OutboxMessage.dispatched_at.is_not(None),
+            OutboxMessage.parked_reason.is_(None),
+            (OutboxMessage.next_attempt_at.is_(None)) | (OutboxMessage.next_attempt_at <= now),
+        )
+    )
+    return WorkerActivity(last_done, waiting)

@@ -13,6 +13,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
+from core.reasons import failure_reason
+from core.states import State
 from core.urls import strip_url
 from models.attention import Incident
 from models.endpoint_health import EndpointHealth, paused_endpoint
@@ -20,6 +22,7 @@ from models.messages import DeadLetter, OutboxKind, OutboxMessage
 from models.task import ExternalTask, TaskEvent
 from service import queries
 from service.console_reads import stored_text
+from wire.bounded_json import InvalidJson, strict_loads
 
 #: the timeline events that set a task's ``last_error`` (``service.transitions.record_attempt_failure``,
 #: ``service.dead_letters.dead_letter``), each named ``<outbox kind>.<what>``
@@ -76,6 +79,18 @@ class TaskPage:
     retrying: list[OutboxMessage]  # its vendor calls failing (submit, cancel, probe), oldest first
     callbacks_retrying: list[OutboxMessage]  # its callbacks failing, oldest first
     error_source: str | None  # "vendor" or "callback": whose error ``task.last_error`` is
+    failure_reason: str | None = None  # a failed task's reason, from its outcome (core.reasons)
+
+
+def outcome_reason(outcome_text: str | None, max_depth: int) -> str | None:
+    """Why the vendor failed the task, as its outcome says (``core.reasons.failure_reason``); None
+    when the outcome says nothing or cannot be decoded (the page shows it as stored)."""
+    if outcome_text is None:
+        return None
+    try:
+        return failure_reason(strict_loads(outcome_text, max_depth=max_depth, what="the stored outcome"))
+    except InvalidJson:
+        return None
 
 
 def task_without_json(session: Session, task_id: int) -> ExternalTask | None:
@@ -120,8 +135,11 @@ def tasks_named(session: Session, correlation_id: str, client_id: int | None, li
     return queries.operator_tasks(session, flt, limit)
 
 
-def task_page(session: Session, task_id: int, now: datetime, timeline_limit: int) -> TaskPage | None:
-    """Everything the task's page shows, or None when there is no such task."""
+def task_page(
+    session: Session, task_id: int, now: datetime, timeline_limit: int, max_json_depth: int = 64
+) -> TaskPage | None:
+    """Everything the task's page shows, or None when there is no such task. A failed task's
+    ``failure_reason`` is its outcome's: a task the vendor failed has no ``last_error`` of ours."""
     task = task_without_json(session, task_id)
     if task is None:
         return None
@@ -131,6 +149,7 @@ def task_page(session: Session, task_id: int, now: datetime, timeline_limit: int
     incidents = queries.task_incidents(session, task, [row.id for row in outbox])
     paused = paused_endpoint(session, task.client_id, task.callback_url or task.client.callback_url, now)
     failing = [row for row in outbox if is_failing(row)]
+    outcome_text = stored_text(session, ExternalTask.outcome, ExternalTask.id, task_id)
     return TaskPage(
         task=task,
         events=events,
@@ -140,9 +159,10 @@ def task_page(session: Session, task_id: int, now: datetime, timeline_limit: int
         incidents=incidents,
         paused=paused,
         input_text=stored_text(session, ExternalTask.input, ExternalTask.id, task_id),
-        outcome_text=stored_text(session, ExternalTask.outcome, ExternalTask.id, task_id),
+        outcome_text=outcome_text,
         callbacks=callback_target(task.callback_url, task.client.callback_url, task.channel),
         retrying=[row for row in failing if row.kind not in queries.CALLBACK_KINDS],
         callbacks_retrying=[row for row in failing if row.kind in queries.CALLBACK_KINDS],
         error_source=error_source(last_error_kind(session, task_id)) if task.last_error else None,
+        failure_reason=outcome_reason(outcome_text, max_json_depth) if task.state == State.FAILED else None,
     )

@@ -17,6 +17,7 @@ from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 from core.classify import Failure, Kind, classify_failure, classify_status, parse_retry_after
 from core.errors import CallError, OutboundRefused, PermanentError, TransientError, UncertainError
 from core.outbound_guard import AllowList, Refused
+from core.reasons import answer_excerpt
 from workers import transport
 from workers.call_deadlines import Call
 
@@ -122,5 +123,8 @@ def call(
         return response
     retry_after = parse_retry_after(response.headers.get("Retry-After"), datetime.now(UTC))
     raise _ERRORS[status_kind](
-        f"{target}: HTTP {response.status_code}", status=response.status_code, retry_after_s=retry_after
+        f"{target}: HTTP {response.status_code}",
+        status=response.status_code,
+        retry_after_s=retry_after,
+        answer=answer_excerpt(response.content),
     )

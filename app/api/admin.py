@@ -38,10 +38,13 @@ from models.endpoint_health import unhealthy
 from models.notifications import mutes
 from service import queries
 from service.operator_actions import (
+    CALLER_FAULT_WARNING,
     Ambiguous,
     NotFoundError,
     NotReplayable,
     attach_orphan_to,
+    bulk_includes_caller_fault,
+    caller_fault_matching,
     discard_one,
     discard_orphan_one,
     enable_callback_endpoint,
@@ -112,8 +115,20 @@ def replay_dead_letters() -> tuple[Response, int]:
     body = json_object()
     limit = int_arg(body, "limit", 1000, 1, 100_000, json=True)
     flt = dead_letter_filter({**body, "state": "open"}, json=True)
-    replayed, skipped = replay_matching(liaison().db, flt, utcnow(), limit, actor=API_ACTOR)
-    return jsonify({"replayed": replayed, "skipped": skipped}), 202
+    now = utcnow()
+    takes_caller = bulk_includes_caller_fault(flt)
+    with liaison().db.transaction() as session:  # its own: the replay's batches commit apart
+        caller = caller_fault_matching(session, flt, now)
+    replayed, skipped = replay_matching(liaison().db, flt, now, limit, actor=API_ACTOR, caller_fault=takes_caller)
+    return jsonify(
+        {
+            "replayed": replayed,
+            "skipped": skipped,
+            "caller_fault": caller,
+            "caller_fault_replayed": takes_caller,
+            "warning": CALLER_FAULT_WARNING if caller else None,
+        }
+    ), 202
 
 
 @bp.get("/incidents")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from app.api.openapi_parts import (
     AFTER_ID,
     CLIENT_NAME,
-    COUNTS,
     HTTP_URL,
     LIMIT,
     OPERATOR_TASK,
+    REPLAY_COUNTS,
     ROW_ID,
     STRING,
     TEXT_FILTER,
@@ -142,7 +142,13 @@ def admin_paths() -> dict[str, Schema]:
             "post": op(
                 "replayDeadLetters",
                 "Replay every open match",
-                {202: ok("How many were replayed, and skipped (not replayable).", COUNTS)},
+                {
+                    202: ok(
+                        "How many were replayed, and skipped (not replayable); letters of the caller's fault are"
+                        " left open unless the filter names fault=caller.",
+                        REPLAY_COUNTS,
+                    )
+                },
                 tag="dead letters",
                 body=filter_body,
             )

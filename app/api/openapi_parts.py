@@ -260,7 +260,21 @@ CLIENT_NAME = {
     "description": "Needed only where several clients share the name (a correlation id, a URL).",
 }
 NAME = path("name", {"type": "string"})
-COUNTS = obj({"replayed": {"type": "integer"}, "skipped": {"type": "integer"}}, ("replayed", "skipped"))
+#: a bulk replay's answer: the counts, and what it did about letters of the caller's fault
+REPLAY_COUNTS = obj(
+    {
+        "replayed": {"type": "integer"},
+        "skipped": {"type": "integer"},
+        "caller_fault": {
+            "type": "integer",
+            "description": "Open letters of the caller's fault the filter matched: replayed only when the filter"
+            " names fault=caller, otherwise left open.",
+        },
+        "caller_fault_replayed": {"type": "boolean"},
+        "warning": nullable("string", description="Why replaying letters of the caller's fault rarely helps."),
+    },
+    ("replayed", "skipped", "caller_fault", "caller_fault_replayed", "warning"),
+)
 OPERATOR_TASK = {"allOf": [ref("Task"), obj({"client": STRING}, ("client",))]}
 NO_STORE = {"Cache-Control": {"schema": {"const": "no-store"}, "required": True}}
 

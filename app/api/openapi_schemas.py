@@ -180,6 +180,11 @@ DEAD_LETTER = obj(
         "correlation_id": nullable("string"),
         "provider": nullable("string"),
         "error": STRING,
+        "answer": nullable(
+            "string",
+            description="What the refusing side (the vendor, or the domain app's endpoint) answered with the"
+            " status that dead-lettered the message: at most 500 characters, secret-looking values masked.",
+        ),
         "attempts": {"type": "integer"},
         "replay_count": {"type": "integer"},
         "first_failed_at": TIME,

@@ -137,6 +137,7 @@ def dead_letter_body(letter: DeadLetter) -> dict[str, Any]:
         "correlation_id": letter.correlation_id,
         "provider": letter.provider,
         "error": letter.error,
+        "answer": letter.answer,
         "attempts": letter.attempts,
         "replay_count": letter.replay_count,
         "first_failed_at": _time(letter.first_failed_at),

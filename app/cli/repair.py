@@ -11,6 +11,7 @@ from flask.cli import AppGroup
 
 from app.api.representation import dead_letter_body, endpoint_body, incident_body, mute_body
 from app.cli.output import cli_actor, emit, emit_one, json_option
+from core.classify import Fault
 from core.urls import strip_url
 from models.base import utcnow
 from models.messages import DEAD_LETTER_KINDS
@@ -18,9 +19,12 @@ from models.notifications import mutes
 from service import queries
 from service.incidents import IncidentKind
 from service.operator_actions import (
+    CALLER_FAULT_WARNING,
     Ambiguous,
     NotFoundError,
     NotReplayable,
+    bulk_includes_caller_fault,
+    caller_fault_matching,
     discard_one,
     enable_callback_endpoint,
     mute_notifications,
@@ -114,6 +118,8 @@ def dl_replay(letter_id: int) -> None:
     """Re-drive one dead letter with its original message id."""
     letter = _run(replay_one, letter_id)
     click.echo(f"dead letter {letter.id} replayed ({letter.kind} for {letter.correlation_id or '-'})")
+    if letter.fault == Fault.CALLER:
+        click.echo(f"warning: dead letter {letter.id} is the caller's fault: {CALLER_FAULT_WARNING}", err=True)
 
 
 @dead_letters.command("replay-many")
@@ -121,16 +127,34 @@ def dl_replay(letter_id: int) -> None:
 @click.option("--limit", type=click.IntRange(1), help="Replay at most this many.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def dl_replay_many(limit: int | None, yes: bool, **flt: Any) -> None:
-    """Replay every open dead letter matching the filter, in batches, showing progress."""
+    """Replay every open dead letter matching the filter, in batches, showing progress. Letters of
+    the caller's fault (the vendor refused what the caller gave) are replayed only with
+    ``--fault caller``, after a warning that counts them; any other filter leaves them open."""
+    chosen = DeadLetterFilter(**flt)
+    takes_caller = bulk_includes_caller_fault(chosen)
+    with liaison().db.transaction() as session:
+        caller = caller_fault_matching(session, chosen, utcnow())
+    if caller and takes_caller:
+        click.echo(f"warning: {caller} matching dead letters are the caller's fault: {CALLER_FAULT_WARNING}", err=True)
+    elif caller:
+        click.echo(
+            f"{caller} matching dead letters of the caller's fault are left open (--fault caller replays them)",
+            err=True,
+        )
     if not yes:
-        click.confirm("Replay every open dead letter matching this filter?", abort=True)
+        question = "Replay every open dead letter matching this filter"
+        if caller and takes_caller:
+            question += f", {caller} of them the caller's fault"
+        click.confirm(question + "?", abort=True)
     replayed, skipped = _run(
         replay_matching,
-        DeadLetterFilter(**flt),
+        chosen,
         limit=limit,
         progress=lambda done, skip: click.echo(f"  replayed {done}, skipped {skip} so far", err=True),
+        caller_fault=takes_caller,
     )
-    click.echo(f"replayed {replayed} dead letters, skipped {skipped}")
+    left = f", left {caller} of the caller's fault" if caller and not takes_caller else ""
+    click.echo(f"replayed {replayed} dead letters, skipped {skipped}{left}")
 
 
 @dead_letters.command("discard")

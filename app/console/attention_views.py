@@ -36,7 +36,13 @@ def incidents() -> str:
         else None
     )
     return render_template(
-        "console/incidents.html", items=items, state=state, kind=kind, kinds=IncidentKind.ALL, next_url=next_url
+        "console/incidents.html",
+        items=items,
+        incident_tasks=console_reads.incident_tasks(db_session(), items),
+        state=state,
+        kind=kind,
+        kinds=IncidentKind.ALL,
+        next_url=next_url,
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, render_template, request
@@ -62,8 +62,27 @@ def stored_json(raw: str | None) -> str:
 
 
 @bp.app_template_filter("console_time")
-def _console_time(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "–"
+def _console_time(value: datetime | str | None) -> str:
+    """The console's one timestamp format, ISO-8601 in UTC with ``Z`` to the second (the API's,
+    without its fraction): a datetime, or an ISO string the API's representation already made."""
+    if not value:
+        return "–"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@bp.app_template_filter("console_age")
+def _console_age(seconds: float | None) -> str:
+    """An age with its unit: seconds under two minutes, minutes under two hours, hours after."""
+    if seconds is None:
+        return "n/a"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @bp.context_processor
@@ -115,10 +134,15 @@ def act(action: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise Conflict(str(exc)) from None
 
 
-def confirm(title: str, question: str, **hidden: Any) -> str:
-    """The confirmation page a state change's GET (or HEAD) shows; its form POSTs ``hidden`` back."""
+def confirm(title: str, question: str, caution: str | None = None, /, **hidden: Any) -> str:
+    """The confirmation page a state change's GET (or HEAD) shows; its form POSTs ``hidden`` back.
+    ``caution``: why the action may well not help (shown above the button)."""
     return render_template(
-        "console/confirm.html", title=title, question=question, hidden={k: v for k, v in hidden.items() if v}
+        "console/confirm.html",
+        title=title,
+        question=question,
+        caution=caution,
+        hidden={k: v for k, v in hidden.items() if v},
     )
 
 

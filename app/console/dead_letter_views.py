@@ -13,10 +13,18 @@ from app.console import access
 from app.console.blueprint import ID, PAGE, act, asking, bp, confirm, stored_json
 from app.errors import NotFound, ValidationFailed
 from app.session import db_session
+from core.classify import Fault
 from models.base import utcnow
 from models.messages import DeadLetter
 from service import console_reads, queries
-from service.operator_actions import discard_one, replay_matching, replay_one
+from service.operator_actions import (
+    CALLER_FAULT_WARNING,
+    bulk_includes_caller_fault,
+    caller_fault_matching,
+    discard_one,
+    replay_matching,
+    replay_one,
+)
 from workers.runtime import liaison
 
 AGES = [("", "any"), ("300", "5 minutes"), ("3600", "1 hour"), ("86400", "1 day"), ("604800", "7 days")]
@@ -80,9 +88,14 @@ def dead_letter(letter_id: int) -> str:
 def dead_letter_replay(letter_id: int) -> str | BaseResponse:
     letter = _letter(letter_id)
     if asking():
+        caution = None
+        if letter.fault == Fault.CALLER:
+            said = f" It answered: {letter.answer}" if letter.answer else ""
+            caution = f"This letter is the caller's fault: {CALLER_FAULT_WARNING}.{said}"
         return confirm(
             "Replay dead letter",
             f"Replay dead letter {letter.id} ({letter.kind}, {letter.fault}) for {letter.correlation_id or '-'}?",
+            caution,
         )
     act(replay_one, letter_id)
     return redirect(url_for("console.dead_letter", letter_id=letter_id, done="replayed"))
@@ -103,13 +116,28 @@ def dead_letter_discard(letter_id: int) -> str | BaseResponse:
 @bp.route("/dead-letters/replay", methods=["GET", "POST"])
 def dead_letters_replay() -> str | BaseResponse:
     flt, args = _letter_filter()
+    takes_caller = bulk_includes_caller_fault(flt)
     if asking():
-        matching = console_reads.open_matching(db_session(), flt, utcnow())
+        now = utcnow()
+        matching = console_reads.open_matching(db_session(), flt, now)
+        caller = caller_fault_matching(db_session(), flt, now)
         shown = ", ".join(f"{k}={v}" for k, v in sorted(args.items()) if k != "state") or "no filter"
+        if caller and takes_caller:
+            caution = f"{caller} of them are the caller's fault: {CALLER_FAULT_WARNING}."
+        elif caller:
+            caution = f"{caller} of them are the caller's fault and are left open: filter fault=caller to replay them."
+            matching -= caller
+        else:
+            caution = None
         return confirm(
             "Replay matching dead letters",
             f"Replay every open dead letter matching {shown}: {matching} now (at most {REPLAY_MATCHING_LIMIT})?",
+            caution,
             **args,
         )
-    replayed, skipped = act(lambda db, now, actor: replay_matching(db, flt, now, REPLAY_MATCHING_LIMIT, actor=actor))
+    replayed, skipped = act(
+        lambda db, now, actor: replay_matching(
+            db, flt, now, REPLAY_MATCHING_LIMIT, actor=actor, caller_fault=takes_caller
+        )
+    )
     return redirect(url_for("console.dead_letters", done="replayed_many", replayed=replayed, skipped=skipped))

@@ -14,8 +14,10 @@ from app.console.chart import finished_chart
 from app.observability.queue_probe import BrokerProbeError
 from app.observability.web import business_collector
 from app.session import db_session
+from core.classify import Fault
 from core.states import State
 from models.base import utcnow
+from models.heartbeats import beat_liveness
 from models.messages import DEAD_LETTER_KINDS
 from service import overview, queries
 from workers.runtime import liaison
@@ -35,6 +37,7 @@ def overview_page() -> str:
     except (KombuError, OSError, BrokerProbeError) as exc:
         queues, broker_error = None, type(exc).__name__
     dead = overview.open_dead_letters(session)
+    now = utcnow()
     retrying_tasks = queries.operator_tasks(session, queries.TaskFilter(retrying=True), 10)
     return render_template(
         "console/overview.html",
@@ -59,4 +62,7 @@ def overview_page() -> str:
         ),  # the chart escapes its labels
         finished_last_hour=(sum(m.succeeded for m in minutes), sum(m.failed for m in minutes)),
         flower_url=settings.flower_url,
+        beat=beat_liveness(session, now),
+        workers=overview.worker_activity(session, now),
+        dead_caller=sum(n for (_, fault), n in dead.items() if fault == Fault.CALLER),
     )

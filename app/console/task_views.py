@@ -15,11 +15,12 @@ from app.api.validation import CORRELATION_ID
 from app.console.blueprint import ID, PAGE, act, asking, bp, confirm, stored_json, text_arg
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
+from core.classify import Fault
 from core.states import TERMINAL, State
 from models.base import utcnow
 from models.task import ExternalTask
 from service import queries, task_pages
-from service.operator_actions import NotFoundError, cancel_task, client_named, replay_one
+from service.operator_actions import CALLER_FAULT_WARNING, NotFoundError, cancel_task, client_named, replay_one
 from workers.runtime import liaison
 
 #: a task page shows at most this many timeline events (the newest are kept)
@@ -69,7 +70,7 @@ def _task(task_id: int) -> ExternalTask:
 
 @bp.get(f"/tasks/<{ID}:task_id>")
 def task(task_id: int) -> str:
-    page = task_pages.task_page(db_session(), task_id, utcnow(), TIMELINE_LIMIT)
+    page = task_pages.task_page(db_session(), task_id, utcnow(), TIMELINE_LIMIT, liaison().settings.max_json_depth)
     if page is None:
         raise NotFound(f"no task {task_id}")
     found = page.task
@@ -88,6 +89,7 @@ def task(task_id: int) -> str:
         callbacks=page.callbacks,
         callback_kinds=queries.CALLBACK_KINDS,
         error_source=page.error_source,
+        failure_reason=page.failure_reason,
         waiting=waiting_body(found),
         callbacks_waiting=callbacks_waiting_body(page.paused),
         input_text=stored_json(page.input_text),
@@ -147,7 +149,11 @@ def task_replay(task_id: int) -> str | BaseResponse:
         raise Conflict("this task has no open dead letter")
     if asking():
         ids = ", ".join(str(d.id) for d in letters)
-        return confirm("Replay dead letters", f"Replay the open dead letters of task {found.correlation_id} ({ids})?")
+        caller = sum(1 for d in letters if d.fault == Fault.CALLER)
+        caution = f"{caller} of them are the caller's fault: {CALLER_FAULT_WARNING}." if caller else None
+        return confirm(
+            "Replay dead letters", f"Replay the open dead letters of task {found.correlation_id} ({ids})?", caution
+        )
     for letter in letters:
         act(replay_one, letter.id)
     return redirect(url_for("console.task", task_id=task_id, done="task_replayed"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -181,14 +182,22 @@ def test_dead_letter_and_incident_commands(pair_stack: Stack) -> None:
     assert "replayed" in run(pair_stack, "dead-letters", "replay", str(first)).output
     assert "is replayed" in fails(pair_stack, "dead-letters", "replay", str(first))
     run(pair_stack, "dead-letters", "discard", str(second))
+    broad = run(pair_stack, "dead-letters", "replay-many", "--kind", "submit", "--provider", "nobody", "--yes")
+    assert "replayed 0 dead letters" in broad.output
     many = run(pair_stack, "dead-letters", "replay-many", "--kind", "submit", "--fault", "caller", "--yes")
     assert "replayed" in many.output and "so far" in many.output  # progress, then the total
+    assert re.search(r"warning: \d+ matching dead letters are the caller's fault", many.output)
     assert json.loads(run(pair_stack, "dead-letters", "show", str(third), "--json").output)["state"] == "replayed"
     assert json.loads(run(pair_stack, "dead-letters", "show", str(second), "--json").output)["state"] == "discarded"
 
+    # an incident: the system's fault (the vendor down for good), as a caller's opens none
     cid = f"cli-inc-{uuid.uuid4().hex[:8]}"
-    pair_stack.submit(api_key, {"correlation_id": cid, "input": {"simulate": {"reject": True}}})
-    pair_stack.wait_for_task(api_key, cid)
+    assert pair_stack.vendor("POST", "/_sim/config", json={"down": True}).status_code == 200
+    try:
+        pair_stack.submit(api_key, {"correlation_id": cid, "input": "x"})
+        assert pair_stack.wait_for_task(api_key, cid)["outcome"]["fault"] == "system"
+    finally:
+        pair_stack.vendor("POST", "/_sim/config", json={})
     incidents = json.loads(
         run(pair_stack, "incidents", "list", "--kind", "submit_failed", "--limit", "10000", "--json").output
     )

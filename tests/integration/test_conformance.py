@@ -91,7 +91,8 @@ def test_every_documented_operation_answers_as_documented(contract_stack: Stack,
     with stack.db.transaction() as session:
         _, key, _ = create_client(session, stack.new_client_name(), f"{origin}/cb/contract", (origin,))
     api_key = key.api_key
-    # Something to list and show: a finished task, and one the vendor refused (a dead letter, an incident).
+    # Something to list and show: a finished task, and one the vendor refused (a dead letter; the
+    # caller's fault, so no incident).
     done = stack.submit(api_key, {"correlation_id": "contract-ok", "input": {"sku": "A1"}})
     refused = stack.submit(api_key, {"correlation_id": "contract-refused", "input": {"simulate": {"reject": True}}})
     assert (done.status_code, refused.status_code) == (202, 202)

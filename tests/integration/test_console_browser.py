@@ -139,8 +139,8 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
     client_name = stack.client_name(api_key)
     run = uuid.uuid4().hex[:6]
 
-    # Some finished work for the chart: successes, and one the vendor rejects (a caller's failure
-    # with an incident to resolve later).
+    # Some finished work for the chart: successes, and one the vendor rejects (a caller's failure:
+    # a dead letter with the vendor's answer, and no incident).
     for i in range(4):
         assert stack.submit(api_key, {"correlation_id": f"ok-{run}-{i}", "input": {"n": i}}).status_code == 202
     rejected = f"rejected-{run}"
@@ -191,6 +191,20 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
             pages.shot("task-dead-lettered")
         finally:
             stack.vendor("POST", "/_sim/config", json={})  # the vendor is back
+        task_page = driver.current_url
+
+        # Its incident (the system's fault: the vendor was down) links to the task; resolve it, with a note.
+        pages.open("/console/incidents?kind=submit_failed")
+        row = driver.find_element(
+            By.XPATH, f"//table[@id='incidents']//tr[td/a[@class='task-link' and text()='{flow}']]"
+        )
+        pages.follow(row.find_element(By.CSS_SELECTOR, "a.incident-link"))
+        pages.find("#resolve-note").send_keys("the vendor is back")
+        pages.follow(pages.find("#resolve"))
+        assert pages.text("#incident-state") == "resolved" and "the vendor is back" in pages.text("#detail")
+        assert "resolved" in pages.text(".history") and "alice" in pages.text(".history")
+        pages.shot("incident-resolved")
+        driver.get(task_page)
 
         # Replay its dead letter from its page; watch it succeed there.
         pages.follow(pages.find("#replay-task"))
@@ -220,15 +234,27 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
         assert pages.text("#task-state") == "accepted" and "orphan.attached" in pages.text("#timeline")
         waiting_page = driver.current_url
 
-        # Resolve the rejected task's incident, with a note.
-        pages.open("/console/incidents?kind=submit_failed")
-        row = driver.find_element(By.XPATH, f"//table[@id='incidents']//tr[td[text()='{rejected}']]")
-        pages.follow(row.find_element(By.CSS_SELECTOR, "a.incident-link"))
-        pages.find("#resolve-note").send_keys("the shop fixed its input")
-        pages.follow(pages.find("#resolve"))
-        assert pages.text("#incident-state") == "resolved" and "the shop fixed its input" in pages.text("#detail")
-        assert "resolved" in pages.text(".history") and "alice" in pages.text(".history")
-        pages.shot("incident-resolved")
+        # The rejected task's dead letter: the vendor's answer shown, its replay only a quiet link
+        # behind a warning (the vendor would refuse it again), and no incident opened for it.
+        pages.open("/console/dead-letters?fault=caller")
+        row = driver.find_element(
+            By.XPATH, f"//table[@id='dead-letters']//tr[td/a[@class='task-link' and text()='{rejected}']]"
+        )
+        assert "simulated permanent rejection" in row.text and "replay anyway" in row.text
+        pages.follow(row.find_element(By.XPATH, "./td[1]/a"))
+        assert "simulated permanent rejection (reject)" in pages.text("#answer-text")
+        assert not driver.find_elements(By.ID, "replay")
+        assert "fix the cause first" in pages.text("#caller-fault").lower()
+        pages.shot("dead-letter-caller")
+        pages.follow(pages.find("#replay-anyway"))
+        assert "the caller's fault" in pages.text("#caution") and "Job rejected" in pages.text("#caution")
+        pages.open("/console/incidents?state=all")
+        assert rejected not in pages.text("#incidents")
+
+        # The overview says whether beat and the workers run.
+        pages.open("/console/")
+        assert "last finished a message" in pages.text("#worker-liveness")
+        assert "beat" in pages.text("#beat-liveness")
 
         # The remaining pages, for the record.
         for path, name in [

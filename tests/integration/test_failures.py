@@ -69,6 +69,12 @@ def test_permanent_rejection_is_a_caller_dead_letter_at_once(pair_stack: Stack) 
     letter = next(d for d in letters if d["correlation_id"] == cid)
     assert letter["attempts"] == 1 and "422" in letter["error"] and letter["provider"] == "sim"
     assert body["outcome"]["dead_letter_id"] == letter["id"]
+    # the vendor's answer is kept with the letter for the operator, not put in what the client reads
+    assert "simulated permanent rejection (reject)" in letter["answer"]
+    assert "simulated permanent rejection" not in body["outcome"]["error"]
+    # the caller's fault opens no incident: the dead-letter list is where it is seen
+    incidents = pair_stack.admin("GET", "/incidents", params={"kind": "submit_failed", "limit": 500}).json()["items"]
+    assert not any(i["correlation_id"] == cid for i in incidents)
     completed = pair_stack.callbacks.wait_for(lambda reqs: any(r.path == path for r in reqs), timeout=10)
     assert [r.json()["state"] for r in completed if r.path == path] == ["failed"]
 

@@ -154,9 +154,11 @@ def test_a_failed_task_mails_once_posts_to_chat_and_mails_its_resolution(
     sink, recorder = smtp[0], chat[0]
     api_key, _, _ = notify_stack.new_client()
     cid = f"notify-{uuid.uuid4().hex[:8]}"
-    body = {"correlation_id": cid, "input": {"simulate": {"reject": True}}}
+    # the vendor answers 503 past the retry budget: the system's fault, so a submit_failed incident
+    # opens (a caller's refusal, such as {"reject": true}, opens none)
+    body = {"correlation_id": cid, "input": {"simulate": {"transient_failures": 100}}}
     assert notify_stack.submit(api_key, body).status_code == 202
-    notify_stack.wait_for_task(api_key, cid)  # failed: a submit_failed incident is open
+    assert notify_stack.wait_for_task(api_key, cid)["outcome"]["fault"] == "system"
     beats(notify_stack)
     (subject,) = sink.wait_for(lambda s: len(s) == 1, containing=cid)
     assert subject.startswith("[Liaison] incident: submit_failed")

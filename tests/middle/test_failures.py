@@ -66,8 +66,8 @@ def test_a_submission_that_fails_for_good_fails_the_task_and_tells_the_domain_ap
         assert task.outcome is not None
         assert task.state == State.FAILED and task.outcome["dead_letter_id"] == letter.id
         assert [r.payload["type"] for r in rows] == ["task.completed"] and rows[0].payload["state"] == "failed"
-        [incident] = _incidents(session, IncidentKind.SUBMIT_FAILED)
-        assert incident.resolved_at is None and incident.correlation_id == "order-1"
+        # the caller's fault opens no incident (issue 43 point 7): the dead-letter list is its place
+        assert _incidents(session, IncidentKind.SUBMIT_FAILED) == []
         assert "submit.dead_lettered" in timeline(session, task)
 
 
@@ -100,7 +100,7 @@ def test_replay_reopens_the_failed_task_with_the_same_message_id(db: Database) -
 def test_discard_closes_the_letter_and_its_incident_without_redoing_anything(db: Database) -> None:
     with db.transaction() as session:
         _, relay = _relay(session)
-        dead_letter(session, relay, "gone", Fault.CALLER, later(1))
+        dead_letter(session, relay, "gone", Fault.SYSTEM, later(1))  # the system's: it opens an incident
         letter = session.scalars(select(DeadLetter)).one()
         discard(session, letter, later(2))
         assert (letter.state, letter.closed_at) == ("discarded", later(2))

@@ -160,3 +160,18 @@ def test_success_is_returned(monkeypatch):
         http.call("POST", SECRET_URL, timeout=(1, 1), idempotent=False, deadline_s=5, max_body_bytes=1024).status_code
         == 201
     )
+
+
+def test_a_refusals_body_is_kept_apart_bounded_and_redacted(monkeypatch):
+    def request(*args, **kwargs):
+        response = requests.Response()
+        response.status_code = 422
+        response._content = b'{"error": "amount must be positive", "api_key": "sk_live_abc123"}' + b" " * 4000 + b"z"
+        return response
+
+    monkeypatch.setattr(http.transport, "send", request)
+    raised = _call()
+    assert str(raised) == "POST vendor.example:8443: HTTP 422"  # the message still carries no body
+    assert raised.answer is not None and raised.answer.startswith('{"error": "amount must be positive"')
+    assert "sk_live_abc123" not in raised.answer and '"api_key": "[redacted]"' in raised.answer
+    assert len(raised.answer) <= 500

@@ -130,7 +130,7 @@ def retry_or_dead_letter(
             error = str(exc)
             if retry_after_past_cap(policy, exc.retry_after_s):
                 error = f"{exc}; its Retry-After ({exc.retry_after_s:.0f}s) is past the retry cap ({policy.cap_s:.0f}s)"
-            dead_letter(session, row, error, fault, now)
+            dead_letter(session, row, error, fault, now, answer=exc.answer)
         else:
             due = now + timedelta(seconds=delay)
             transitions.record_attempt_failure(session, row, str(exc), due, now)
