@@ -35,11 +35,13 @@ def procfile_worker(stack: Stack, name: str, log_dir: Path, *, args: str = "", *
 
 
 @contextmanager
-def procfile_web(stack: Stack, log_dir: Path, port: int, **extra: str) -> Iterator[str]:
+def procfile_web(stack: Stack, log_dir: Path, port: int, *, unset: tuple[str, ...] = (), **extra: str) -> Iterator[str]:
     """The Procfile's ``web`` line (gunicorn, gunicorn.conf.py, its read-ahead worker) against the
     stack's database and broker, on loopback ``port``, until the block ends: its URL, once it answers
-    ``/healthz``."""
+    ``/healthz``. ``unset``: variables of the stack's left out (back at their shipped values)."""
     env = {**base_env(), **stack.env, "WEB_ADDRESS": "127.0.0.1", "PORT": str(port), **extra}
+    for name in unset:
+        env.pop(name, None)
     url = f"http://127.0.0.1:{port}"
     proc = Proc(f"web-{port}", PROCFILE["web"], env, log_dir)
     try:

@@ -26,16 +26,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from bench.procs import ROOT, Proc, procfile
-from bench.stacks import base_env
 from tests.integration.conftest import PAIRS, _stack
-from tests.integration.processes import poll
+from tests.integration.procfile_worker import procfile_web
 from tests.integration.services import free_port
 from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
 
-PROCFILE = procfile((ROOT / "Procfile").read_text())
-WEB = PROCFILE["web"]
 #: What the test holds open against the web: far more than its 8 threads.
 HALF_HEADS, HALF_BODIES, SILENT, UNCLOSED = 80, 50, 50, 20
 CLIENT_TIMEOUT_S = 10  # only so that a failing run ends; nothing here is timed
@@ -49,26 +45,11 @@ def slow_stack(
 
 
 @contextmanager
-def procfile_web(stack: Stack, log_dir: Path, **extra: str) -> Iterator[str]:
-    """The Procfile's web line against the stack's database and broker, on a loopback port: its URL."""
-    port = free_port()
-    env = {**base_env(), **stack.env, "WEB_ADDRESS": "127.0.0.1", "PORT": str(port), **extra}
-    env.pop("LIAISON_METRICS_CACHE_S", None)  # the shipped value: nothing here reads gauges
-    url = f"http://127.0.0.1:{port}"
-    proc = Proc(f"web-{port}", WEB, env, log_dir)
-    try:
-
-        def up() -> bool:
-            assert proc.alive(), proc.tail()
-            try:
-                return requests.get(f"{url}/healthz", timeout=2).status_code == 200
-            except requests.RequestException:
-                return False
-
-        poll("the Procfile's web to answer /healthz", up, 60, proc.tail)
+def shipped_web(stack: Stack, log_dir: Path, **extra: str) -> Iterator[str]:
+    """The Procfile's web line on a free loopback port, its metrics cache at the shipped value
+    (nothing here reads gauges): its URL."""
+    with procfile_web(stack, log_dir, free_port(), unset=("LIAISON_METRICS_CACHE_S",), **extra) as url:
         yield url
-    finally:
-        proc.stop(timeout=40)
 
 
 def _connect(url: str) -> socket.socket:
@@ -104,7 +85,7 @@ def held_connections(url: str) -> Iterator[dict[str, list[socket.socket]]]:
 
 def test_slow_and_half_open_connections_hold_no_thread(slow_stack: Stack, vendor_secret: str, tmp_path: Path) -> None:
     api_key, _, _ = slow_stack.new_client()
-    with procfile_web(slow_stack, tmp_path) as url, held_connections(url) as held:
+    with shipped_web(slow_stack, tmp_path) as url, held_connections(url) as held:
         assert sum(len(socks) for socks in held.values()) == 200
 
         def healthz(_: int) -> int:
@@ -162,7 +143,7 @@ def _answer(sock: socket.socket) -> bytes:
 
 def test_a_deploy_with_short_read_deadlines_closes_the_held_connections(slow_stack: Stack, tmp_path: Path) -> None:
     short = {"LIAISON_HEADER_READ_TIMEOUT_S": "1", "LIAISON_BODY_READ_TIMEOUT_S": "2"}
-    with procfile_web(slow_stack, tmp_path, **short) as url, held_connections(url) as held:
+    with shipped_web(slow_stack, tmp_path, **short) as url, held_connections(url) as held:
         answers = {kind: [_answer(s) for s in socks] for kind, socks in held.items()}
         assert requests.get(f"{url}/healthz", timeout=CLIENT_TIMEOUT_S).status_code == 200
 
