@@ -43,6 +43,7 @@ import requests
 from sqlalchemy import func, select
 
 import simulator
+from bench.procs import ROOT
 from models import ExternalTask, OrphanEvent, ProcessedMessage, TaskEvent
 from simulator.signers import github_signature_256, stripe_signature
 from tests.integration import services
@@ -62,55 +63,9 @@ HMAC_SECRET = "hmac-" + "generic-secret" * 3
 BASIC_PAIR = "acme-vendor:" + "b4sic-pass" * 3
 FAST = {"SIMULATOR_ACCEPT_DELAY_S": 0.1, "SIMULATOR_COMPLETE_DELAY_S": 0.3, "SIMULATOR_RETRY_BACKOFF_S": "0.2,0.4,0.8"}
 
-#: The simulator's ``stripe`` API and events (docs/design.md §5, "The simulator's personalities").
-SIM_STRIPE = """
-[headers]
-Authorization = "Bearer {api_key}"
-
-[statuses]
-queued = "queued"
-processing = "running"
-succeeded = "succeeded"
-failed = "failed"
-canceled = "canceled"
-
-[submit]
-method = "POST"
-path = "/v1/jobs"
-headers = { "Idempotency-Key" = "{idempotency_key}" }
-body = { reference = "{reference}", input = "{input}" }
-job_id = "/id"
-
-[status]
-method = "GET"
-path = "/v1/jobs/{job_id}"
-status = "/status"
-outcome = "/outcome"
-
-[cancel]
-method = "POST"
-path = "/v1/jobs/{job_id}/cancel"
-
-[find]
-method = "GET"
-path = "/v1/jobs"
-query = { reference = "{reference}" }
-job_id = "/data/0/id"
-
-[events]
-type = "/type"
-job_id = "/data/object/id"
-status = "/data/object/status"
-outcome = "/data/object/outcome"
-percent = "/data/object/progress"
-
-[events.types]
-"job.processing" = "accepted"
-"job.updated" = "progress"
-"job.succeeded" = "completed"
-"job.failed" = "completed"
-"job.canceled" = "canceled"
-"""
+#: The simulator's ``stripe`` API and events: the profile Liaison ships for it (bin/demo's ``stripe``),
+#: so this module also proves the shipped file end to end.
+SIM_STRIPE = (ROOT / "docs" / "profiles" / "simulator-stripe.toml").read_text()
 
 #: The simulator's ``github`` API and events. A GitHub job's state is two fields (``status`` and,
 #: once ``completed``, ``conclusion``); a profile's ``[status]`` reads one, so ``status`` answers
