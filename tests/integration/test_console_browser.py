@@ -237,9 +237,9 @@ def test_on_call_flow_in_a_real_browser(console_stack: Stack, vendor_secret: str
         # The rejected task's dead letter: the vendor's answer shown, its replay only a quiet link
         # behind a warning (the vendor would refuse it again), and no incident opened for it.
         pages.open("/console/dead-letters?fault=caller")
-        row = driver.find_element(
-            By.XPATH, f"//table[@id='dead-letters']//tr[td/a[@class='task-link' and text()='{rejected}']]"
-        )
+        rejected_row = f"//table[@id='dead-letters']//tr[td/a[@class='task-link' and text()='{rejected}']]"
+        pages.until(lambda: bool(driver.find_elements(By.XPATH, rejected_row)), "the rejected task's dead letter")
+        row = driver.find_element(By.XPATH, rejected_row)
         assert "simulated permanent rejection" in row.text and "replay anyway" in row.text
         pages.follow(row.find_element(By.XPATH, "./td[1]/a"))
         assert "simulated permanent rejection (reject)" in pages.text("#answer-text")
