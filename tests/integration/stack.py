@@ -64,8 +64,14 @@ def liaison_env(
 
 
 def migrate(database_url: str, database_pooler: str | None = None) -> None:
+    """Brings one of the tests' fresh databases to the migrations' head: a copy of a migrated
+    template where it can be (tests/integration/services.py says why), else alembic's upgrade."""
     from alembic import command
 
+    from tests.integration import services
+
+    if database_pooler is None and services.clone_migrated(database_url):
+        return
     command.upgrade(alembic_config(database_url, database_pooler), "head")
 
 

@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from app.cli import alembic_config
 from core.classify import Fault
 from core.fair_share import DispatchPolicy
 from models.client import Client
@@ -36,6 +34,7 @@ from service.operator_actions import replay_matching, replay_one
 from service.queries import DeadLetterFilter
 from service.vendor_events import receive_event, record_submission
 from tests.integration import services
+from tests.integration.stack import migrate
 from tests.middle.builders import later, new_client, submit
 from webhooks.events import EventType, VendorEvent
 
@@ -51,7 +50,7 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         url, name = f"sqlite:///{tmp_path_factory.mktemp('selection') / 'selection.db'}", None
     else:
         url, name = services.create_postgres_database()
-    command.upgrade(alembic_config(url), "head")
+    migrate(url)
     db = Database(url)
     dispatch.install(db.sessionmaker, POLICY)
     yield db

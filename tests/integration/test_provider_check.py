@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 import requests
-from alembic import command
 from click.testing import CliRunner, Result
 from flask.cli import ScriptInfo
 
 import simulator
 from app import create_app
-from app.cli import alembic_config, group
+from app.cli import group
+from tests.integration.stack import migrate
 from tests.support.servers import CallbackRecorder, ServerThread
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,7 +56,7 @@ def vendor() -> Iterator[str]:
 def env(vendor: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     var = tmp_path_factory.mktemp("provider-check")
     url = f"sqlite:///{var / 'liaison.db'}"
-    command.upgrade(alembic_config(url), "head")  # the provider's rate limit is kept in the database
+    migrate(url)  # the provider's rate limit is kept in the database
     return {
         "DATABASE_URL": url,
         "LIAISON_VAR_DIR": str(var),

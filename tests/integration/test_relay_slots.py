@@ -14,10 +14,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from alembic import command
 from sqlalchemy import event, select
 
-from app.cli import alembic_config
 from models.base import utcnow
 from models.db import Database
 from models.leases import Lease, give_back, release, take_slots
@@ -25,6 +23,7 @@ from models.messages import OutboxMessage
 from service.claims import take_relay_slots
 from service.outbox_rows import new_message_id
 from tests.integration import services
+from tests.integration.stack import migrate
 
 CLIENT, ENDPOINT = "relay:client:7", "relay:endpoint:7:ab"
 GROUPS = [(CLIENT, 4), (ENDPOINT, 2)]
@@ -40,7 +39,7 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         url, name = f"sqlite:///{tmp_path_factory.mktemp('slots') / 'slots.db'}", None
     else:
         url, name = services.create_postgres_database()
-    command.upgrade(alembic_config(url), "head")
+    migrate(url)
     db = Database(url)
     yield db
     db.engine.dispose()
