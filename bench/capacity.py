@@ -423,6 +423,12 @@ def derive(runs: list[CapacityRun], args: argparse.Namespace) -> str:
         " fully used;"
         f" a transaction holds its connection {seconds_each * 1000:.1f} ms on average (Little's law, this machine)",
     ]
+    broker_ms = mean(r.ms("broker") for r in runs)
+    if runs[0].broker == "redis":
+        lines.append(
+            f"  Redis (one thread): {broker_ms:.2f} CPU ms per job → {model.single_core_ceiling(broker_ms, u):.0f}"
+            f" jobs/s at {u:.0%}, {model.single_core_ceiling(broker_ms, 1.0):.0f} fully used, whatever the primary"
+        )
     for cores in args.host_cores:
         host, limit = model.host_rate(liaison, processes, cores, u)
         lines.append(

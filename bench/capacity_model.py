@@ -7,6 +7,8 @@ The model, per job (one submit, its vendor call, two webhooks, two callbacks):
 - PostgreSQL is the one shared, not horizontally scalable part: a primary of ``cores`` cores
   carries ``cores × utilisation × 1000 / pg_ms`` jobs/s, where ``pg_ms`` is the server's CPU
   milliseconds per job (its backends and background processes together).
+- Redis runs commands on one thread: a deployment on one Redis carries at most ``utilisation ×
+  1000 / broker_ms`` jobs/s, whatever the cores.
 - Liaison's processes scale out by host: a host of ``cores`` cores carries ``cores × utilisation ×
   1000 / liaison_ms`` jobs/s, but never more than one of its Procfile processes can: a process
   runs Python on one core at most (the GIL), so a class of ``n`` processes that spends ``ms`` per
@@ -41,6 +43,12 @@ def primary_ceiling(pg_ms_per_job: float, cores: int, utilisation: float = DEFAU
 def primary_cores_for_rate(rate: float, pg_ms_per_job: float, utilisation: float = DEFAULT_UTILISATION) -> int:
     """The fewest primary cores that carry ``rate`` jobs/s at ``utilisation`` (at least one)."""
     return max(1, math.ceil(rate * pg_ms_per_job / 1000 / utilisation - 1e-9))
+
+
+def single_core_ceiling(ms_per_job: float, utilisation: float = DEFAULT_UTILISATION) -> float:
+    """Jobs/s of a server that runs on one core whatever the machine has: Redis executes commands on
+    one thread, so the broker's CPU per job caps a deployment on one Redis at this rate."""
+    return primary_ceiling(ms_per_job, 1, utilisation)
 
 
 def host_rate(

@@ -30,6 +30,11 @@ def test_the_primary_ceiling_scales_with_its_cores_at_the_planned_utilisation() 
     assert model.primary_cores_for_rate(1, 10.0, 0.7) == 1
 
 
+def test_redis_caps_a_deployment_at_one_core_whatever_the_machine() -> None:
+    assert model.single_core_ceiling(1.25, 0.7) == pytest.approx(560)
+    assert model.single_core_ceiling(1.25, 1.0) == pytest.approx(800)
+
+
 def test_a_host_is_limited_by_its_cores_or_by_a_class_of_one_process() -> None:
     ms = {"web": 16.0, "worker": 1.0, "calls": 8.0, "relay": 12.0}  # 37 ms a job
     processes = {"web": 2, "worker": 2, "calls": 1, "relay": 1}
