@@ -140,10 +140,12 @@ def start_liaison(
     *,
     vendor_url: str | None = None,
     extra_env: dict[str, str] | None = None,
+    processes: tuple[str, ...] = LIAISON_WORKERS,
 ) -> Stack:
     """Migrate a fresh database, create the client, start vendor, domain app, web and the workers of
-    ``workers`` pretend hosts (a worker and a relay process each; 0 = web only). ``vendor_url``
-    points the provider at another vendor than the lean one; ``extra_env`` adds settings."""
+    ``workers`` pretend hosts (the Procfile lines ``processes`` each, by default its worker, calls and
+    relay; 0 = web only). ``vendor_url`` points the provider at another vendor than the lean one;
+    ``extra_env`` adds settings."""
     run_id = uuid.uuid4().hex[:8]
     database = f"liaison_{run_id}"
     url = pg.create_database(database)
@@ -161,6 +163,8 @@ def start_liaison(
     vendor_url = vendor_url or lean_vendor_url
 
     web_port = free_port()
+    var_dir = log_dir / f"var-{run_id}"
+    var_dir.mkdir(parents=True, exist_ok=True)  # beat's schedule file goes there
     env.update(UNLIMITED)
     env.update(
         {
@@ -173,7 +177,7 @@ def start_liaison(
             "LIAISON_QUEUE": f"bench-{run_id}",
             "LIAISON_LOG_LEVEL": "warning",
             "LIAISON_METRICS_TOKEN": "bench-" + uuid.uuid4().hex,
-            "LIAISON_VAR_DIR": str(log_dir / f"var-{run_id}"),
+            "LIAISON_VAR_DIR": str(var_dir),
             "PORT": str(web_port),
             **(extra_env or {}),
         }
@@ -189,7 +193,7 @@ def start_liaison(
         vendor_url,
     )
     stack.procs = helpers
-    _start_pipeline(stack, env, log_dir, tag, PROCFILE["web"], lambda c: c, worker_commands(workers))
+    _start_pipeline(stack, env, log_dir, tag, PROCFILE["web"], lambda c: c, worker_commands(workers, processes))
     return stack
 
 
