@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.classify import Fault
+from core.outbox_states import ParkedReason
 from core.states import TERMINAL, State, reopen
 from core.urls import strip_url
 from models.attention import CallbackEndpoint
@@ -37,7 +38,7 @@ INCIDENT_FOR_KIND = {
     # a status check (a confirm hint's, a poll) that never finished: the next one asks again
     OutboxKind.CHECK: IncidentKind.BATCH_ROW_FAILED,
 }
-PARKED_ENDPOINT_GONE = "endpoint_gone"
+PARKED_ENDPOINT_GONE = ParkedReason.ENDPOINT_GONE.value
 
 
 class NotReplayable(ServiceError):

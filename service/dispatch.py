@@ -56,6 +56,7 @@ from core.fair_share import (
     first_free,
     rank,
 )
+from core.outbox_states import ParkedReason
 from core.states import TERMINAL, State
 from foundation import metrics
 from models.client import Client
@@ -66,7 +67,7 @@ from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
 
 POLICY = "liaison.dispatch_policy"
 #: the ``parked_reason`` of a queued task's submit row
-QUEUED_ROW = "queued"
+QUEUED_ROW = ParkedReason.QUEUED.value
 #: At most this many tasks released by one call (a beat run calls again while it releases any).
 BATCH = 200
 

@@ -24,13 +24,14 @@ from typing import Any
 from sqlalchemy import ColumnElement, ScalarSelect, Select, bindparam, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
+from core.outbox_states import ParkedReason
 from models.messages import OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
 from models.statements import built_once
 from models.task import record_event
 
 #: ``parked_reason`` of a relay held until an earlier relay of its task is settled.
-AWAITING_EARLIER = "awaiting_earlier"
+AWAITING_EARLIER = ParkedReason.AWAITING_EARLIER.value
 
 
 def holding(row: type[OutboxMessage] | Any) -> ColumnElement[bool]:
