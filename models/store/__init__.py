@@ -3,7 +3,8 @@
 One module per table family, each with a PostgreSQL and a SQLite class: ``outbox`` (an outbox
 row's life, ``core/outbox_states.py``: its moves, and the statements that add, claim and finish
 rows with their task's timeline), ``inbox`` (a message seen once, and a vendor job's task found
-with it), ``locks`` (what serialises writers), and ``postgres_rows``
+with it), ``locks`` (what serialises writers), ``reads`` (the operators' views' and the gauges'
+reads each database answers its own way), and ``postgres_rows``
 (PostgreSQL's one-statement writes of several rows, the one place that reaches into the ORM's
 bookkeeping to mark what they wrote). A :class:`Store` holds one of each, chosen once from the
 engine's dialect when the database is built (``models.db.Database``), as DBOS's
@@ -21,12 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
+from models.store.reads import PostgresReads, Reads, SqliteReads
 
 #: the key of a session's store in its ``info`` (set by the sessionmaker of ``models.db.Database``)
 STORE = "liaison.store"
@@ -40,10 +42,11 @@ class Store:
     outbox: OutboxRows
     inbox: Inbox
     locks: Locks
+    reads: Reads
 
 
-POSTGRESQL = Store("postgresql", PostgresOutboxRows(), PostgresInbox(), PostgresLocks())
-SQLITE = Store("sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks())
+POSTGRESQL = Store("postgresql", PostgresOutboxRows(), PostgresInbox(), PostgresLocks(), PostgresReads())
+SQLITE = Store("sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks(), SqliteReads())
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
 
@@ -60,6 +63,11 @@ def for_engine(engine: Engine) -> Store:
     return for_dialect(engine.dialect.name)
 
 
+def store_of_connection(conn: Connection) -> Store:
+    """The store of a Core connection (the gauges' scrape reads through one, not a session)."""
+    return for_dialect(conn.dialect.name)
+
+
 def store_of(session: Session) -> Store:
     """The session's store: its sessionmaker's (``models.db.Database``), or, for a session made
     on an engine directly (a test's ``Session(engine)``), its bind's, noted in its ``info``."""
@@ -69,4 +77,4 @@ def store_of(session: Session) -> Store:
     return found
 
 
-__all__ = ["POSTGRESQL", "SQLITE", "STORE", "Store", "for_dialect", "for_engine", "store_of"]
+__all__ = ["POSTGRESQL", "SQLITE", "STORE", "Store", "for_dialect", "for_engine", "store_of", "store_of_connection"]

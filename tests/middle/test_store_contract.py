@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -410,3 +410,30 @@ def test_task_or_orphan_keeps_the_event_only_when_no_task_has_the_job(db: Databa
     with db.transaction() as session:
         kept = session.scalars(select(OrphanEvent.vendor_job_id).where(OrphanEvent.vendor_job_id.in_([job, lost])))
         assert list(kept) == [lost]
+
+
+# --- reads -------------------------------------------------------------------------------------------
+
+
+def test_minutes_group_timeline_entries_alike(db: Database):
+    with db.transaction() as session:
+        task = _task(session)
+        for at in (NOW, NOW + timedelta(seconds=30), NOW + timedelta(minutes=1, seconds=5)):
+            session.add(TaskEvent(task_id=task.id, at=at, kind="state.succeeded", detail={}))
+    with db.transaction() as session:
+        minute = db.store.reads.minute(TaskEvent.at)
+        rows = session.execute(
+            select(minute, func.count()).where(TaskEvent.task_id == task.id).group_by(minute).order_by(minute)
+        ).all()
+    assert [n for _, n in rows] == [2, 1]
+
+
+def test_table_estimate_and_statement_limits(db: Database):
+    with db.transaction() as session:
+        assert db.store.reads.table_estimate(session, "external_tasks") >= 0
+        if db.store is SQLITE:
+            assert db.store.reads.table_estimate(session, "external_tasks") == 0  # every count is exact
+    with db.engine.connect() as conn, conn.begin():
+        db.store.reads.limit_statements(conn, 1500)
+        if db.store is POSTGRESQL:
+            assert conn.execute(text("SHOW statement_timeout")).scalar() == "1500ms"
