@@ -23,6 +23,33 @@ class State(StrEnum):
 
 TERMINAL: frozenset[State] = frozenset({State.SUCCEEDED, State.FAILED, State.CANCELED})
 
+#: Not final: still counted against a client's cap on open tasks, and against a vendor's capacity
+#: once released; its execution deadline still applies.
+OPEN: frozenset[State] = frozenset(State) - TERMINAL
+#: Not yet accepted by the vendor: its acceptance deadline still applies.
+AWAITING_ACCEPTANCE: frozenset[State] = frozenset({State.REQUESTED, State.SUBMITTED})
+#: Not yet at the vendor: no job id, the submission still to be made (or settled).
+NOT_SUBMITTED: frozenset[State] = frozenset({State.REQUESTED})
+#: At the vendor (it holds a job, or a cancel of one is on its way): what heartbeats, polls and
+#: reconciliation ask the vendor about.
+AT_VENDOR: frozenset[State] = frozenset({State.SUBMITTED, State.ACCEPTED, State.CANCEL_REQUESTED})
+
+#: The sets above by name: the partial indexes of ``models/task.py`` are written from them, and
+#: ``tests/unit/test_partial_indexes.py`` holds the two (and the migrations) together.
+STATE_SETS: dict[str, frozenset[State]] = {
+    "TERMINAL": TERMINAL,
+    "OPEN": OPEN,
+    "AWAITING_ACCEPTANCE": AWAITING_ACCEPTANCE,
+    "NOT_SUBMITTED": NOT_SUBMITTED,
+    "AT_VENDOR": AT_VENDOR,
+}
+
+
+def in_order(chosen: frozenset[State]) -> tuple[State, ...]:
+    """``chosen`` in the order the states are declared (a lifecycle's order): a stable spelling for SQL."""
+    return tuple(state for state in State if state in chosen)
+
+
 #: Allowed moves. Anything else raises InvalidTransition. Terminal states have no way out.
 TRANSITIONS: dict[State, frozenset[State]] = {
     State.REQUESTED: frozenset({State.SUBMITTED, State.ACCEPTED, State.CANCEL_REQUESTED, *TERMINAL}),

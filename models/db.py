@@ -21,6 +21,8 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, sessionmaker
 
+from models.store import SQLITE, STORE, Store, for_engine
+
 #: The embedded SQLite file holds API key hashes, callback secrets and every task's input: only its
 #: owner may read it. SQLite gives its -wal and -shm files the database file's mode.
 SQLITE_FILE_MODE = 0o600
@@ -81,11 +83,13 @@ class Database:
     def __init__(self, url: str, echo: bool = False, pooler: str = NO_POOLER) -> None:
         self.url = url
         self.engine: Engine = _make_engine(url, echo, pooler)
-        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+        #: the database's verbs, chosen once from its dialect; every session carries it (``store_of``)
+        self.store: Store = for_engine(self.engine)
+        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False, info={STORE: self.store})
 
     @property
     def is_sqlite(self) -> bool:
-        return self.engine.dialect.name == "sqlite"
+        return self.store is SQLITE
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:

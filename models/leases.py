@@ -13,13 +13,15 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Delete, String, Table, bindparam, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from models.base import Base, UtcDateTime, upsert
-from models.db import Database
+
+if TYPE_CHECKING:  # the store (imported by models.db) uses the slots: no import of models.db at run time
+    from models.db import Database
 
 
 class Lease(Base):

@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import BigInteger, Index, String, Text, bindparam, func, select
+from sqlalchemy import Index, String, Text, func, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from core.notifications import (
@@ -31,6 +31,7 @@ from core.notifications import (
 )
 from models.base import Base, Id, UtcDateTime, upsert, utcnow
 from models.messages import OutboxKind, OutboxMessage
+from models.store import store_of
 
 PENDING = "pending"
 DISPATCHED = "dispatched"
@@ -147,7 +148,7 @@ def dispatch(
     One run at a time: on PostgreSQL a run that finds another under way does nothing (a
     transaction-level advisory lock, tried, not waited for). Two runs side by side would each
     take part of a burst (``SKIP LOCKED``) and send it as two digests; SQLite serialises writers."""
-    if session.get_bind().dialect.name == "postgresql" and not session.scalar(_TRY_LOCK, {"key": _DISPATCH_KEY}):
+    if not store_of(session).locks.try_lock(session, _DISPATCH_KEY):
         return Dispatched()
     rows = session.scalars(
         select(Notification)
@@ -185,7 +186,6 @@ def dispatch(
     return Dispatched(messages=written, notices=sent, muted=muted, held=len(live) - sent)
 
 
-_TRY_LOCK = select(func.pg_try_advisory_xact_lock(bindparam("key", type_=BigInteger)))
 _DISPATCH_KEY = int.from_bytes(hashlib.blake2b(b"notifications.dispatch", digest_size=8).digest(), "big", signed=True)
 
 

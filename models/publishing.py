@@ -68,7 +68,7 @@ def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> Non
 
 
 def stamp_unflushed(session: Session, row: OutboxMessage) -> None:
-    """A new row about to be inserted outside the unit of work (``models.row_writes``): stamped as
+    """A new row about to be inserted outside the unit of work (``models.store.postgres_rows``): stamped as
     :func:`_stamp_new_rows` stamps one before its flush, when this session publishes at all."""
     new = row.dispatched_at is None and row.next_attempt_at is None and row.parked_reason is None
     if session.info.get(INSTALLED) and new:

@@ -9,30 +9,48 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String, Table, Text, UniqueConstraint, insert, text
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from core.states import State
+from core import states
+from core.states import State, in_order
 from models.base import Base, Id, Json, UtcDateTime, utcnow
 from models.client import Client
 
+
+def state_in(chosen: frozenset[State]) -> str:
+    """``states`` (a set of ``core.states``) as the SQL condition on ``state`` the indexes and their
+    queries spell, in the states' declared order: ``state = 'a'`` or ``state IN ('a', 'b')``."""
+    values = _quoted(chosen)
+    return f"state = {values[0]}" if len(values) == 1 else f"state IN ({', '.join(values)})"
+
+
+def state_not_in(left_out: frozenset[State]) -> str:
+    """``state NOT IN (…)``: a set told by what it leaves out (``OPEN``: not ``TERMINAL``)."""
+    return f"state NOT IN ({', '.join(_quoted(left_out))})"
+
+
+def _quoted(chosen: frozenset[State]) -> list[str]:
+    return [f"'{state.value}'" for state in in_order(chosen)]
+
+
 #: Partial-index predicates: the beat jobs' queries repeat them word for word so the planner uses
 #: the index, which then holds only the rows that can still become due, not every finished task.
-AWAITING_ACCEPTANCE = "state IN ('requested', 'submitted') AND acceptance_escalated_at IS NULL"
-AWAITING_COMPLETION = (
-    "state IN ('requested', 'submitted', 'accepted', 'cancel_requested') AND execution_escalated_at IS NULL"
-)
-AT_VENDOR = "state IN ('submitted', 'accepted', 'cancel_requested')"
-NOT_SUBMITTED = "state = 'requested'"
+#: Written from ``core.states``' sets (``tests/unit/test_partial_indexes.py`` checks them against
+#: the sets and the migrations that built the indexes).
+AWAITING_ACCEPTANCE = f"{state_in(states.AWAITING_ACCEPTANCE)} AND acceptance_escalated_at IS NULL"
+AWAITING_COMPLETION = f"{state_in(states.OPEN)} AND execution_escalated_at IS NULL"
+AT_VENDOR = state_in(states.AT_VENDOR)
+NOT_SUBMITTED = state_in(states.NOT_SUBMITTED)
 #: at the vendor with a heartbeat armed: what the heartbeat check reads (``heartbeat_due_at``)
-HEARTBEAT_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND heartbeat_due_at IS NOT NULL"
+HEARTBEAT_ARMED = f"{state_in(states.AT_VENDOR)} AND heartbeat_due_at IS NOT NULL"
 #: at the vendor with a poll scheduled: what the poll job reads (``poll_due_at``, service.polling)
-POLL_ARMED = "state IN ('submitted', 'accepted', 'cancel_requested') AND poll_due_at IS NOT NULL"
+POLL_ARMED = f"{state_in(states.AT_VENDOR)} AND poll_due_at IS NOT NULL"
 #: not final: what counts against a client's cap on open tasks (LIAISON_CLIENT_MAX_OPEN_TASKS)
-OPEN = "state NOT IN ('succeeded', 'failed', 'canceled')"
+OPEN = state_not_in(states.TERMINAL)
 #: final: what retention may remove once it has been quiet for long enough (service.retention)
-FINISHED = "state IN ('succeeded', 'failed', 'canceled')"
+FINISHED = state_in(states.TERMINAL)
 #: waiting in the database for its turn to go to the broker (service.dispatch)
-QUEUED = "state = 'requested' AND dispatched_at IS NULL"
+QUEUED = f"{state_in(states.NOT_SUBMITTED)} AND dispatched_at IS NULL"
 #: released to the broker and not final: what a vendor's capacity and a concurrency key count
-RELEASED_OPEN = "dispatched_at IS NOT NULL AND state IN ('requested', 'submitted', 'accepted', 'cancel_requested')"
+RELEASED_OPEN = f"dispatched_at IS NOT NULL AND {state_in(states.OPEN)}"
 #: the timeline events of a task reaching succeeded or failed: the console's chart counts them per minute
 FINISHED_EVENTS = "kind IN ('state.succeeded', 'state.failed')"
 

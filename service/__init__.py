@@ -1,7 +1,9 @@
 """The service layer: Liaison's use cases and read models, over the tables in ``models``.
 
-Every write to the tables goes through a module here, inside the caller's transaction (the caller
-commits once; the outbox rows it wrote are published after the commit by ``models.publishing``):
+Every write to the tables is decided by a module here, inside the caller's transaction (the caller
+commits once; the outbox rows it wrote are published after the commit by ``models.publishing``);
+what it writes of an outbox row's life, and the statements that differ between PostgreSQL and
+SQLite, it asks of the store (``models.store.store_of(session)``: verbs, never the dialect's name):
 a submission (``intake``), a state change (``transitions``), what vendors tell us
 (``vendor_events``), the lifecycle beyond the happy path (``lifecycle``, ``probes``,
 ``reconciliation``, ``orphans``), repair (``dead_letters``, ``operator_actions``), fair dispatch

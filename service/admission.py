@@ -27,6 +27,7 @@ from core.fair_share import CLIENT_BACKLOG, CONCURRENCY_KEY, VENDOR_CAPACITY, Di
 from foundation import metrics
 from models.client import Client
 from models.statements import built_once
+from models.store import store_of
 from models.task import OPEN, RELEASED_OPEN, ExternalTask
 from service.dispatch import lock_releases, open_at_vendor, policy_of, release_lock_key
 
@@ -70,7 +71,7 @@ def _lock(session: Session, provider: str, client_id: int, policy: DispatchPolic
     snapshot taken before the lock was granted (PostgreSQL re-checks only the locked row), and miss
     the task the lock's previous holder just committed. SQLite's ``BEGIN IMMEDIATE`` serialises
     writers already: nothing to take (its ``SELECT`` took no lock, and cost a statement)."""
-    if session.get_bind().dialect.name != "postgresql":
+    if store_of(session).locks.serialises_writers:
         return
     if not lock_client:
         if policy is not None:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, load_only
 
 from core.states import TERMINAL
 from models.messages import OutboxKind, OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask
 from service.incidents import IncidentKind, open_incident
 from service.outbox_rows import add_outbox
@@ -103,8 +104,7 @@ def settle_check(
     assert task.vendor_job_id is not None  # a check is only written for a task with a job
     result = apply_snapshot(session, task.provider, task.vendor_job_id, status, outcome, now)
     applied = result is not None and result.status == "applied"
-    row.done_at = now
-    row.attempts += 1
+    store_of(session).outbox.finish(row, now)
     finished(session, row, now, "check.done", event_written=not applied, vendor_status=status)
     return "applied" if applied else "unchanged"
 

@@ -11,29 +11,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, Table, Text, bindparam, cast, func, insert, select, update
-from sqlalchemy.orm import Session, aliased, defer
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy import BigInteger, Select, bindparam, func, select
+from sqlalchemy.orm import Session
 
 from models.attention import CallbackEndpoint
-from models.base import UtcDateTime, upsert
 from models.client import Client
 from models.endpoint_health import EndpointHealth
-from models.leases import TWO_FREE, give_back_statement, slot_rounds, take_rounds, two_free_params
+from models.leases import slot_rounds
 from models.messages import OutboxMessage
 from models.statements import built_once
-from models.task import ExternalTask, TaskEvent
+from models.store import store_of
+from models.store.outbox import WITHOUT_INPUT, row_and_task
+from models.task import ExternalTask
 from service import dispatch
 from service.ordering import held_by
 from wire.bounded_json import JsonLimits, check_bounds, strict_loads
 
-#: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader)
-#: and, where noted, without the vendor's ``outcome``: both can be large, and rows stored before
-#: their limits existed can be too deep to decode. A deferred column loads on first access.
-WITHOUT_INPUT = (defer(ExternalTask.input),)
-
-
-WITHOUT_PAYLOAD = (defer(ExternalTask.input), defer(ExternalTask.outcome))
+# Tasks load without the caller's ``input`` (read only by the submit, through a guarded loader) and,
+# where noted, without the vendor's ``outcome`` (``models.store.outbox.WITHOUT_INPUT``,
+# ``WITHOUT_PAYLOAD``): both can be large, and rows stored before their limits existed can be too
+# deep to decode. A deferred column loads on first access.
 
 
 def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
@@ -58,7 +55,7 @@ def claim_outbox_and_task(
     behind this one (``service.dispatch.queued_behind``, noted for the release its move makes).
     Three round trips in one.
     """
-    lock = job is not None and session.get_bind().dialect.name == "postgresql"
+    lock = job is not None and not store_of(session).locks.serialises_writers
     params: dict[str, Any] = {"outbox_id": outbox_id}
     scope = None
     if lock:
@@ -83,35 +80,11 @@ def claim_counted_outbox_and_task(
 ) -> tuple[OutboxMessage, ExternalTask, str | None] | None:
     """:func:`claim_outbox_and_task` for a delivery's start, with the delivery counted
     (``deliveries + 1``, the poison guard: ``service.dead_letters.count_delivery(counted=True)``
-    then only checks it) and its start lease set to ``lease_until`` (``service.start_leases``).
-    On PostgreSQL both are the claiming statement itself, an ``UPDATE … RETURNING`` whose row the
-    task is locked and read with; elsewhere the flush writes them. A start that rolls back (its
-    call must wait) takes both back with it."""
-    if session.get_bind().dialect.name != "postgresql":
-        claimed = claim_outbox_and_task(session, outbox_id, with_input=with_input)
-        if claimed is not None:
-            claimed[0].deliveries += 1
-            claimed[0].start_lease_until = lease_until
-        return claimed
-    params = {"outbox_id": outbox_id, "lease_until": lease_until}
-    found = session.execute(_counted_claim_statement(with_input), params).first()
-    return None if found is None else _claimed(found, with_input)  # None: gone, or done already
-
-
-@built_once
-def _counted_claim_statement(with_input: bool) -> Select[Any]:
-    outbox = _table(OutboxMessage)
-    counted = (
-        update(outbox)
-        .where(outbox.c.id == bindparam("outbox_id"), outbox.c.done_at.is_(None))
-        .values(
-            deliveries=outbox.c.deliveries + 1,
-            start_lease_until=bindparam("lease_until", type_=outbox.c.start_lease_until.type),
-        )
-        .returning(*outbox.c)
-        .cte("counted")
-    )
-    return _row_and_task(aliased(OutboxMessage, counted), with_input).with_for_update(of=ExternalTask, key_share=True)
+    then only checks it) and its start lease set to ``lease_until`` (``service.start_leases``):
+    the store's ``claim_counted`` (on PostgreSQL the claiming statement itself, an ``UPDATE …
+    RETURNING`` whose row the task is locked and read with; elsewhere the flush writes them). A
+    start that rolls back (its call must wait) takes both back with it."""
+    return store_of(session).outbox.claim_counted(session, outbox_id, with_input, lease_until)
 
 
 @built_once
@@ -123,7 +96,7 @@ def _claim_statement() -> Select[tuple[OutboxMessage]]:
 def _claim_with_task_statement(
     with_input: bool, lock_job: bool = False, queued_scope: bool | None = None
 ) -> Select[Any]:
-    statement = _row_and_task(OutboxMessage, with_input)
+    statement = row_and_task(OutboxMessage, with_input)
     if lock_job:
         # a function of the SELECT list runs as each row is produced, before FOR UPDATE locks it
         statement = statement.add_columns(_LOCK_JOB_KEY)
@@ -152,27 +125,10 @@ def lock_job(session: Session, source: str, job_id: str) -> bool:
     on each other crosswise. SQLite's ``BEGIN IMMEDIATE`` serialises writers already: False there,
     nothing taken, and a first look is the last word.
     """
-    if session.get_bind().dialect.name != "postgresql":
-        return False
-    session.execute(_LOCK_JOB, {"job_key": job_lock_key(source, job_id)})
-    return True
+    return store_of(session).locks.lock(session, job_lock_key(source, job_id))
 
 
 _LOCK_JOB_KEY = func.pg_advisory_xact_lock(bindparam("job_key", type_=BigInteger))
-_LOCK_JOB = select(_LOCK_JOB_KEY)
-
-
-def _row_and_task(row: Any, with_input: bool) -> Select[Any]:
-    """An outbox row (the table, or an ``UPDATE``'s rows) with its task, the input as JSON text if asked."""
-    columns: list[Any] = [row, ExternalTask]
-    if with_input:
-        columns.append(cast(ExternalTask.input, Text))
-    return (
-        select(*columns)
-        .join(ExternalTask, ExternalTask.id == row.task_id)
-        .options(*WITHOUT_INPUT)
-        .execution_options(populate_existing=True)
-    )
 
 
 def lock_task(session: Session, task_id: int) -> ExternalTask:
@@ -207,63 +163,18 @@ def claim_finished(session: Session, outbox_id: int, now: datetime) -> OutboxMes
     """:func:`claim_outbox` for a delivery that is done whatever it finds (a relay's record): the row
     locked and finished in one ``UPDATE … RETURNING``, None once it is done. :func:`finished` then
     records what that causes, in the same transaction."""
-    return session.scalars(_FINISH, {"outbox_id": outbox_id, "now": now}).one_or_none()
-
-
-_FINISH = (
-    update(OutboxMessage)
-    .where(OutboxMessage.id == bindparam("outbox_id"), OutboxMessage.done_at.is_(None))
-    .values(done_at=bindparam("now"), attempts=OutboxMessage.attempts + 1)
-    .returning(OutboxMessage)
-    .execution_options(synchronize_session=False, populate_existing=True)
-)
+    return store_of(session).outbox.claim_finished(session, outbox_id, now)
 
 
 def finish_delivered(
     session: Session, outbox_id: int, now: datetime, event: tuple[str, dict[str, Any]], slots: list[str], holder: str
 ) -> OutboxMessage | None:
-    """A delivered relay's record on PostgreSQL in one statement (a data-modifying ``WITH``): what
-    :func:`claim_finished` does, the timeline ``event`` (kind, detail) that
-    ``service.transitions.finished`` would write next (pass it ``event_written=True``), and the
+    """A delivered relay's record (the store's ``finish_delivered``; on PostgreSQL one statement, a
+    data-modifying ``WITH``): what :func:`claim_finished` does, the timeline ``event`` (kind, detail)
+    that ``service.transitions.finished`` would write next (pass it ``event_written=True``), and the
     relay's ``slots`` given back (``models.leases.give_back``: they go whether or not the row was
-    still open). Three round trips in one for every callback; SQLite, which has no INSERT or DELETE
-    inside a WITH, keeps the three statements."""
-    kind, detail = event
-    # no key may be named as an outbox column: an UPDATE's parameters of that name become SET clauses
-    params = {"outbox_id": outbox_id, "now": now, "e_kind": kind, "e_detail": detail, "names": slots, "holder": holder}
-    return session.scalars(_finish_delivered_statement(), params).one_or_none()
-
-
-@built_once
-def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
-    outbox = _table(OutboxMessage)
-    events = _table(TaskEvent)
-    done = (
-        update(outbox)
-        .where(outbox.c.id == bindparam("outbox_id"), outbox.c.done_at.is_(None))
-        .values(done_at=bindparam("now", type_=outbox.c.done_at.type), attempts=outbox.c.attempts + 1)
-        .returning(*outbox.c)
-        .cte("done")
-    )
-    event = (
-        insert(events)
-        .from_select(
-            ["task_id", "at", "kind", "detail"],
-            select(
-                done.c.task_id,
-                bindparam("now", type_=events.c.at.type),
-                bindparam("e_kind", type_=events.c.kind.type),
-                bindparam("e_detail", type_=events.c.detail.type),
-            ).where(done.c.task_id.is_not(None)),
-        )
-        .cte("event_row")
-    )
-    return (
-        select(aliased(OutboxMessage, done))
-        .add_cte(event)
-        .add_cte(give_back_statement().cte("slots_given_back"))
-        .execution_options(populate_existing=True)
-    )
+    still open). Three round trips in one for every callback on PostgreSQL."""
+    return store_of(session).outbox.finish_delivered(session, outbox_id, now, event, slots, holder)
 
 
 def take_relay_slots(
@@ -281,49 +192,11 @@ def take_relay_slots(
 
     On PostgreSQL, when the first try finds both of its two slots free (the usual case), the same
     statement counts the delivery (``deliveries + 1``, the poison guard) and writes the row's
-    ``target`` and start lease (``lease_until``: ``service.start_leases``): one round trip where
-    the start's flush would send an ``UPDATE`` of its own. The row's object is given the values as
-    written. Otherwise (a slot held, one group, SQLite) the
-    caller counts as before: ``service.dead_letters.count_delivery``. ``first``: as
-    ``models.leases.take_slots`` has it (tests)."""
+    ``target`` and start lease (``lease_until``: ``service.start_leases``): the store's
+    ``take_relay_slots``. Otherwise (a slot held, one group, SQLite) the caller counts as before:
+    ``service.dead_letters.count_delivery``. ``first``: as ``models.leases.take_slots`` has it (tests)."""
     rounds = slot_rounds(groups, first)
-    if len(rounds) != 2 or session.get_bind().dialect.name != "postgresql":
-        return take_rounds(session, rounds, holder, now, ttl_s, None), False
-    params = two_free_params(rounds, holder, now, ttl_s) | {
-        "outbox_id": row.id,
-        "relay_target": target,
-        "lease_until": lease_until,
-    }
-    got: set[str] = set()
-    deliveries: int | None = None
-    for name, counted in session.execute(_TWO_FREE_COUNTED, params):
-        if name is not None:
-            got.add(name)
-        else:
-            deliveries = counted
-    if deliveries is not None:
-        set_committed_value(row, "deliveries", deliveries)
-        set_committed_value(row, "target", target)
-        set_committed_value(row, "start_lease_until", lease_until)
-    return take_rounds(session, rounds, holder, now, ttl_s, got), deliveries is not None
-
-
-#: the delivery is counted only when both slots were inserted (``two`` has a row only then)
-_TWO_FREE_COUNTED = upsert(
-    f"WITH {TWO_FREE}, counted AS (UPDATE outbox_messages SET deliveries = deliveries + 1, target = :relay_target,"
-    " start_lease_until = :lease_until"
-    " WHERE id = :outbox_id AND EXISTS (SELECT 1 FROM two) RETURNING deliveries)"
-    " SELECT name, NULL::integer AS deliveries FROM one UNION ALL SELECT name, NULL FROM two"
-    " UNION ALL SELECT NULL, deliveries FROM counted",
-    expires_at=UtcDateTime(),
-    lease_until=UtcDateTime(),
-)
-
-
-def _table(entity: type[Any]) -> Table:
-    table = entity.__table__
-    assert isinstance(table, Table)
-    return table
+    return store_of(session).outbox.take_relay_slots(session, row, rounds, holder, now, ttl_s, target, lease_until)
 
 
 @dataclass(frozen=True)

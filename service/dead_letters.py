@@ -11,12 +11,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.classify import Fault
+from core.outbox_states import ParkedReason
 from core.states import TERMINAL, State, reopen
 from core.urls import strip_url
 from models.attention import CallbackEndpoint
 from models.client import Client
 from models.messages import POISON, DeadLetter, OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
+from models.store import store_of
 from models.task import ExternalTask
 from service import ordering
 from service.claims import lock_task
@@ -37,7 +39,7 @@ INCIDENT_FOR_KIND = {
     # a status check (a confirm hint's, a poll) that never finished: the next one asks again
     OutboxKind.CHECK: IncidentKind.BATCH_ROW_FAILED,
 }
-PARKED_ENDPOINT_GONE = "endpoint_gone"
+PARKED_ENDPOINT_GONE = ParkedReason.ENDPOINT_GONE.value
 
 
 class NotReplayable(ServiceError):
@@ -70,13 +72,14 @@ def dead_letter(
     to cancel, and the task waits, counted against its vendor's capacity, for the replay.
     A poison message is dead-lettered without an attempt having been made.
     """
-    outbox.done_at = now
+    if poison:  # no attempt was made
+        store_of(session).outbox.finish_unattempted(outbox, now)
+    else:
+        store_of(session).outbox.finish(outbox, now)
     task = lock_task(session, outbox.task_id) if outbox.task_id is not None else None
     ordering.settled(session, outbox, now, gap="dead_lettered")
-    if not poison:
-        outbox.attempts += 1
-        if task is not None and outbox.kind == OutboxKind.SUBMIT:
-            task.attempts += 1
+    if not poison and task is not None and outbox.kind == OutboxKind.SUBMIT:
+        task.attempts += 1
     letter = DeadLetter(
         kind=POISON if poison else outbox.kind,
         message_id=outbox.message_id,
@@ -132,7 +135,7 @@ def count_delivery(
     without running. The caller commits the count before the message's call is made.
     """
     if not counted:
-        row.deliveries += 1
+        store_of(session).outbox.count_delivery(row)
     if row.deliveries <= max_deliveries:
         return True
     error = f"started {row.deliveries - 1} times without finishing (worker lost each time)"
@@ -157,10 +160,7 @@ def replay(session: Session, letter: DeadLetter, now: datetime, by: str | None =
         raise NotReplayable(f"dead letter {letter.id} has no outbox message to re-drive (poison from the broker)")
     letter.state, letter.closed_at = "replayed", now
     letter.replay_count += 1
-    row.done_at = row.dispatched_at = row.next_attempt_at = row.parked_reason = None
-    row.attempts = row.deliveries = 0
-    row.holds_back = False
-    row.created_at = now  # the retry budget (max total time) starts again
+    store_of(session).outbox.replay(row, now)  # a new row again, its retry budget starting now
     reopened: ExternalTask | None = None
     if row.task_id is not None:
         task = lock_task(session, row.task_id)
@@ -266,10 +266,7 @@ def endpoint_disabled(session: Session, client_id: int, url: str) -> bool:
 
 def park(session: Session, outbox: OutboxMessage, url: str, now: datetime) -> None:
     """The relay waits for its endpoint to be re-enabled; the sweep leaves it alone."""
-    outbox.parked_reason = PARKED_ENDPOINT_GONE
-    outbox.target = strip_url(url)
-    outbox.dispatched_at = outbox.next_attempt_at = None
-    outbox.deliveries = 0
+    store_of(session).outbox.park(outbox, strip_url(url))
     ordering.settled(session, outbox, now, gap="callback endpoint disabled")
     if outbox.task_id is not None:
         task = lock_task(session, outbox.task_id)
@@ -341,6 +338,6 @@ def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -
         .with_for_update(of=OutboxMessage)
     ).all()
     for row in rows:
-        row.parked_reason = None
+        store_of(session).outbox.unpark(row)
     publish_after_commit(session, rows)
     return list(rows)

@@ -31,7 +31,6 @@ from itertools import zip_longest
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     ColumnElement,
     Select,
     Table,
@@ -56,17 +55,19 @@ from core.fair_share import (
     first_free,
     rank,
 )
+from core.outbox_states import ParkedReason
 from core.states import TERMINAL, State
 from foundation import metrics
 from models.client import Client
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import OutboxMessage
 from models.publishing import publish_after_commit
 from models.statements import built_once
+from models.store import store_of
 from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
 
 POLICY = "liaison.dispatch_policy"
 #: the ``parked_reason`` of a queued task's submit row
-QUEUED_ROW = "queued"
+QUEUED_ROW = ParkedReason.QUEUED.value
 #: At most this many tasks released by one call (a beat run calls again while it releases any).
 BATCH = 200
 
@@ -83,9 +84,7 @@ def policy_of(session: Session) -> DispatchPolicy | None:
 def lock_releases(session: Session, provider: str, client_id: int | None, policy: DispatchPolicy) -> None:
     """Take the dispatch lock of ``provider`` (and of ``client_id`` when the provider has no capacity)
     for the rest of the transaction: what releases, and what a submit decides, happen one at a time."""
-    if session.get_bind().dialect.name != "postgresql":
-        return  # SQLite: BEGIN IMMEDIATE serialises writers
-    session.execute(_LOCK, {"key": release_lock_key(provider, client_id, policy)})
+    store_of(session).locks.lock(session, release_lock_key(provider, client_id, policy))  # SQLite: none needed
 
 
 def release_lock_key(provider: str, client_id: int | None, policy: DispatchPolicy) -> int:
@@ -175,7 +174,7 @@ def requeue(session: Session, task: ExternalTask, row: OutboxMessage, now: datet
         return False
     task.dispatched_at = None
     task.dispatch_rank = rank(now, task.priority, policy.aging_s)
-    row.parked_reason = QUEUED_ROW
+    store_of(session).outbox.queue(row)
     session.flush()
     if task.id in _release(session, task.provider, task.client_id, now):
         session.expire(task, ["dispatched_at", "wait_reason"])  # the release wrote them in SQL
@@ -267,25 +266,13 @@ def _release_rows(session: Session, task_ids: list[int]) -> None:
     one UPDATE … RETURNING the rows it changed (what the publisher needs), no SELECT before it."""
     if not task_ids:
         return
-    rows = session.scalars(
-        update(OutboxMessage)
-        .where(
-            OutboxMessage.task_id.in_(task_ids),
-            OutboxMessage.kind == OutboxKind.SUBMIT,
-            OutboxMessage.parked_reason == QUEUED_ROW,
-        )
-        .values(parked_reason=None)
-        .returning(OutboxMessage),
-        # a row this session holds (added in this very submit) is refreshed from what RETURNING says
-        execution_options={"synchronize_session": False, "populate_existing": True},
-    ).all()
+    rows = store_of(session).outbox.release_queued(session, task_ids)
     place = {task_id: n for n, task_id in enumerate(task_ids)}
     publish_after_commit(session, sorted(rows, key=lambda row: place.get(row.task_id or 0, 0)))
 
 
 # --- statements, built once ---------------------------------------------------------------------
 
-_LOCK = select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger)))
 _T = ExternalTask.__table__
 assert isinstance(_T, Table)
 _RELEASE = (

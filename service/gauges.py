@@ -13,6 +13,7 @@ from models.attention import Incident, OrphanEvent
 from models.client import Client
 from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
+from models.store import store_of_connection
 from models.task import POLL_ARMED, QUEUED, ExternalTask
 
 
@@ -32,8 +33,7 @@ class GaugeCounts:
 def limit_statements(conn: Connection, statement_timeout_ms: int) -> None:
     """On PostgreSQL, bound every statement of the connection's transaction: a slow scrape must not
     pile up on a struggling database."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text(f"SET LOCAL statement_timeout = {int(statement_timeout_ms)}"))
+    store_of_connection(conn).reads.limit_statements(conn, statement_timeout_ms)
 
 
 def read_counts(conn: Connection) -> GaugeCounts:

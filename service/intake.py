@@ -17,6 +17,7 @@ from core.states import State
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
+from models.store import store_of
 from models.task import ExternalTask, new_reference
 from service import admission, dispatch
 from service.errors import ServiceError
@@ -95,7 +96,7 @@ def submit_task(
     # correlation id (unique per client only: another client's task of that name is not ours).
     # On PostgreSQL it runs only when the insert found one (``service.outbox_rows.add_new_task``).
     params = {"client_id": client.id, "correlation_id": correlation_id, "key": idempotency_key}
-    look_first = session.get_bind().dialect.name != "postgresql"
+    look_first = not store_of(session).outbox.new_task_reports_conflict
     if look_first and (earlier := _earlier(session, params, idempotency_key, req)) is not None:
         return earlier
     found = admission.load(session, req.provider, client.id, count_open=max_open_tasks is not None)

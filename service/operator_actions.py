@@ -21,6 +21,7 @@ from models.client import Client
 from models.db import Database
 from models.messages import DeadLetter, OutboxMessage
 from models.notifications import NotificationMute, mute, unmute
+from models.store import store_of
 from models.task import ExternalTask
 from service.claims import lock_task
 from service.dead_letters import NotReplayable, discard, enable_endpoint, replay
@@ -163,7 +164,7 @@ def _lock_tasks_of(session: Session, letters: Sequence[DeadLetter]) -> None:
     submission is released under the dispatch lock (``service.dispatch.requeue``), whose holder must
     never wait on a task, as the batch's next replay would otherwise."""
     outbox_ids = [letter.outbox_id for letter in letters if letter.outbox_id is not None]
-    if outbox_ids and session.get_bind().dialect.name == "postgresql":  # SQLite: writers are serialised already
+    if outbox_ids and not store_of(session).locks.serialises_writers:
         task_ids = select(OutboxMessage.task_id).where(OutboxMessage.id.in_(outbox_ids))
         session.execute(
             select(ExternalTask.id)

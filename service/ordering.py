@@ -19,24 +19,20 @@ Each function runs in the caller's transaction.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import ColumnElement, ScalarSelect, Select, bindparam, or_, select, update
+from sqlalchemy import ScalarSelect, Select, bindparam, select
 from sqlalchemy.orm import Session, aliased
 
+from core.outbox_states import ParkedReason
 from models.messages import OutboxKind, OutboxMessage
 from models.publishing import publish_after_commit
 from models.statements import built_once
+from models.store import store_of
+from models.store.outbox import holding
 from models.task import record_event
 
 #: ``parked_reason`` of a relay held until an earlier relay of its task is settled.
-AWAITING_EARLIER = "awaiting_earlier"
-
-
-def holding(row: type[OutboxMessage] | Any) -> ColumnElement[bool]:
-    """``core.ordering.HOLDING`` in SQL: not done, and not parked for a person (a disabled endpoint).
-    A relay queued, in flight, waiting for a retry or itself held still holds the later ones."""
-    return row.done_at.is_(None) & or_(row.parked_reason.is_(None), row.parked_reason == AWAITING_EARLIER)
+AWAITING_EARLIER = ParkedReason.AWAITING_EARLIER.value
 
 
 def held_by() -> ScalarSelect[int]:
@@ -67,26 +63,10 @@ def hold(session: Session, row: OutboxMessage, earlier_id: int, now: datetime, r
     for that lock to release ``row`` (:func:`settled`), so waiting here could close a circle.
     Settling and holding thus never miss each other: either the flag is set before the settling
     transaction locks the earlier row (and it sees the flag), or this start looks again after it."""
-    earlier = aliased(OutboxMessage)  # not correlated with the UPDATE's own table
-    free = (
-        select(earlier.id)
-        .where(earlier.id == earlier_id, holding(earlier))
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
-    flagged = session.execute(
-        update(OutboxMessage)
-        .where(OutboxMessage.id == free)
-        .values(holds_back=True)
-        .returning(OutboxMessage.id)
-        .execution_options(synchronize_session=False)
-    ).first()
-    if flagged is None:
+    outbox = store_of(session).outbox
+    if not outbox.flag_holding_back(session, earlier_id):
         return False
-    row.parked_reason = AWAITING_EARLIER
-    row.dispatched_at = None
-    row.next_attempt_at = now + timedelta(seconds=recheck_s)  # the sweep's recheck, should a release be missed
-    row.deliveries = 0  # this delivery ended normally: not a poison message
+    outbox.await_earlier(row, now + timedelta(seconds=recheck_s))  # the sweep's recheck, should a release be missed
     if row.task_id is not None:
         detail = {"message_id": row.message_id, "sequence": row.sequence, "type": row.payload.get("type")}
         record_event(session, row.task_id, "relay.waiting", now, detail)
@@ -109,7 +89,8 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
         record_event(session, row.task_id, "relay.gap", now, detail)
     if not row.holds_back:
         return
-    row.holds_back = False
+    outbox = store_of(session).outbox
+    outbox.holds_back(row, False)
     # Waited for, not skipped: a held relay may be locked by a webhook coalescing a progress report
     # into it, and passed over it would stall until the sweep's recheck. Nothing that locks a held
     # relay waits for this row meanwhile (a relay's start does not: :func:`hold`), so no circle.
@@ -126,8 +107,7 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
         .execution_options(populate_existing=True)
     ).all()
     for held in waiting:
-        held.parked_reason = None
-        held.next_attempt_at = None
+        outbox.release_held(held)
     publish_after_commit(session, waiting)
 
 

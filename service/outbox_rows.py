@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from core.ordering import next_sequence
 from core.states import COMPLETED_CALLBACK
 from models.messages import OutboxKind, OutboxMessage
-from models.row_writes import insert_event_with, insert_outbox_with, insert_task_with
-from models.task import ExternalTask, record_event
+from models.store import store_of
+from models.task import ExternalTask
 from wire.channel_messages import row_message_id
 
 #: a timeline entry written with an outbox row: its kind and detail
@@ -27,8 +27,8 @@ def new_message_id() -> str:
 
 def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **detail: Any) -> None:
     """A timeline entry of ``task``. On PostgreSQL the task's pending changes go in the entry's
-    statement (``models.row_writes``): the flush would send them in one of their own."""
-    _event(session, task, None, kind, now, detail)
+    statement (``models.store.postgres_rows``): the flush would send them in one of their own."""
+    store_of(session).outbox.add_event(session, task, (task.id, kind, now, detail), None)
 
 
 def add_event_finishing(
@@ -36,21 +36,7 @@ def add_event_finishing(
 ) -> None:
     """:func:`add_event` for a change that ends the outbox row ``finishing`` (a submission's answer):
     on PostgreSQL that row's pending changes go in the same statement too."""
-    _event(session, task, finishing, kind, now, detail)
-
-
-def _event(
-    session: Session,
-    task: ExternalTask,
-    finishing: OutboxMessage | None,
-    kind: str,
-    now: datetime,
-    detail: dict[str, Any],
-) -> None:
-    if session.get_bind().dialect.name == "postgresql":
-        insert_event_with(session, (task.id, kind, now, detail), (task,) if finishing is None else (task, finishing))
-        return
-    record_event(session, task.id, kind, now, detail)
+    store_of(session).outbox.add_event(session, task, (task.id, kind, now, detail), finishing)
 
 
 def add_outbox(
@@ -65,29 +51,20 @@ def add_outbox(
 ) -> OutboxMessage:
     """``parked_reason``: the row waits unpublished until something releases it (a queued submission).
     ``event``: the timeline entry (kind, detail) that goes with the row, written with it; on
-    PostgreSQL the two and the task's pending changes go in one statement (``models.row_writes``),
+    PostgreSQL the two and the task's pending changes go in one statement (``models.store.postgres_rows``),
     elsewhere one each."""
     row = _new_row(kind, task, now, parked_reason, payload)
-    if event is not None:
-        if session.get_bind().dialect.name == "postgresql":
-            return insert_outbox_with(session, row, (task.id, event[0], now, event[1]), task)
-        record_event(session, task.id, event[0], now, event[1])
-    session.add(row)
-    session.flush()
-    return row
+    entry = None if event is None else (task.id, event[0], now, event[1])
+    return store_of(session).outbox.add_row(session, row, task, entry)
 
 
 def add_new_task(session: Session, task: ExternalTask, now: datetime, event: Event) -> OutboxMessage | None:
     """Insert a new, released ``task`` with its first timeline ``event`` and its ``submit`` row, on
     PostgreSQL in one statement that does nothing when a request made before holds the task's
     correlation id or Idempotency-Key (None: the caller looks for that one); elsewhere as a flush and
-    :func:`add_outbox` (a conflict raises ``IntegrityError`` at the flush)."""
-    if session.get_bind().dialect.name != "postgresql":
-        session.add(task)
-        session.flush()
-        return add_outbox(session, OutboxKind.SUBMIT, task, now, event=event)
+    an insert each (a conflict raises ``IntegrityError`` at the flush)."""
     row = _new_row(OutboxKind.SUBMIT, task, now, None, {})
-    return row if insert_task_with(session, task, row, (event[0], now, event[1])) else None
+    return row if store_of(session).outbox.add_new_task(session, task, row, (event[0], now, event[1])) else None
 
 
 def _new_row(

@@ -21,6 +21,7 @@ from core.states import TERMINAL, State
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask, TaskEvent
 from service.queries import retrying_task_ids
 
@@ -76,10 +77,7 @@ def task_counts(session: Session, providers: Iterable[str], estimate_above: int 
 def _table_estimate(session: Session, table: str) -> int:
     """PostgreSQL's own idea of a table's size (``pg_class.reltuples``, kept by ANALYZE and
     autovacuum); 0 elsewhere, where every count is exact."""
-    if session.get_bind().dialect.name != "postgresql":
-        return 0
-    value = session.scalar(text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"), {"t": table})
-    return max(int(value or 0), 0)
+    return store_of(session).reads.table_estimate(session, table)
 
 
 def _planner_rows(session: Session, state: str, provider: str) -> int:
@@ -163,10 +161,7 @@ def finished_per_minute(session: Session, now: datetime, minutes: int = 60) -> l
     first, the current minute last), from their timeline events on a partial index."""
     end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
     start = end - timedelta(minutes=minutes)
-    if session.get_bind().dialect.name == "postgresql":
-        bucket = func.date_trunc("minute", TaskEvent.at)
-    else:
-        bucket = func.strftime("%Y-%m-%d %H:%M", TaskEvent.at)
+    bucket = store_of(session).reads.minute(TaskEvent.at)
     rows = session.execute(
         select(bucket, TaskEvent.kind, func.count())
         .where(text("kind IN ('state.succeeded', 'state.failed')"), TaskEvent.at >= start)

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session, load_only
 
 from core.deadlines import HEARTBEAT, VendorAnswer, at_deadline, at_heartbeat, heartbeat_due, still_awaited
 from models.messages import OutboxMessage
+from models.store.outbox import WITHOUT_PAYLOAD
 from models.task import HEARTBEAT_ARMED, ExternalTask
-from service.claims import WITHOUT_PAYLOAD
 from service.lifecycle import ask_vendor, escalate
 from service.outbox_rows import add_event
 from service.reconciliation import apply_snapshot

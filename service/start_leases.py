@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from core.fair_share import VENDOR_CAPACITY
 from core.states import State
 from models.messages import OutboxKind, OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask, record_event
 from service import dispatch
 
@@ -108,9 +109,7 @@ def requeue_unstarted(session: Session, rows: Sequence[OutboxMessage], now: date
     )
     for task_id, _, _ in taken:
         row = lost[task_id]
-        row.parked_reason = dispatch.QUEUED_ROW
-        row.dispatched_at = None
-        row.start_lease_until = None
+        store_of(session).outbox.queue(row)
         record_event(session, task_id, REQUEUED, now, {"reason": "start lease expired", "outbox_id": row.id})
     session.flush()
     for provider, client_id in {provider: client_id for _, provider, client_id in taken}.items():

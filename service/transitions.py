@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from core.fair_share import RATE_LIMIT
 from core.states import RELAYED, TERMINAL, State, transition
 from models.messages import OutboxKind, OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask, record_event
 from service import dispatch, ordering
 from service.claims import lock_task
@@ -90,9 +91,7 @@ def record_attempt_failure(
     session: Session, outbox: OutboxMessage, error: str, next_attempt_at: datetime | None, now: datetime
 ) -> None:
     """One failed attempt, visible on the task's timeline with when the next one is due."""
-    outbox.attempts += 1
-    outbox.deliveries = 0  # this delivery finished normally: not a poison message
-    outbox.next_attempt_at = next_attempt_at
+    store_of(session).outbox.attempt_failed(outbox, next_attempt_at)  # ended normally: not a poison message
     if outbox.task_id is None:
         return
     task = lock_task(session, outbox.task_id)
@@ -132,8 +131,7 @@ def settle_retry(session: Session, task: ExternalTask, finished: OutboxMessage) 
 
 
 def mark_done(session: Session, outbox: OutboxMessage, now: datetime, event: str, **detail: Any) -> None:
-    outbox.done_at = now
-    outbox.attempts += 1
+    store_of(session).outbox.finish(outbox, now)
     finished(session, outbox, now, event, **detail)
 
 

@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, bindparam, column, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from core.deadlines import heartbeat_due
 from core.states import EventType, State, decide
 from models.attention import OrphanEvent
-from models.base import upsert
-from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
+from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
+from models.store import store_of
 from models.task import ExternalTask, record_event
-from service.claims import WITHOUT_PAYLOAD, lock_job, lock_task
+from service.claims import lock_job, lock_task
 from service.incidents import IncidentKind, resolve_open
 from service.outbox_rows import add_event, add_event_finishing, add_outbox
 from service.progress import relay_progress
@@ -43,7 +43,7 @@ def record_submission(
     ``job_locked``: with the job's lock (``service.claims.lock_job``), which this takes otherwise."""
     assert outbox.task_id is not None  # a submission's row always names its task
     task = task or lock_task(session, outbox.task_id)
-    outbox.done_at = now
+    store_of(session).outbox.finish_unattempted(outbox, now)  # the attempt is the task's (below)
     out: list[OutboxMessage] = []
     if task.vendor_job_id is None:
         task.vendor_job_id = job_id
@@ -121,22 +121,6 @@ def _apply(
     return True, rows
 
 
-def _task_for_job(session: Session, source: str, job_id: str) -> ExternalTask | None:
-    """The task that vendor job belongs to, row-locked. The outcome loads only if the event brings
-    none and a relay must carry the task's own."""
-    return session.scalar(_task_for_job_statement(), {"source": source, "job_id": job_id})
-
-
-@built_once
-def _task_for_job_statement() -> Select[tuple[ExternalTask]]:
-    return (
-        select(ExternalTask)
-        .options(*WITHOUT_PAYLOAD)
-        .where(ExternalTask.provider == bindparam("source"), ExternalTask.vendor_job_id == bindparam("job_id"))
-        .with_for_update(key_share=True)
-    )
-
-
 @dataclass(frozen=True)
 class EventResult:
     status: str  # applied | ignored | duplicate | orphan
@@ -147,20 +131,11 @@ class EventResult:
 def first_time(session: Session, source: str, message_id: str, message_type: str, now: datetime) -> bool:
     """Record (source, message_id) in the inbox; False when it was there already.
 
-    One ``INSERT … ON CONFLICT DO NOTHING RETURNING``: the unique index decides, and a concurrent
-    duplicate waits on it until the first transaction commits, then inserts nothing. The record
-    commits with the caller's effect.
+    One ``INSERT … ON CONFLICT DO NOTHING RETURNING`` (the store's ``inbox.record``): the unique
+    index decides, and a concurrent duplicate waits on it until the first transaction commits,
+    then inserts nothing. The record commits with the caller's effect.
     """
-    params = {"source": source, "message_id": message_id, "message_type": message_type, "processed_at": now}
-    return session.execute(_RECORD_MESSAGE, params).first() is not None
-
-
-_RECORD_MESSAGE = upsert(
-    "INSERT INTO processed_messages (source, message_id, message_type, processed_at)"
-    " VALUES (:source, :message_id, :message_type, :processed_at)"
-    " ON CONFLICT (source, message_id) DO NOTHING RETURNING id",
-    processed_at=ProcessedMessage.processed_at.type,
-)
+    return store_of(session).inbox.record(session, source, message_id, message_type, now)
 
 
 def job_of_reference(session: Session, source: str, reference: str) -> str | None:
@@ -182,98 +157,21 @@ def _note_duplicate(session: Session, message_id: str, event: VendorEvent, now: 
         record_event(session, task_id, "event.duplicate", now, detail)
 
 
-def _task_id_for_job(session: Session, source: str, job_id: str) -> int | None:
-    return session.scalar(_task_id_for_job_statement(), {"source": source, "job_id": job_id})
-
-
-@built_once
-def _task_id_for_job_statement() -> Select[tuple[int]]:
-    return select(ExternalTask.id).where(
-        ExternalTask.provider == bindparam("source"), ExternalTask.vendor_job_id == bindparam("job_id")
-    )
-
-
-def _record_and_find(
-    session: Session, source: str, message_id: str, event: VendorEvent, now: datetime
-) -> tuple[bool, ExternalTask | None]:
-    """PostgreSQL: :func:`first_time` and :func:`_task_for_job` in one statement (the inbox row
-    in a data-modifying WITH, the task row-locked in another, joined to one row whichever is
-    missing): whether the message is new, and its task. A duplicate's task is locked too, for
-    the moment its note takes: the inbox insert already waited for the first one's commit."""
-    params = {"source": source, "message_id": message_id, "message_type": event.type.value, "processed_at": now}
-    task, inbox_id = session.execute(_record_and_find_statement(), {**params, "job_id": event.job_id}).one()
-    return inbox_id is not None, task
-
-
-#: the columns :func:`_task_for_job` loads (not the payloads)
-_FOUND_COLUMNS = tuple(c for c in ExternalTask.__table__.columns if c.key not in ("input", "outcome"))
-#: :func:`_task_for_job` as a WITH's ``task``, and its columns as the outer SELECT lists them
-_TASK_CTE = (
-    f"task AS (SELECT {', '.join(c.name for c in _FOUND_COLUMNS)} FROM external_tasks"
-    " WHERE provider = :source AND vendor_job_id = :job_id FOR NO KEY UPDATE)"
-)
-_TASK_SELECTED = ", ".join("task." + c.name for c in _FOUND_COLUMNS)
-
-
-@built_once
-def _record_and_find_statement() -> Any:
-    found = upsert(
-        "WITH inbox AS (INSERT INTO processed_messages (source, message_id, message_type, processed_at)"
-        " VALUES (:source, :message_id, :message_type, :processed_at)"
-        f" ON CONFLICT (source, message_id) DO NOTHING RETURNING id), {_TASK_CTE}"
-        f" SELECT {_TASK_SELECTED}, inbox.id AS inbox_id"
-        " FROM (SELECT 1) AS one LEFT JOIN inbox ON true LEFT JOIN task ON true",
-        processed_at=ProcessedMessage.processed_at.type,
-    ).columns(*_FOUND_COLUMNS, column("inbox_id", BigInteger))
-    return select(ExternalTask, found.selected_columns.inbox_id).from_statement(found)
-
-
-def _task_or_orphan(
-    session: Session, source: str, message_id: str, event: VendorEvent, now: datetime
-) -> ExternalTask | None:
-    """PostgreSQL, under the job's lock: :func:`_task_for_job` again, and the event kept as an
-    orphan when it still finds nothing, in one statement (a data-modifying WITH)."""
-    params = {
-        "source": source,
-        "job_id": event.job_id,
-        "message_id": message_id,
-        "payload": event.as_payload(),
-        "received_at": now,
-    }
-    return session.scalar(_task_or_orphan_statement(), params)
-
-
-@built_once
-def _task_or_orphan_statement() -> Any:
-    found = upsert(
-        f"WITH {_TASK_CTE},"
-        " orphan AS (INSERT INTO orphan_events (source, message_id, vendor_job_id, payload, received_at, state)"
-        " SELECT :source, :message_id, :job_id, :payload, :received_at, 'open'"
-        " WHERE NOT EXISTS (SELECT 1 FROM task) RETURNING id)"
-        f" SELECT {_TASK_SELECTED} FROM (SELECT 1) AS one LEFT JOIN task ON true",
-        payload=OrphanEvent.payload.type,
-        received_at=OrphanEvent.received_at.type,
-    ).columns(*_FOUND_COLUMNS)
-    return select(ExternalTask).from_statement(found)
-
-
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:
     """Store and apply one verified vendor event, at most once per (source, message_id)."""
-    if session.get_bind().dialect.name == "postgresql":
-        first, task = _record_and_find(session, source, message_id, event, now)
-        if not first:
-            _note_duplicate(session, message_id, event, now, task.id if task is not None else None)
-            return EventResult("duplicate")
-    elif not first_time(session, source, message_id, event.type.value, now):
-        _note_duplicate(session, message_id, event, now, _task_id_for_job(session, source, event.job_id))
+    inbox = store_of(session).inbox
+    # on PostgreSQL the record and the look for the task are one statement
+    found = inbox.record_and_find(session, source, message_id, event.type.value, event.job_id, now)
+    if not found.first:
+        _note_duplicate(session, message_id, event, now, found.task_id)
         return EventResult("duplicate")
-    else:
-        task = _task_for_job(session, source, event.job_id)
+    task = found.task
     if task is None and lock_job(session, source, event.job_id):
         # The submission may be setting this job id right now: once it has committed, look again
-        # (a statement of its own: its snapshot must be taken after the lock). Only a miss takes the
-        # lock: a task found under its row lock is settled already.
-        task = _task_or_orphan(session, source, message_id, event, now)
+        # (a statement of its own: its snapshot must be taken after the lock; on PostgreSQL it also
+        # keeps the orphan when it still finds nothing). Only a miss takes the lock: a task found
+        # under its row lock is settled already.
+        task = inbox.task_or_orphan(session, source, message_id, event.job_id, event.as_payload(), now)
         if task is None:
             return EventResult("orphan")
     if task is None:

@@ -13,14 +13,16 @@ from datetime import datetime, timedelta
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import load_only
 
+from core.outbox_states import SWEPT
 from foundation import tracing
 from models import publishing
 from models.db import Database
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
-from service.ordering import AWAITING_EARLIER
+from models.store import store_of
+from models.store.outbox import in_states
 from service.start_leases import requeue_unstarted
 
 log = logging.getLogger(__name__)
@@ -90,11 +92,7 @@ class Publisher:
     def _unstamp(self, ids: list[int], stamp: datetime) -> None:
         if ids:
             with self.db.transaction() as session:
-                session.execute(
-                    update(OutboxMessage)
-                    .where(OutboxMessage.id.in_(ids), OutboxMessage.dispatched_at == stamp)
-                    .values(dispatched_at=None)
-                )
+                store_of(session).outbox.unstamp(session, ids, stamp)
 
     def sweep(self, now: datetime, grace_s: int, lease_s: int, batch: int = 500) -> int:
         """Publish rows never published (older than ``grace_s``), rows whose held retry is due, rows
@@ -109,10 +107,10 @@ class Publisher:
                 select(OutboxMessage)
                 .options(load_only(*SWEEP_COLUMNS))
                 .where(
-                    OutboxMessage.done_at.is_(None),
-                    # parked rows wait for a person; a relay held for an earlier one is rechecked
-                    # when its next_attempt_at is due, should its release have been missed
-                    or_(OutboxMessage.parked_reason.is_(None), OutboxMessage.parked_reason == AWAITING_EARLIER),
+                    # not done; parked rows wait for a person, queued ones for fair dispatch; a relay
+                    # held for an earlier one is rechecked when its next_attempt_at is due, should
+                    # its release have been missed (core.outbox_states.SWEPT)
+                    in_states(OutboxMessage, SWEPT),
                     or_(
                         # never published (broker down, crash after commit)
                         and_(
@@ -137,7 +135,7 @@ class Publisher:
             rows = [row for row in rows if row.id not in requeued]
             for row in rows:
                 publishing.stamp(session, row, now)
-                row.next_attempt_at = None
+                store_of(session).outbox.due_now(row)
         if requeued:
             log.info("outbox sweep: %d submissions lost before they started went back to their queues", len(requeued))
         sent = set(self._send(rows))

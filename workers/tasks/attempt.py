@@ -46,6 +46,7 @@ from foundation.logging import bind
 from models.base import utcnow
 from models.db import database_unavailable
 from models.messages import OutboxMessage
+from models.store import store_of
 from service import claims, start_leases
 from service.dead_letters import count_delivery
 from workers.limiter import RateLimited
@@ -250,7 +251,7 @@ def _start(ctx: Liaison, outbox_id: int, steps: OutboxTask[Any, Any], published:
                 log.error("outbox %s dead-lettered as poison: it never finished a delivery", outbox_id)
                 return "skipped"
             if not steps.counted_by_claim and (lease := ctx.settings.start_leases.get(row.kind)) is not None:
-                row.start_lease_until = start_leases.until(now, lease)  # in the count's UPDATE
+                store_of(session).outbox.lease_start(row, start_leases.until(now, lease))  # in the count's UPDATE
             preparing = True
             with session.no_autoflush:  # the count and what prepare writes go in one UPDATE at commit
                 prepared = steps.prepare(ctx, session, row)

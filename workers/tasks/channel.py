@@ -27,6 +27,7 @@ from foundation import metrics
 from models.base import utcnow
 from models.client import Client
 from models.messages import OutboxMessage
+from models.store import store_of
 from service import claims, transitions
 from service.ordering import earlier_channel_rows
 from workers.channels import ChannelEvent
@@ -75,8 +76,7 @@ class ChannelDelivery(OutboxTask[ChannelEvent, str]):
         wait = held_for(earlier, now)
         if wait <= ctx.settings.max_countdown_s:
             raise ComeBackLater(wait, "held")
-        row.next_attempt_at = now + timedelta(seconds=wait)
-        row.dispatched_at = None  # published by the sweep once next_attempt_at is due
+        store_of(session).outbox.hold_until(row, now + timedelta(seconds=wait))  # published by the sweep then
         return "held"
 
     def prepare(self, ctx: Liaison, session: Session, row: OutboxMessage) -> Attempt[ChannelEvent] | str:

@@ -24,6 +24,7 @@ from core.retry_policy import RetryPolicy, next_delay, retry_after_past_cap
 from foundation import metrics
 from models.base import utcnow
 from models.messages import OutboxKind, OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask
 from service import claims, start_leases, transitions
 from service.dead_letters import dead_letter
@@ -101,7 +102,7 @@ def retry_or_dead_letter(
             return "done"
         if also is not None:
             also(session)
-        row.deliveries = 0  # this delivery ended, its outcome ``exc``: no longer under way
+        store_of(session).outbox.delivery_ended(row)  # its outcome ``exc``: no longer under way
         if row.kind == OutboxKind.SUBMIT and exc.unanswered:
             note_unsettled(row)  # the vendor may hold a job: a cancel must ask it first (request_cancel)
         failed_attempts = row.attempts + 1
@@ -136,9 +137,10 @@ def retry_or_dead_letter(
             transitions.record_attempt_failure(session, row, str(exc), due, now)
             held = delay > ctx.settings.max_countdown_s
             if held:
-                row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+                store_of(session).outbox.hold_until(row, due)  # the sweep publishes it when due
             else:  # the retry's message must start by its due time plus the lease (service.start_leases)
-                row.start_lease_until = start_leases.until(due, ctx.settings.start_leases.get(row.kind))
+                lease_until = start_leases.until(due, ctx.settings.start_leases.get(row.kind))
+                store_of(session).outbox.lease_start(row, lease_until)
     if canceled:
         log.info("outbox %s: the next attempt would start after the execution deadline; task canceled", outbox_id)
         return "canceled"
@@ -168,7 +170,7 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited, *,
         row = claims.claim_outbox(session, outbox_id)
         if row is None:
             return "done"
-        row.deliveries = 0  # this delivery ended normally: not a poison message
+        store_of(session).outbox.delivery_ended(row)  # ended normally: not a poison message
         if unsettled:
             note_unsettled(row)
         if row.kind == OutboxKind.SUBMIT and row.task_id is not None:
@@ -176,10 +178,9 @@ def wait_for_slot(task: Task, ctx: Liaison, outbox_id: int, exc: RateLimited, *,
         held = delay > ctx.settings.max_countdown_s
         due = utcnow() + timedelta(seconds=delay)
         if held:
-            row.next_attempt_at = due
-            row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+            store_of(session).outbox.hold_until(row, due)  # the sweep publishes it when due
         else:  # the message comes back by countdown: it must start by then plus the lease
-            row.start_lease_until = start_leases.until(due, ctx.settings.start_leases.get(row.kind))
+            store_of(session).outbox.lease_start(row, start_leases.until(due, ctx.settings.start_leases.get(row.kind)))
     if held:
         log.info("outbox %s waits %.0fs for a provider slot, held in the database", outbox_id, delay)
         return "held"

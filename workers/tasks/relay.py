@@ -31,9 +31,10 @@ from models.endpoint_health import (
 )
 from models.leases import give_back, release
 from models.messages import OutboxKind, OutboxMessage
+from models.store import store_of
 from service import claims, start_leases, transitions
 from service.dead_letters import disable_endpoint, park, url_hash
-from service.ordering import AWAITING_EARLIER, hold
+from service.ordering import hold
 from workers.delivery import deliver
 from workers.policies import relay_policy
 from workers.runtime import Liaison, liaison
@@ -122,8 +123,7 @@ class Relay(OutboxTask[Callback, int]):
             # the earlier relay was settled since the start statement read it, or is being settled
             # right now (its row locked: service.ordering.hold never waits for it): look again shortly
             raise ComeBackLater(0.05, "held")
-        if row.parked_reason == AWAITING_EARLIER:
-            row.parked_reason = None  # released (or rechecked by the sweep): nothing holds it now
+        store_of(session).outbox.resume(row)  # released (or rechecked by the sweep): nothing holds it now
         task_url, client = self.target or (None, None)
         url = task_url or (client and client.callback_url)
         if not url or client is None:
@@ -178,8 +178,7 @@ class Relay(OutboxTask[Callback, int]):
         metrics.relay_delivery("endpoint_paused")
         if wait <= ctx.settings.max_countdown_s:
             raise ComeBackLater(wait, "endpoint_paused")
-        row.next_attempt_at = now + timedelta(seconds=wait)
-        row.dispatched_at = None  # the sweep publishes it when next_attempt_at is due
+        store_of(session).outbox.hold_until(row, now + timedelta(seconds=wait))  # the sweep publishes it then
         return "paused"
 
     def release(self, ctx: Liaison) -> None:
@@ -226,7 +225,7 @@ class Relay(OutboxTask[Callback, int]):
     def succeeded(self, ctx: Liaison, session: Session, outbox_id: int, attempt: Attempt[Callback], result: int) -> str:
         """On PostgreSQL the row is finished, its timeline entry written and the slots given back in
         one statement (``service.claims.finish_delivered``); elsewhere, one statement each."""
-        if session.get_bind().dialect.name != "postgresql":
+        if not store_of(session).outbox.finishes_delivered_at_once:
             return super().succeeded(ctx, session, outbox_id, attempt, result)
         now = utcnow()
         event = ("relay.delivered", self._delivered(attempt, result))

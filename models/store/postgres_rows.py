@@ -1,6 +1,7 @@
 """Rows written together in one round trip on PostgreSQL: a new outbox row, the timeline event
 that goes with it and the pending changes of its task, as one data-modifying ``WITH`` (SQLite has
-no INSERT or UPDATE inside a WITH; its callers keep one statement per row: ``service.outbox_rows``).
+no INSERT or UPDATE inside a WITH: ``models.store.outbox.SqliteOutboxRows`` keeps one statement per
+row). Only the store's PostgreSQL classes call it (``models.store.outbox.PostgresOutboxRows``).
 
 A state change writes three rows of three tables at once (the task's update, its event, the outbox
 row that relays it), and the unit of work would send each in a statement of its own. Here the
@@ -9,6 +10,9 @@ outbox row is inserted by Core, then made a persistent object of the session (it
 in the same statement and are marked written, so the flush at commit has nothing left to send.
 A timeline entry without an outbox row takes its task's pending changes, and those of the outbox
 row the change finishes, the same way (:func:`insert_event_with`).
+
+Marking rows written is the ORM's own bookkeeping (``InstanceState._commit_all``, as the unit of
+work does after a flush): private API, kept in the store (``tests/unit/test_store_boundary.py``).
 """
 
 from __future__ import annotations

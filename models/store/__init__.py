@@ -1,0 +1,80 @@
+"""The store: the statements Liaison sends, per database, behind domain verbs.
+
+One module per table family, each with a PostgreSQL and a SQLite class: ``outbox`` (an outbox
+row's life, ``core/outbox_states.py``: its moves, and the statements that add, claim and finish
+rows with their task's timeline), ``inbox`` (a message seen once, and a vendor job's task found
+with it), ``locks`` (what serialises writers), ``reads`` (the operators' views' and the gauges'
+reads each database answers its own way), and ``postgres_rows``
+(PostgreSQL's one-statement writes of several rows, the one place that reaches into the ORM's
+bookkeeping to mark what they wrote). A :class:`Store` holds one of each, chosen once from the
+engine's dialect when the database is built (``models.db.Database``), as DBOS's
+``SystemDatabase.create()`` picks its class from the URL; callers ask :func:`store_of` for their
+session's and call its verbs, and never ask which database it is (``tests/unit/
+test_store_boundary.py`` counts the places that still do, outside this package, and holds the
+count down).
+
+This is the first room of the store: the outbox family's writes, the inbox and the locks. The
+other families (tasks and their timeline, fair dispatch, slots and leases, notices) still
+write from their modules; docs/architecture.md "The store" says what is where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.orm import Session
+
+from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
+from models.store.locks import Locks, PostgresLocks, SqliteLocks
+from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
+from models.store.reads import PostgresReads, Reads, SqliteReads
+
+#: the key of a session's store in its ``info`` (set by the sessionmaker of ``models.db.Database``)
+STORE = "liaison.store"
+
+
+@dataclass(frozen=True)
+class Store:
+    """One database's verbs, family by family."""
+
+    name: str
+    outbox: OutboxRows
+    inbox: Inbox
+    locks: Locks
+    reads: Reads
+
+
+POSTGRESQL = Store("postgresql", PostgresOutboxRows(), PostgresInbox(), PostgresLocks(), PostgresReads())
+SQLITE = Store("sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks(), SqliteReads())
+_BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
+
+
+def for_dialect(name: str) -> Store:
+    """The store of an engine whose dialect is ``name`` (``postgresql`` or ``sqlite``)."""
+    try:
+        return _BY_DIALECT[name]
+    except KeyError:
+        raise ValueError(f"no store for the {name!r} database; one of {', '.join(_BY_DIALECT)}") from None
+
+
+def for_engine(engine: Engine) -> Store:
+    """The store of ``engine``: chosen once, when the database is built (``models.db.Database``)."""
+    return for_dialect(engine.dialect.name)
+
+
+def store_of_connection(conn: Connection) -> Store:
+    """The store of a Core connection (the gauges' scrape reads through one, not a session)."""
+    return for_dialect(conn.dialect.name)
+
+
+def store_of(session: Session) -> Store:
+    """The session's store: its sessionmaker's (``models.db.Database``), or, for a session made
+    on an engine directly (a test's ``Session(engine)``), its bind's, noted in its ``info``."""
+    found: Store | None = session.info.get(STORE)
+    if found is None:
+        found = session.info[STORE] = for_dialect(session.get_bind().dialect.name)
+    return found
+
+
+__all__ = ["POSTGRESQL", "SQLITE", "STORE", "Store", "for_dialect", "for_engine", "store_of", "store_of_connection"]

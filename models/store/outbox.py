@@ -1,0 +1,512 @@
+"""The outbox rows' family: an outbox row's life (``core/outbox_states.py``) written here, and the
+statements that write a row with its task's timeline, claim it and finish it.
+
+Two kinds of verb. A *move* (:meth:`OutboxRows.hold_until`, :meth:`OutboxRows.park`, …) writes a
+locked row object's lifecycle columns as ``core.outbox_states.SIGNATURES`` has the state it moves
+to; the unit of work sends them with whatever else the transaction changed, so a move costs no
+statement of its own. A *statement* verb (:meth:`OutboxRows.add_row`,
+:meth:`OutboxRows.claim_counted`, :meth:`OutboxRows.finish_delivered`, …) sends what it writes:
+on PostgreSQL as one data-modifying ``WITH`` where several rows go together
+(``models.store.postgres_rows``), on SQLite, which has no INSERT or UPDATE inside a ``WITH``, one
+statement per row. :class:`PostgresOutboxRows` and :class:`SqliteOutboxRows` are the two; the
+store (``models.store``) holds one, chosen when the database is built.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement, Select, Table, Text, and_, bindparam, cast, insert, or_, select, update
+from sqlalchemy.orm import Session, aliased, defer
+from sqlalchemy.orm.attributes import set_committed_value
+
+from core.outbox_states import HOLDING, SIGNATURES, ParkedReason, RowState
+from models.base import UtcDateTime, upsert
+from models.leases import TWO_FREE, give_back, give_back_statement, take_rounds, two_free_params
+from models.messages import OutboxKind, OutboxMessage
+from models.statements import built_once
+from models.store.postgres_rows import insert_event_with, insert_outbox_with, insert_task_with
+from models.task import ExternalTask, TaskEvent, record_event
+
+#: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader):
+#: it can be large, and rows stored before its limits existed can be too deep to decode.
+WITHOUT_INPUT = (defer(ExternalTask.input),)
+#: and without the vendor's ``outcome`` either: where a step reads neither (a vendor event's task)
+WITHOUT_PAYLOAD = (defer(ExternalTask.input), defer(ExternalTask.outcome))
+
+#: a claimed row, its task, and the task's input as JSON text (when asked for)
+Claimed = tuple[OutboxMessage, ExternalTask, str | None]
+#: a timeline entry: its task id, kind, time and detail
+Entry = tuple[int, str, datetime, dict[str, Any]]
+#: a new task's first timeline entry: its kind, time and detail
+FirstEntry = tuple[str, datetime, dict[str, Any]]
+
+
+class OutboxRows:
+    """The verbs both databases share: the moves, and the statements written alike for both."""
+
+    #: Does :meth:`finish_delivered` write its three rows in one statement? (The relay's record
+    #: then uses it; elsewhere the record's own steps write them, as they do for every task.)
+    finishes_delivered_at_once: ClassVar[bool] = False
+    #: Does :meth:`add_new_task` answer False for a task a request made before holds (PostgreSQL's
+    #: ``ON CONFLICT DO NOTHING``)? Otherwise that conflict raises at the flush: look first.
+    new_task_reports_conflict: ClassVar[bool] = False
+
+    # --- moves: a locked row's lifecycle columns, flushed with the transaction -------------------
+
+    def hold_until(self, row: OutboxMessage, due: datetime) -> None:
+        """Held in the database until ``due`` (a retry or wait past the longest countdown, a paused
+        endpoint, an earlier channel row): its message is not out, the sweep publishes it then."""
+        row.next_attempt_at = due
+        row.dispatched_at = None
+
+    def due_now(self, row: OutboxMessage) -> None:
+        """The sweep publishes it (stamped by the caller): nothing is due later any more."""
+        row.next_attempt_at = None
+
+    def lease_start(self, row: OutboxMessage, lease_until: datetime | None) -> None:
+        """Its delivery must start (or, started, end) by ``lease_until`` (``service.start_leases``):
+        a start's lease from now, or a countdown retry's, from its due time."""
+        row.start_lease_until = lease_until
+
+    def attempt_failed(self, row: OutboxMessage, next_attempt_at: datetime | None) -> None:
+        """One failed call, its delivery ended normally (not poison); the next is due then."""
+        row.attempts += 1
+        row.deliveries = 0
+        row.next_attempt_at = next_attempt_at
+
+    def delivery_ended(self, row: OutboxMessage) -> None:
+        """This delivery ended (normally, or with its outcome): no longer under way, not poison."""
+        row.deliveries = 0
+
+    def count_delivery(self, row: OutboxMessage) -> None:
+        """One more start (the poison guard counts starts that never finished)."""
+        row.deliveries += 1
+
+    def count_start(self, row: OutboxMessage, lease_until: datetime | None) -> None:
+        """A delivery's start counted, with its start lease from now (what :meth:`claim_counted`
+        writes in its own statement on PostgreSQL)."""
+        row.deliveries += 1
+        row.start_lease_until = lease_until
+
+    def await_earlier(self, row: OutboxMessage, recheck_at: datetime) -> None:
+        """Held until an earlier relay of its task is settled (``service.ordering``), with the
+        sweep's recheck at ``recheck_at`` should a release be missed."""
+        row.parked_reason = ParkedReason.AWAITING_EARLIER.value
+        row.dispatched_at = None
+        row.next_attempt_at = recheck_at
+        row.deliveries = 0  # this delivery ended normally: not a poison message
+
+    def resume(self, row: OutboxMessage) -> None:
+        """A held relay runs: nothing holds it any more (released, or rechecked by the sweep)."""
+        if row.parked_reason == ParkedReason.AWAITING_EARLIER:
+            row.parked_reason = None
+
+    def release_held(self, row: OutboxMessage) -> None:
+        """A held relay whose earlier one is settled: published again (the caller stamps it)."""
+        row.parked_reason = None
+        row.next_attempt_at = None
+
+    def holds_back(self, row: OutboxMessage, holding: bool) -> None:
+        """Whether a later relay of the task waits for this one (``service.ordering``)."""
+        row.holds_back = holding
+
+    def park(self, row: OutboxMessage, target: str) -> None:
+        """Its callback endpoint answered 410 Gone: it waits for a person, unpublished."""
+        row.parked_reason = ParkedReason.ENDPOINT_GONE.value
+        row.target = target
+        row.dispatched_at = row.next_attempt_at = None
+        row.deliveries = 0
+
+    def unpark(self, row: OutboxMessage) -> None:
+        """Its endpoint was re-enabled: published again (the caller stamps it)."""
+        row.parked_reason = None
+
+    def queue(self, row: OutboxMessage) -> None:
+        """Its task waits its turn in fair dispatch: unpublished, no start lease running."""
+        row.parked_reason = ParkedReason.QUEUED.value
+        row.dispatched_at = None
+        row.start_lease_until = None
+
+    def finish(self, row: OutboxMessage, now: datetime) -> None:
+        """Done after an attempt (delivered, answered, skipped, canceled)."""
+        row.done_at = now
+        row.attempts += 1
+
+    def finish_unattempted(self, row: OutboxMessage, now: datetime) -> None:
+        """Done without a call of its own (the vendor's job id came; a dead letter's poison)."""
+        row.done_at = now
+
+    def replay(self, row: OutboxMessage, now: datetime) -> None:
+        """Its dead letter is replayed: a new row again, with its budget starting now."""
+        row.done_at = row.dispatched_at = row.next_attempt_at = row.parked_reason = None
+        row.attempts = row.deliveries = 0
+        row.holds_back = False
+        row.created_at = now  # the retry budget (max total time) starts again
+
+    # --- statements alike on both databases --------------------------------------------------------
+
+    def flag_holding_back(self, session: Session, earlier_id: int) -> bool:
+        """Flag relay ``earlier_id`` as holding a later one back, if it still holds (:func:`holding`)
+        and is free right now (``SKIP LOCKED``: whatever settles it may be waiting for the caller's
+        row, so waiting here could close a circle); False otherwise (``service.ordering.hold``)."""
+        return session.execute(_flag_holding_back(), {"earlier_id": earlier_id}).first() is not None
+
+    def release_queued(self, session: Session, task_ids: list[int]) -> list[OutboxMessage]:
+        """Un-park the queued submit rows of tasks fair dispatch released: one ``UPDATE …
+        RETURNING`` the rows it changed (what the publisher needs), no SELECT before it. A row this
+        session holds (added in this very submit) is refreshed from what RETURNING says."""
+        return list(session.scalars(_RELEASE_QUEUED, {"task_ids": task_ids}).all())
+
+    def unstamp(self, session: Session, ids: list[int], stamp: datetime) -> None:
+        """The broker refused these rows' messages: un-stamp them (those still carrying ``stamp``)
+        for the sweep, which publishes them later."""
+        session.execute(_UNSTAMP, {"ids": ids, "stamp": stamp})
+
+    def claim_finished(self, session: Session, outbox_id: int, now: datetime) -> OutboxMessage | None:
+        """The row locked and finished in one ``UPDATE … RETURNING`` (a delivery done whatever it
+        finds: a relay's record); None once it is done."""
+        return session.scalars(_FINISH, {"outbox_id": outbox_id, "now": now}).one_or_none()
+
+    # --- statements each database writes its own way ----------------------------------------------
+
+    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
+        """A timeline entry of ``task`` (and ``finishing``: the outbox row the change ends)."""
+        raise NotImplementedError
+
+    def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
+        """Insert the new ``row`` and its timeline ``entry``; return the row, persistent."""
+        raise NotImplementedError
+
+    def add_new_task(self, session: Session, task: ExternalTask, row: OutboxMessage, event: FirstEntry) -> bool:
+        """Insert a new task, its first entry and its submit ``row``; False: a request made before
+        holds its correlation id or Idempotency-Key (PostgreSQL; SQLite raises ``IntegrityError``)."""
+        raise NotImplementedError
+
+    def claim_counted(
+        self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
+    ) -> Claimed | None:
+        """The row and its task locked (``FOR NO KEY UPDATE``) for a delivery's start, the start
+        counted (``deliveries + 1``) and its start lease set; None when it is gone or done."""
+        raise NotImplementedError
+
+    def take_relay_slots(
+        self,
+        session: Session,
+        row: OutboxMessage,
+        rounds: list[list[str]],
+        holder: str,
+        now: datetime,
+        ttl_s: float,
+        target: str,
+        lease_until: datetime | None,
+    ) -> tuple[list[str] | None, bool]:
+        """A relay's slots (``models.leases.take_rounds``) and whether its start was counted with
+        them (``deliveries + 1``, ``target`` and the start lease written)."""
+        return take_rounds(session, rounds, holder, now, ttl_s, None), False
+
+    def finish_delivered(
+        self,
+        session: Session,
+        outbox_id: int,
+        now: datetime,
+        event: tuple[str, dict[str, Any]],
+        slots: list[str],
+        holder: str,
+    ) -> OutboxMessage | None:
+        """A delivered relay's record: the row finished (:meth:`claim_finished`), its timeline
+        ``event`` (kind, detail) written when it was still open, its ``slots`` given back whether
+        or not it was. None when it was done already."""
+        raise NotImplementedError
+
+
+class SqliteOutboxRows(OutboxRows):
+    """SQLite: no INSERT or UPDATE inside a ``WITH``, so one statement per row; no row locks either
+    (``BEGIN IMMEDIATE`` serialises writers: ``models.db``)."""
+
+    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
+        record_event(session, *entry)
+
+    def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
+        if entry is not None:
+            record_event(session, *entry)
+        session.add(row)
+        session.flush()
+        return row
+
+    def add_new_task(self, session: Session, task: ExternalTask, row: OutboxMessage, event: FirstEntry) -> bool:
+        session.add(task)
+        session.flush()
+        row.task_id = task.id
+        self.add_row(session, row, task, (task.id, *event))
+        return True
+
+    def claim_counted(
+        self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
+    ) -> Claimed | None:
+        found = session.execute(_claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
+        if found is None or found[0].done_at is not None:
+            return None
+        self.count_start(found[0], lease_until)
+        return _claimed(found, with_input)
+
+    def finish_delivered(
+        self,
+        session: Session,
+        outbox_id: int,
+        now: datetime,
+        event: tuple[str, dict[str, Any]],
+        slots: list[str],
+        holder: str,
+    ) -> OutboxMessage | None:
+        row = self.claim_finished(session, outbox_id, now)
+        if row is not None and row.task_id is not None:
+            record_event(session, row.task_id, event[0], now, event[1])
+        give_back(session, slots, holder)
+        return row
+
+
+class PostgresOutboxRows(OutboxRows):
+    """PostgreSQL: the rows a step writes together go in one statement (``models.store.postgres_rows``)."""
+
+    finishes_delivered_at_once = True
+    new_task_reports_conflict = True
+
+    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
+        insert_event_with(session, entry, (task,) if finishing is None else (task, finishing))
+
+    def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
+        if entry is not None:
+            return insert_outbox_with(session, row, entry, task)
+        session.add(row)
+        session.flush()
+        return row
+
+    def add_new_task(self, session: Session, task: ExternalTask, row: OutboxMessage, event: FirstEntry) -> bool:
+        return insert_task_with(session, task, row, event)
+
+    def claim_counted(
+        self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
+    ) -> Claimed | None:
+        """One ``UPDATE … RETURNING`` whose row the task is locked and read with. A start that rolls
+        back (its call must wait) takes the count and the lease back with it."""
+        params = {"outbox_id": outbox_id, "lease_until": lease_until}
+        found = session.execute(_counted_claim_statement(with_input), params).first()
+        return None if found is None else _claimed(found, with_input)  # None: gone, or done already
+
+    def take_relay_slots(
+        self,
+        session: Session,
+        row: OutboxMessage,
+        rounds: list[list[str]],
+        holder: str,
+        now: datetime,
+        ttl_s: float,
+        target: str,
+        lease_until: datetime | None,
+    ) -> tuple[list[str] | None, bool]:
+        """When the first try finds both of its two slots free (the usual case), the same statement
+        counts the start and writes the row's ``target`` and start lease: one round trip where the
+        start's flush would send an ``UPDATE`` of its own. The row's object is given the values as
+        written. Otherwise (a slot held, one group) the caller counts as before."""
+        if len(rounds) != 2:
+            return super().take_relay_slots(session, row, rounds, holder, now, ttl_s, target, lease_until)
+        params = two_free_params(rounds, holder, now, ttl_s) | {
+            "outbox_id": row.id,
+            "relay_target": target,
+            "lease_until": lease_until,
+        }
+        got: set[str] = set()
+        deliveries: int | None = None
+        for name, counted in session.execute(_TWO_FREE_COUNTED, params):
+            if name is not None:
+                got.add(name)
+            else:
+                deliveries = counted
+        if deliveries is not None:
+            set_committed_value(row, "deliveries", deliveries)
+            set_committed_value(row, "target", target)
+            set_committed_value(row, "start_lease_until", lease_until)
+        return take_rounds(session, rounds, holder, now, ttl_s, got), deliveries is not None
+
+    def finish_delivered(
+        self,
+        session: Session,
+        outbox_id: int,
+        now: datetime,
+        event: tuple[str, dict[str, Any]],
+        slots: list[str],
+        holder: str,
+    ) -> OutboxMessage | None:
+        """Three round trips in one for every callback (a data-modifying ``WITH``)."""
+        kind, detail = event
+        # no key may be named as an outbox column: an UPDATE's parameters of that name become SET clauses
+        params = {
+            "outbox_id": outbox_id,
+            "now": now,
+            "e_kind": kind,
+            "e_detail": detail,
+            "names": slots,
+            "holder": holder,
+        }
+        return session.scalars(_finish_delivered_statement(), params).one_or_none()
+
+
+def _claimed(found: Any, with_input: bool) -> Claimed:
+    raw = (found[2] if found[2] is not None else "null") if with_input else None
+    return found[0], found[1], raw
+
+
+def _table(entity: type[Any]) -> Table:
+    table = entity.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+def row_and_task(row: Any, with_input: bool) -> Select[Any]:
+    """An outbox row (the table, or an ``UPDATE``'s rows) with its task, the input as JSON text if asked."""
+    columns: list[Any] = [row, ExternalTask]
+    if with_input:
+        columns.append(cast(ExternalTask.input, Text))
+    return (
+        select(*columns)
+        .join(ExternalTask, ExternalTask.id == row.task_id)
+        .options(*WITHOUT_INPUT)
+        .execution_options(populate_existing=True)
+    )
+
+
+@built_once
+def _claim_with_task_statement(with_input: bool) -> Select[Any]:
+    return (
+        row_and_task(OutboxMessage, with_input)
+        .where(OutboxMessage.id == bindparam("outbox_id"))
+        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
+    )
+
+
+@built_once
+def _counted_claim_statement(with_input: bool) -> Select[Any]:
+    outbox = _table(OutboxMessage)
+    counted = (
+        update(outbox)
+        .where(outbox.c.id == bindparam("outbox_id"), outbox.c.done_at.is_(None))
+        .values(
+            deliveries=outbox.c.deliveries + 1,
+            start_lease_until=bindparam("lease_until", type_=outbox.c.start_lease_until.type),
+        )
+        .returning(*outbox.c)
+        .cte("counted")
+    )
+    return row_and_task(aliased(OutboxMessage, counted), with_input).with_for_update(of=ExternalTask, key_share=True)
+
+
+def holding(row: type[OutboxMessage] | Any) -> ColumnElement[bool]:
+    """``core.outbox_states.HOLDING`` in SQL, written from the states' signatures: not done, and
+    ``parked_reason`` one of theirs (null, or ``awaiting_earlier``; not parked for a person, nor
+    queued). A relay in flight, waiting for a retry or itself held still holds the later ones.
+    ``core.outbox_states.SWEPT`` is the same set: what the outbox sweep looks at."""
+    return in_states(row, HOLDING)
+
+
+def in_states(row: type[OutboxMessage] | Any, states: frozenset[RowState]) -> ColumnElement[bool]:
+    """Rows in ``states`` that are not done, told by ``done_at`` and ``parked_reason`` alone (the
+    other columns tell states apart only among rows of one reason: ``state_of``)."""
+    signatures = [SIGNATURES[state] for state in states]
+    if any(signature.done for signature in signatures):
+        raise ValueError("in_states tells only rows not done apart")
+    reasons = {signature.parked_reason for signature in signatures}
+    named = sorted(str(reason) for reason in reasons if reason is not None)
+    parked = [row.parked_reason == reason for reason in named]
+    if None in reasons:
+        parked.insert(0, row.parked_reason.is_(None))
+    return and_(row.done_at.is_(None), or_(*parked))
+
+
+@built_once
+def _flag_holding_back() -> Any:
+    earlier = aliased(OutboxMessage)  # not correlated with the UPDATE's own table
+    free = (
+        select(earlier.id)
+        .where(earlier.id == bindparam("earlier_id"), holding(earlier))
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    return (
+        update(OutboxMessage)
+        .where(OutboxMessage.id == free)
+        .values(holds_back=True)
+        .returning(OutboxMessage.id)
+        .execution_options(synchronize_session=False)
+    )
+
+
+_RELEASE_QUEUED = (
+    update(OutboxMessage)
+    .where(
+        OutboxMessage.task_id.in_(bindparam("task_ids", expanding=True)),
+        OutboxMessage.kind == OutboxKind.SUBMIT,
+        OutboxMessage.parked_reason == ParkedReason.QUEUED.value,
+    )
+    .values(parked_reason=None)
+    .returning(OutboxMessage)
+    .execution_options(synchronize_session=False, populate_existing=True)
+)
+_UNSTAMP = (
+    update(OutboxMessage)
+    .where(OutboxMessage.id.in_(bindparam("ids", expanding=True)), OutboxMessage.dispatched_at == bindparam("stamp"))
+    .values(dispatched_at=None)
+    .execution_options(synchronize_session=False)
+)
+_FINISH = (
+    update(OutboxMessage)
+    .where(OutboxMessage.id == bindparam("outbox_id"), OutboxMessage.done_at.is_(None))
+    .values(done_at=bindparam("now"), attempts=OutboxMessage.attempts + 1)
+    .returning(OutboxMessage)
+    .execution_options(synchronize_session=False, populate_existing=True)
+)
+
+
+@built_once
+def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
+    outbox = _table(OutboxMessage)
+    events = _table(TaskEvent)
+    done = (
+        update(outbox)
+        .where(outbox.c.id == bindparam("outbox_id"), outbox.c.done_at.is_(None))
+        .values(done_at=bindparam("now", type_=outbox.c.done_at.type), attempts=outbox.c.attempts + 1)
+        .returning(*outbox.c)
+        .cte("done")
+    )
+    event = (
+        insert(events)
+        .from_select(
+            ["task_id", "at", "kind", "detail"],
+            select(
+                done.c.task_id,
+                bindparam("now", type_=events.c.at.type),
+                bindparam("e_kind", type_=events.c.kind.type),
+                bindparam("e_detail", type_=events.c.detail.type),
+            ).where(done.c.task_id.is_not(None)),
+        )
+        .cte("event_row")
+    )
+    return (
+        select(aliased(OutboxMessage, done))
+        .add_cte(event)
+        .add_cte(give_back_statement().cte("slots_given_back"))
+        .execution_options(populate_existing=True)
+    )
+
+
+#: the delivery is counted only when both slots were inserted (``two`` has a row only then)
+_TWO_FREE_COUNTED = upsert(
+    f"WITH {TWO_FREE}, counted AS (UPDATE outbox_messages SET deliveries = deliveries + 1, target = :relay_target,"
+    " start_lease_until = :lease_until"
+    " WHERE id = :outbox_id AND EXISTS (SELECT 1 FROM two) RETURNING deliveries)"
+    " SELECT name, NULL::integer AS deliveries FROM one UNION ALL SELECT name, NULL FROM two"
+    " UNION ALL SELECT NULL, deliveries FROM counted",
+    expires_at=UtcDateTime(),
+    lease_until=UtcDateTime(),
+)
