@@ -154,8 +154,8 @@ class SubmitTask(Body):
             "most 2000 characters: a host name (any number of labels) or an address, no userinfo. The server "
             "also refuses (422) what its outbound guard refuses offline — a private, loopback or link-local address "
             "in any spelling, `localhost`, a name longer than 253 characters, a last label that is a number (`12`, "
-            "`0x1f`) in a name that is no IPv4 address, a port outside 1–65535 — and a URL outside the client's "
-            "callback origins, when it has any.",
+            "`0x1f`) in a name that is no IPv4 address, a bracketed host that is no IPv6 address, a port outside "
+            "1–65535 — and a URL outside the client's callback origins, when it has any.",
         ),
         Msg("an http(s) URL of at most 2000 characters"),
     ] = None

@@ -399,253 +399,99 @@ def _tasks() -> dict[str, Schema]:
     }
 
 
+# fmt: off
 def _admin() -> dict[str, Schema]:
     letter, incident, orphan, mute = ref("DeadLetter"), ref("Incident"), ref("OrphanEvent"), ref("NotificationMute")
     seconds = {"type": "integer", "minimum": 0, "maximum": 10**9}
     text = {"type": "string", "maxLength": 200, "pattern": c.NO_NUL}
     filters = (query("provider", text), query("older_than_s", seconds), query("newer_than_s", seconds))
-    row = {name: path(name, ROW_ID) for name in ("letter_id", "incident_id", "orphan_id")}
+    letter_id, incident_id, orphan_id = (path(name, ROW_ID) for name in ("letter_id", "incident_id", "orphan_id"))
     kind = path("kind", {"enum": list(IncidentKind.ALL)})
-    tag = "dead letters"
+    states = ["open", "replayed", "discarded", "all"]
+    replayed = obj(
+        {"replayed": {"type": "integer"}, "skipped": {"type": "integer"},
+         "caller_fault": {"type": "integer", "description": "Open caller-fault letters matched."},
+         "caller_fault_replayed": {"type": "boolean"}, "warning": {"type": ["string", "null"]}},
+        ("replayed", "skipped", "caller_fault", "caller_fault_replayed", "warning"),
+    )
+    enabled = obj({"url": STRING, "client": {"type": ["string", "null"]}, "released": {"type": "integer"}},
+                  ("url", "client", "released"))
+    queued = obj({"queued": {"const": True}, "celery_task_id": STRING}, ("queued", "celery_task_id"))
+    dl, inc, nm, ce, orph = "dead letters", "incidents", "notifications", "callback endpoints", "orphans"
     return {
-        "/admin/v1/dead-letters": {
-            "get": op(
-                "listDeadLetters",
-                "Dead letters, oldest first",
-                {200: ok("One page.", items(letter)), 422: None},
-                tag=tag,
-                params=(
-                    query("state", {"enum": ["open", "replayed", "discarded", "all"], "default": "open"}),
-                    query("kind", {"enum": list(DEAD_LETTER_KINDS)}),
-                    query("fault", {"enum": ["caller", "system"]}),
-                    *filters,
-                    LIMIT,
-                    AFTER_ID,
-                ),
-            )
-        },
-        "/admin/v1/dead-letters/{letter_id}": {
-            "get": op(
-                "getDeadLetter",
-                "One dead letter",
-                {200: ok("The dead letter.", letter)},
-                tag=tag,
-                params=(row["letter_id"],),
-            )
-        },
-        "/admin/v1/dead-letters/{letter_id}/replay": {
-            "post": op(
-                "replayDeadLetter",
-                "Replay, same MessageId",
-                {202: ok("Re-enqueued.", letter), 409: None},
-                tag=tag,
-                params=(row["letter_id"],),
-            )
-        },
-        "/admin/v1/dead-letters/{letter_id}/discard": {
-            "post": op(
-                "discardDeadLetter",
-                "Discard",
-                {200: ok("Discarded.", letter), 409: None},
-                tag=tag,
-                params=(row["letter_id"],),
-            )
-        },
-        "/admin/v1/dead-letters/replay": {
-            "post": op(
-                "replayDeadLetters",
-                "Replay every open match",
-                {
-                    202: ok(
-                        "How many were replayed, and skipped; letters of the caller's fault stay open unless the "
-                        "filter names fault=caller.",
-                        obj(
-                            {
-                                "replayed": {"type": "integer"},
-                                "skipped": {"type": "integer"},
-                                "caller_fault": {
-                                    "type": "integer",
-                                    "description": "Open caller-fault letters matched.",
-                                },
-                                "caller_fault_replayed": {"type": "boolean"},
-                                "warning": {"type": ["string", "null"]},
-                            },
-                            ("replayed", "skipped", "caller_fault", "caller_fault_replayed", "warning"),
-                        ),
-                    )
-                },
-                tag=tag,
-                body=ref("ReplayFilter"),
-            )
-        },
-        "/admin/v1/incidents": {
-            "get": op(
-                "listIncidents",
-                "Incidents, oldest first",
-                {200: ok("One page.", items(incident)), 422: None},
-                tag="incidents",
-                params=(
-                    query("state", {"enum": ["open", "resolved", "all"], "default": "open"}),
-                    query("kind", text),
-                    LIMIT,
-                    AFTER_ID,
-                ),
-            )
-        },
-        "/admin/v1/incidents/{incident_id}/assign": {
-            "post": op(
-                "assignIncident",
-                "Give an incident an owner",
-                {200: ok("The incident.", incident)},
-                tag="incidents",
-                params=(row["incident_id"],),
-                body=ref("Owner"),
-            )
-        },
-        "/admin/v1/incidents/{incident_id}/resolve": {
-            "post": op(
-                "resolveIncident",
-                "Resolve an incident",
-                {200: ok("The incident.", incident)},
-                tag="incidents",
-                params=(row["incident_id"],),
-                body=ref("Note"),
-            )
-        },
-        "/admin/v1/notification-mutes": {
-            "get": op(
-                "listNotificationMutes",
-                "Incident kinds whose notifications are muted",
-                {200: ok("Every mute.", items(mute, None))},
-                tag="notifications",
-            )
-        },
+        "/admin/v1/dead-letters": {"get": op(
+            "listDeadLetters", "Dead letters, oldest first", {200: ok("One page.", items(letter)), 422: None}, tag=dl,
+            params=(query("state", {"enum": states, "default": "open"}),
+                    query("kind", {"enum": list(DEAD_LETTER_KINDS)}), query("fault", {"enum": ["caller", "system"]}),
+                    *filters, LIMIT, AFTER_ID))},
+        "/admin/v1/dead-letters/{letter_id}": {"get": op(
+            "getDeadLetter", "One dead letter", {200: ok("The dead letter.", letter)}, tag=dl, params=(letter_id,))},
+        "/admin/v1/dead-letters/{letter_id}/replay": {"post": op(
+            "replayDeadLetter", "Replay, same MessageId", {202: ok("Re-enqueued.", letter), 409: None}, tag=dl,
+            params=(letter_id,))},
+        "/admin/v1/dead-letters/{letter_id}/discard": {"post": op(
+            "discardDeadLetter", "Discard", {200: ok("Discarded.", letter), 409: None}, tag=dl, params=(letter_id,))},
+        "/admin/v1/dead-letters/replay": {"post": op(
+            "replayDeadLetters", "Replay every open match",
+            {202: ok("How many were replayed, and skipped; letters of the caller's fault stay open unless the filter "
+                     "names fault=caller.", replayed)}, tag=dl, body=ref("ReplayFilter"))},
+        "/admin/v1/incidents": {"get": op(
+            "listIncidents", "Incidents, oldest first", {200: ok("One page.", items(incident)), 422: None}, tag=inc,
+            params=(query("state", {"enum": ["open", "resolved", "all"], "default": "open"}), query("kind", text),
+                    LIMIT, AFTER_ID))},
+        "/admin/v1/incidents/{incident_id}/assign": {"post": op(
+            "assignIncident", "Give an incident an owner", {200: ok("The incident.", incident)}, tag=inc,
+            params=(incident_id,), body=ref("Owner"))},
+        "/admin/v1/incidents/{incident_id}/resolve": {"post": op(
+            "resolveIncident", "Resolve an incident", {200: ok("The incident.", incident)}, tag=inc,
+            params=(incident_id,), body=ref("Note"))},
+        "/admin/v1/notification-mutes": {"get": op(
+            "listNotificationMutes", "Incident kinds whose notifications are muted",
+            {200: ok("Every mute.", items(mute, None))}, tag=nm)},
         "/admin/v1/notification-mutes/{kind}": {
             "put": op(
-                "muteNotifications",
-                "Mute an incident kind's notifications",
+                "muteNotifications", "Mute an incident kind's notifications",
                 {200: ok("It was muted already: the first mute is kept.", mute), 201: ok("Muted.", mute), 422: None},
-                tag="notifications",
-                params=(kind,),
-                body=ref("Mute"),
-                body_required=True,
-                description="Its notices are still recorded (marked muted), never sent; incidents open as before.",
-            ),
+                tag=nm, params=(kind,), body=ref("Mute"), body_required=True,
+                description="Its notices are still recorded (marked muted), never sent; incidents open as before."),
             "delete": op(
-                "unmuteNotifications",
-                "Unmute an incident kind",
-                {204: {"description": "Unmuted."}, 422: None},
-                tag="notifications",
-                params=(kind,),
-            ),
+                "unmuteNotifications", "Unmute an incident kind", {204: {"description": "Unmuted."}, 422: None},
+                tag=nm, params=(kind,)),
         },
-        "/admin/v1/callback-endpoints": {
-            "get": op(
-                "listCallbackEndpoints",
-                "Disabled callback endpoints",
-                {200: ok("Every disabled endpoint.", items(ref("CallbackEndpoint"), None))},
-                tag="callback endpoints",
-            )
-        },
-        "/admin/v1/callback-endpoints/health": {
-            "get": op(
-                "listEndpointHealth",
-                "Failing, paused and probing callback endpoints",
-                {
-                    200: ok(
-                        "Each callback origin that failed its last delivery; each resumes when a probe succeeds.",
-                        items(ref("EndpointHealth"), None),
-                    )
-                },
-                tag="callback endpoints",
-            )
-        },
-        "/admin/v1/callback-endpoints/enable": {
-            "post": op(
-                "enableCallbackEndpoint",
-                "Re-enable an endpoint",
-                {
-                    202: ok(
-                        "Enabled; its parked callbacks were released.",
-                        obj(
-                            {"url": STRING, "client": {"type": ["string", "null"]}, "released": {"type": "integer"}},
-                            ("url", "client", "released"),
-                        ),
-                    ),
-                    409: None,
-                },
-                tag="callback endpoints",
-                body=ref("EnableEndpoint"),
-            )
-        },
-        "/admin/v1/providers": {
-            "get": op(
-                "listProviders",
-                "The configured providers",
-                {200: ok("Each provider, by name.", items(ref("Provider"), None))},
-                tag="providers",
-                description="From the settings: its adapter's kind, how its webhooks prove themselves, its profile, "
-                "poll schedule and limits. Never a secret: only how many webhook secrets are configured.",
-            )
-        },
-        "/admin/v1/tasks": {
-            "get": op(
-                "listRetryingTasks",
-                "Tasks retrying right now, across clients",
-                {200: ok("One page.", items(ref("OperatorTask"))), 422: None},
-                tag="tasks (operators)",
-                params=(
-                    query("retrying", {"enum": ["true", "1"]}, "Only `true` is supported.", required=True),
-                    LIMIT,
-                    AFTER_ID,
-                ),
-            )
-        },
-        "/admin/v1/orphans": {
-            "get": op(
-                "listOrphans",
-                "Orphan events (matched no task)",
-                {200: ok("One page.", items(orphan)), 422: None},
-                tag="orphans",
-                params=(
-                    query("state", {"enum": ["open", "resolved", "discarded", "all"], "default": "open"}),
-                    LIMIT,
-                    AFTER_ID,
-                ),
-            )
-        },
-        "/admin/v1/orphans/{orphan_id}/attach": {
-            "post": op(
-                "attachOrphan",
-                "Bind an orphan to a task, apply it",
-                {202: ok("Bound and applied.", orphan), 409: None},
-                tag="orphans",
-                params=(row["orphan_id"],),
-                body=ref("Attach"),
-            )
-        },
-        "/admin/v1/orphans/{orphan_id}/discard": {
-            "post": op(
-                "discardOrphan",
-                "Discard an orphan",
-                {200: ok("Discarded.", orphan), 409: None},
-                tag="orphans",
-                params=(row["orphan_id"],),
-            )
-        },
-        "/admin/v1/reconcile": {
-            "post": op(
-                "reconcileNow",
-                "Queue a reconciliation run now",
-                {
-                    202: ok(
-                        "Queued on a worker.",
-                        obj({"queued": {"const": True}, "celery_task_id": STRING}, ("queued", "celery_task_id")),
-                    )
-                },
-                tag="operations",
-            )
-        },
+        "/admin/v1/callback-endpoints": {"get": op(
+            "listCallbackEndpoints", "Disabled callback endpoints",
+            {200: ok("Every disabled endpoint.", items(ref("CallbackEndpoint"), None))}, tag=ce)},
+        "/admin/v1/callback-endpoints/health": {"get": op(
+            "listEndpointHealth", "Failing, paused and probing callback endpoints",
+            {200: ok("Each callback origin that failed its last delivery; each resumes when a probe succeeds.",
+                     items(ref("EndpointHealth"), None))}, tag=ce)},
+        "/admin/v1/callback-endpoints/enable": {"post": op(
+            "enableCallbackEndpoint", "Re-enable an endpoint",
+            {202: ok("Enabled; its parked callbacks were released.", enabled), 409: None}, tag=ce,
+            body=ref("EnableEndpoint"))},
+        "/admin/v1/providers": {"get": op(
+            "listProviders", "The configured providers",
+            {200: ok("Each provider, by name.", items(ref("Provider"), None))}, tag="providers",
+            description="From the settings: its adapter's kind, how its webhooks prove themselves, its profile, "
+            "poll schedule and limits. Never a secret: only how many webhook secrets are configured.")},
+        "/admin/v1/tasks": {"get": op(
+            "listRetryingTasks", "Tasks retrying right now, across clients",
+            {200: ok("One page.", items(ref("OperatorTask"))), 422: None}, tag="tasks (operators)",
+            params=(query("retrying", {"enum": ["true", "1"]}, "Only `true` is supported.", required=True),
+                    LIMIT, AFTER_ID))},
+        "/admin/v1/orphans": {"get": op(
+            "listOrphans", "Orphan events (matched no task)", {200: ok("One page.", items(orphan)), 422: None},
+            tag=orph, params=(query("state", {"enum": ["open", "resolved", "discarded", "all"], "default": "open"}),
+                    LIMIT, AFTER_ID))},
+        "/admin/v1/orphans/{orphan_id}/attach": {"post": op(
+            "attachOrphan", "Bind an orphan to a task, apply it", {202: ok("Bound and applied.", orphan), 409: None},
+            tag=orph, params=(orphan_id,), body=ref("Attach"))},
+        "/admin/v1/orphans/{orphan_id}/discard": {"post": op(
+            "discardOrphan", "Discard an orphan", {200: ok("Discarded.", orphan), 409: None}, tag=orph,
+            params=(orphan_id,))},
+        "/admin/v1/reconcile": {"post": op(
+            "reconcileNow", "Queue a reconciliation run now", {202: ok("Queued on a worker.", queued)},
+            tag="operations")},
     }
 
 
@@ -653,105 +499,51 @@ def _clients() -> dict[str, Schema]:
     client, key_row, name = ref("Client"), ref("ApiKeyRow"), path("name", STRING)
     base = "/admin/v1/clients/{name}"
     origins = ok("The client's callback origins.", obj({"origins": {"type": "array", "items": STRING}}, ("origins",)))
+    new_key = obj({"api_key": STRING, "key": key_row}, ("api_key", "key"))
+    new_secret = obj({"callback_secret": STRING, "secrets": {"type": "integer"}}, ("callback_secret", "secrets"))
+    the_client = ok("The client.", client)
+    retired_secrets = obj({"retired": {"type": "integer"}, "secrets": {"const": 1}}, ("retired", "secrets"))
 
     def change(operation_id: str, summary: str, responses: dict[int, Schema | None], **kw: Any) -> Schema:
-        return op(
-            operation_id, summary, {409: None, **responses}, tag="clients", params=(name, *kw.pop("params", ())), **kw
-        )
+        params = (name, *kw.pop("params", ()))
+        return op(operation_id, summary, {409: None, **responses}, tag="clients", params=params, **kw)
 
     return {
-        "/admin/v1/clients": {
-            "get": op(
-                "listClients",
-                "Clients (never a key or a secret)",
-                {200: ok("Every client.", items(client, None))},
-                tag="clients",
-            )
-        },
-        base: {"get": op("getClient", "One client", {200: ok("The client.", client)}, tag="clients", params=(name,))},
-        f"{base}/keys": {
-            "post": change(
-                "rotateKey",
-                "A new API key; the old ones stay valid until retired",
-                {
-                    201: ok(
-                        "The key, shown this once.",
-                        obj({"api_key": STRING, "key": key_row}, ("api_key", "key")),
-                        **NO_STORE,
-                    )
-                },
-            )
-        },
-        f"{base}/keys/retire": {
-            "post": change(
-                "retireKeys",
-                "Retire every key but the newest",
-                {200: ok("The keys retired.", obj({"retired": {"type": "array", "items": key_row}}, ("retired",)))},
-            )
-        },
-        f"{base}/keys/{{key}}/revoke": {
-            "post": change(
-                "revokeKey",
-                "Revoke one key now, by id or prefix",
-                {200: ok("The key.", key_row)},
-                params=(path("key", STRING),),
-            )
-        },
-        f"{base}/disable": {
-            "post": change("disableClient", "Refuse its API requests (403)", {200: ok("The client.", client)})
-        },
-        f"{base}/enable": {
-            "post": change("enableClient", "Accept its API requests again", {200: ok("The client.", client)})
-        },
-        f"{base}/secrets": {
-            "post": change(
-                "addSecret",
-                "A new callback signing secret",
-                {
-                    201: ok(
-                        "The secret, shown this once.",
-                        obj(
-                            {"callback_secret": STRING, "secrets": {"type": "integer"}}, ("callback_secret", "secrets")
-                        ),
-                        **NO_STORE,
-                    )
-                },
-            )
-        },
-        f"{base}/secrets/retire": {
-            "post": change(
-                "retireSecrets",
-                "Keep only the newest callback secret",
-                {
-                    200: ok(
-                        "How many were retired.",
-                        obj({"retired": {"type": "integer"}, "secrets": {"const": 1}}, ("retired", "secrets")),
-                    )
-                },
-            )
-        },
-        f"{base}/channel": {
-            "put": change(
-                "setChannel",
-                "Put the client on a broker channel (amqp or redis), or back on HTTP only (null)",
-                {200: ok("The client.", client), 422: None},
-                body=ref("Channel"),
-                description="Its tasks submitted from then on send their events to the channel too; 409 when its "
-                "name cannot name a queue (1-64 of a-z 0-9 _ -).",
-            )
-        },
+        "/admin/v1/clients": {"get": op(
+            "listClients", "Clients (never a key or a secret)", {200: ok("Every client.", items(client, None))},
+            tag="clients")},
+        base: {"get": op("getClient", "One client", {200: the_client}, tag="clients", params=(name,))},
+        f"{base}/keys": {"post": change(
+            "rotateKey", "A new API key; the old ones stay valid until retired",
+            {201: ok("The key, shown this once.", new_key, **NO_STORE)})},
+        f"{base}/keys/retire": {"post": change(
+            "retireKeys", "Retire every key but the newest",
+            {200: ok("The keys retired.", obj({"retired": {"type": "array", "items": key_row}}, ("retired",)))})},
+        f"{base}/keys/{{key}}/revoke": {"post": change(
+            "revokeKey", "Revoke one key now, by id or prefix", {200: ok("The key.", key_row)},
+            params=(path("key", STRING),))},
+        f"{base}/disable": {"post": change("disableClient", "Refuse its API requests (403)", {200: the_client})},
+        f"{base}/enable": {"post": change("enableClient", "Accept its API requests again", {200: the_client})},
+        f"{base}/secrets": {"post": change(
+            "addSecret", "A new callback signing secret",
+            {201: ok("The secret, shown this once.", new_secret, **NO_STORE)})},
+        f"{base}/secrets/retire": {"post": change(
+            "retireSecrets", "Keep only the newest callback secret",
+            {200: ok("How many were retired.", retired_secrets)})},
+        f"{base}/channel": {"put": change(
+            "setChannel", "Put the client on a broker channel (amqp or redis), or back on HTTP only (null)",
+            {200: the_client, 422: None}, body=ref("Channel"),
+            description="Its tasks submitted from then on send their events to the channel too; 409 when its name "
+            "cannot name a queue (1-64 of a-z 0-9 _ -).")},
         f"{base}/origins": {
             "get": op("listOrigins", "The client's callback origins", {200: origins}, tag="clients", params=(name,)),
             "post": change(
-                "changeOrigins",
-                "Add and remove callback origins",
-                {200: origins},
-                body=ref("ChangeOrigins"),
-                description="409 when the client would then hold more than 20 origins, or its default "
-                "callback_url would lie outside them (the problem's `errors` names `origin`).",
-            ),
+                "changeOrigins", "Add and remove callback origins", {200: origins}, body=ref("ChangeOrigins"),
+                description="409 when the client would then hold more than 20 origins, or its default callback_url "
+                "would lie outside them (the problem's `errors` names `origin`)."),
         },
     }
+# fmt: on
 
 
 def _webhooks() -> dict[str, Schema]:

@@ -31,6 +31,7 @@ from app.api.contract import CORRELATION_ID, MAX_TIMEOUT_S, PRINTABLE
 from app.api.openapi import document
 from core.outbound_guard import REFUSED_PREFIX
 from service.credentials import create_client
+from service.incidents import IncidentKind
 from tests.middle.apps import in_process_app
 
 Submit = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -182,3 +183,53 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
 @example({"input": {}, "acceptance_timeout_s": 60, "acceptance_deadline": "2031-01-01T00:00:00Z"})
 def test_the_document_takes_a_body_exactly_when_the_server_does(submit: Submit, body: dict[str, Any]) -> None:
     agree(submit, body)
+
+
+# --- the admin API's bodies ----------------------------------------------------------------------
+
+ADMIN_TOKEN = "agreement-admin-token-" + "a" * 32
+ADMIN_BODIES = {
+    "ReplayFilter": ("POST", "/admin/v1/dead-letters/replay"),
+    "Mute": ("PUT", "/admin/v1/notification-mutes/{kind}"),
+    "Channel": ("PUT", "/admin/v1/clients/shop/channel"),
+    "ChangeOrigins": ("POST", "/admin/v1/clients/shop/origins"),
+}
+ADMIN_VALUES = st.one_of(
+    st.sampled_from(["submit", "relay", "caller", "system", "amqp", "redis", "https://shop.example", "", "x" * 201]),
+    st.sampled_from([None, 0, 1, 5.0, 5.5, -1, 10**9 + 1, True, [], ["https://shop.example", "ftp://x"], {}]),
+    st.text(max_size=5),
+)
+
+
+@pytest.fixture(scope="module")
+def admin(migrated_template: Path, tmp_path_factory: pytest.TempPathFactory) -> FlaskClient:
+    app = in_process_app(migrated_template, tmp_path_factory.mktemp("agreement-admin"), LIAISON_ADMIN_TOKEN=ADMIN_TOKEN)
+    with app.extensions["liaison"].db.transaction() as session:
+        create_client(session, "shop", "https://shop.example/cb", ("https://shop.example",))
+    return app.test_client()
+
+
+@SETTINGS
+@given(
+    st.sampled_from(sorted(ADMIN_BODIES)),
+    st.dictionaries(
+        st.sampled_from(["kind", "fault", "provider", "older_than_s", "limit", "by", "note", "channel", "add", "x"]),
+        ADMIN_VALUES,
+        max_size=3,
+    ),
+)
+def test_the_document_takes_an_admin_body_exactly_when_the_server_does(
+    admin: FlaskClient, model: str, body: dict[str, Any]
+) -> None:
+    method, route = ADMIN_BODIES[model]
+    schema = jsonschema_rs.Draft202012Validator(
+        {"$ref": f"#/components/schemas/{model}", "components": document()["components"]}
+    )
+    response = admin.open(
+        route.format(kind=IncidentKind.ALL[0]),
+        method=method,
+        json=body,
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    # 409: the state of the client (its origins), not the form of the body
+    assert (response.status_code in (400, 422)) == (not schema.is_valid(body)), (model, body, response.get_json())
