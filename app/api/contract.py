@@ -108,7 +108,7 @@ class Body(BaseModel):
 
 
 class SubmitTask(Body):
-    """``POST /api/v1/tasks``."""
+    """A task to submit: its input, and how Liaison should treat it."""
 
     one_of: ClassVar[tuple[tuple[str, str], ...]] = (
         ("acceptance_timeout_s", "acceptance_deadline"),
@@ -194,7 +194,7 @@ class SubmitTask(Body):
 
 
 class CancelTask(BaseModel):
-    """``POST /api/v1/tasks/{correlation_id}/cancel``: the body is optional, other members ignored."""
+    """Why the task is canceled: the body is optional, other members are ignored."""
 
     model_config = ConfigDict(extra="allow", strict=True, json_schema_extra={"examples": [{"reason": "order voided"}]})
     reason: Annotated[str, Field(min_length=1, max_length=500), Msg("a string of 1 to 500 characters")] = (
@@ -203,7 +203,7 @@ class CancelTask(BaseModel):
 
 
 class ReplayFilter(BaseModel):
-    """``POST /admin/v1/dead-letters/replay``: null is the same as leaving a filter out."""
+    """Which open dead letters to replay: null is the same as leaving a filter out."""
 
     model_config = ConfigDict(extra="allow", strict=True, json_schema_extra={"examples": [{"kind": "submit"}]})
     kind: Annotated[Literal[DEAD_LETTER_KINDS] | None, Msg("one of " + ", ".join(DEAD_LETTER_KINDS))] = None  # type: ignore[valid-type]
@@ -423,7 +423,7 @@ class Problem(Answer):
         json_schema_extra={
             "examples": [
                 {
-                    "type": "https://liaison.dev/problems/validation-failed",
+                    "type": "about:blank",
                     "title": "Unprocessable Content",
                     "status": 422,
                     "detail": "the task request has invalid fields",
@@ -543,7 +543,7 @@ class Client(Answer):
 
 
 class Provider(Answer):
-    """One configured provider (``app/api/provider_summary.py``): settings only, never a secret."""
+    """One configured provider: its settings only, never a secret."""
 
     model_config = ConfigDict(extra="forbid")
     name: str
@@ -562,7 +562,7 @@ class Provider(Answer):
 
 
 class Callback(Answer):
-    """A task's callback, POSTed to its callback_url (the ``webhooks`` of the document)."""
+    """A task's callback, POSTed to its callback_url."""
 
     type: Annotated[str, Enum(sorted({*RELAYED.values(), "task.deadline_exceeded", PROGRESS_CALLBACK}))]
     message_id: Annotated[str, Field(description="Equals `webhook-id`; the same on every retry: deduplicate on it.")]

@@ -194,7 +194,7 @@ ADMIN_BODIES = {
     "Channel": ("PUT", "/admin/v1/clients/shop/channel"),
     "ChangeOrigins": ("POST", "/admin/v1/clients/shop/origins"),
 }
-ADMIN_VALUES = st.one_of(
+ADMIN_VALUES: st.SearchStrategy[Any] = st.one_of(
     st.sampled_from(["submit", "relay", "caller", "system", "amqp", "redis", "https://shop.example", "", "x" * 201]),
     st.sampled_from([None, 0, 1, 5.0, 5.5, -1, 10**9 + 1, True, [], ["https://shop.example", "ftp://x"], {}]),
     st.text(max_size=5),
