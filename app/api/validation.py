@@ -32,18 +32,6 @@ def fingerprint(body: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def whole_number(value: Any) -> int | None:
-    """A JSON integer as JSON Schema (and so the OpenAPI document) counts them: ``5`` and ``5.0``
-    alike, never ``true``, ``"5"`` or ``5.5``; None when ``value`` is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def is_http_url(value: Any) -> TypeGuard[str]:
     if not isinstance(value, str) or len(value) > 2000:
         return False
