@@ -83,6 +83,7 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
     app.register_blueprint(tasks.bp)
     app.register_blueprint(health.bp)
     app.register_blueprint(reference.bp)
+    app.register_blueprint(reference.assets)
     app.register_blueprint(inbound.bp)
     app.register_blueprint(admin.bp)
     app.register_blueprint(admin_clients.bp)

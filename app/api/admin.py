@@ -9,7 +9,6 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from app.api.admin_params import (
-    client_name,
     dead_letter_filter,
     incident_kind,
     int_arg,
@@ -17,6 +16,7 @@ from app.api.admin_params import (
     page_limit,
     text_arg,
 )
+from app.api.contract import Attach, EnableEndpoint, Mute, Note, Owner, ReplayFilter, validated
 from app.api.provider_summary import provider_bodies
 from app.api.representation import (
     MAX_ID,
@@ -28,7 +28,6 @@ from app.api.representation import (
     operator_task_body,
     orphan_body,
 )
-from app.api.validation import is_http_url
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
@@ -54,6 +53,7 @@ from service.operator_actions import (
     unmute_notifications,
     update_incident,
 )
+from service.queries import DeadLetterFilter
 from workers.runtime import liaison
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
@@ -112,9 +112,9 @@ def discard_dead_letter(letter_id: int) -> Response:
 def replay_dead_letters() -> tuple[Response, int]:
     """Replay every open dead letter matching the body's filter (kind, fault, provider, older_than_s,
     newer_than_s), at most ``limit`` (default 1000)."""
-    body = json_object()
-    limit = int_arg(body, "limit", 1000, 1, 100_000, json=True)
-    flt = dead_letter_filter({**body, "state": "open"}, json=True)
+    body = validated(ReplayFilter, json_object(), "bad filter")
+    limit = body.limit
+    flt = DeadLetterFilter("open", body.kind, body.fault, body.provider, body.older_than_s, body.newer_than_s)
     now = utcnow()
     takes_caller = bulk_includes_caller_fault(flt)
     with liaison().db.transaction() as session:  # its own: the replay's batches commit apart
@@ -144,17 +144,13 @@ def list_incidents() -> Response:
 
 @bp.post(f"/incidents/<{ID}:incident_id>/assign")
 def assign_incident(incident_id: int) -> Response:
-    owner = json_object().get("owner")
-    if not isinstance(owner, str) or not 0 < len(owner) <= 100:
-        raise ValidationFailed("bad owner", errors=[{"field": "owner", "message": "1 to 100 characters"}])
+    owner = validated(Owner, json_object(), "bad owner").owner
     return jsonify(incident_body(_act(partial(update_incident, owner=owner), incident_id)))
 
 
 @bp.post(f"/incidents/<{ID}:incident_id>/resolve")
 def resolve(incident_id: int) -> Response:
-    note = json_object().get("note")
-    if note is not None and not isinstance(note, str):
-        raise ValidationFailed("bad note", errors=[{"field": "note", "message": "a string"}])
+    note = validated(Note, json_object(), "bad note").note
     return jsonify(incident_body(_act(partial(update_incident, resolve=True, note=note), incident_id)))
 
 
@@ -173,11 +169,8 @@ def list_endpoint_health() -> Response:
 @bp.post("/callback-endpoints/enable")
 def enable_endpoint() -> tuple[Response, int]:
     """Re-enable ``url`` for ``client`` (which may be left out when only one client has it disabled)."""
-    body = json_object()
-    url = body.get("url")
-    if not is_http_url(url):
-        raise ValidationFailed("bad url", errors=[{"field": "url", "message": "the disabled endpoint's URL"}])
-    client = client_name(body)
+    body = validated(EnableEndpoint, json_object(), "bad url")
+    url, client = body.url, body.client
     released = _act(enable_callback_endpoint, url, client_name=client)
     return jsonify({"url": strip_url(url), "client": client, "released": released}), 202
 
@@ -218,11 +211,8 @@ def list_orphans() -> Response:
 def attach_orphan(orphan_id: int) -> tuple[Response, int]:
     """Bind an orphan event to a task by CorrelationId (and ``client``, required when several clients
     use that id); it is then applied like any event."""
-    body = json_object()
-    correlation_id = body.get("correlation_id")
-    if not isinstance(correlation_id, str) or not correlation_id:
-        raise ValidationFailed("bad correlation_id", errors=[{"field": "correlation_id", "message": "required"}])
-    client = client_name(body)
+    body = validated(Attach, json_object(), "bad correlation_id")
+    correlation_id, client = body.correlation_id, body.client
     return jsonify(orphan_body(_act(attach_orphan_to, orphan_id, correlation_id, client_name=client))), 202
 
 
@@ -246,12 +236,8 @@ def list_mutes() -> Response:
 @bp.put("/notification-mutes/<kind>")
 def mute_kind(kind: str) -> tuple[Response, int]:
     """Silence one incident kind's notifications until unmuted: its notices are kept, marked muted."""
-    body = json_object()
-    by, note = body.get("by"), body.get("note")
-    if not isinstance(by, str) or not 0 < len(by) <= 100:
-        raise ValidationFailed("bad by", errors=[{"field": "by", "message": "who mutes it: 1 to 100 characters"}])
-    if note is not None and not isinstance(note, str):
-        raise ValidationFailed("bad note", errors=[{"field": "note", "message": "a string"}])
+    body = validated(Mute, json_object(), "bad by")
+    by, note = body.by, body.note
     row, created = _act(partial(mute_notifications, by=by, note=note), incident_kind(kind))
     return jsonify(mute_body(row)), 201 if created else 200
 

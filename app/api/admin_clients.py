@@ -13,13 +13,13 @@ from flask import Blueprint, Response, jsonify
 from sqlalchemy.orm import Session
 
 from app.api.admin_params import json_object
+from app.api.contract import ChangeOrigins, Channel, as_list, validated
 from app.auth import require_admin
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
 from models.base import utcnow
 from models.client import ApiKey, Client
 from service import credentials
-from wire.channel_messages import CHANNELS
 
 bp = Blueprint("admin_clients", __name__, url_prefix="/admin/v1/clients")
 bp.before_request(require_admin)
@@ -154,28 +154,13 @@ def retire_secrets(name: str) -> Response:
 @bp.put("/<name>/channel")
 def set_channel(name: str) -> Response:
     """Body ``{"channel": "amqp" | "redis" | null}``: the client's broker channel (issue 13)."""
-    body = json_object()
-    unknown = sorted(set(body) - {"channel"})
-    if unknown:
-        raise ValidationFailed("unknown fields", errors=[{"field": f, "message": "unknown field"} for f in unknown])
-    channel = body.get("channel", "missing")
-    if channel is not None and channel not in CHANNELS:
-        raise ValidationFailed("bad channel", errors=[{"field": "channel", "message": "amqp, redis or null"}])
+    channel = validated(Channel, json_object(), "bad channel").channel
 
     def apply(session: Session, client: Client) -> dict[str, Any]:
         credentials.set_channel(client, channel)
         return client_body(session, client)
 
     return jsonify(_change(name, apply))
-
-
-def _origin_list(body: dict[str, Any], field: str) -> tuple[str, ...]:
-    value = body.get(field, [])
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > 100:
-        raise ValidationFailed(f"bad {field}", errors=[{"field": field, "message": "a list of scheme://host[:port]"}])
-    return tuple(value)
 
 
 @bp.get("/<name>/origins")
@@ -187,9 +172,6 @@ def list_origins(name: str) -> Response:
 def change_origins(name: str) -> Response:
     """Body ``{"add": [...], "remove": [...]}``; refused (422) if the client's default callback_url
     would fall outside the result."""
-    body = json_object()
-    unknown = sorted(set(body) - {"add", "remove"})
-    if unknown:
-        raise ValidationFailed("unknown fields", errors=[{"field": f, "message": "unknown field"} for f in unknown])
-    add, remove = _origin_list(body, "add"), _origin_list(body, "remove")
+    body = validated(ChangeOrigins, json_object(), "bad origins")
+    add, remove = as_list(body.add), as_list(body.remove)
     return jsonify({"origins": _change(name, lambda s, c: credentials.change_origins(c, add, remove))})

@@ -1,6 +1,7 @@
-"""The admin API's request parameters, parsed: whole numbers, page sizes, choices, free-text filters,
-the JSON body, a dead-letter filter, a client's name, an incident kind. A bad value is a 422 naming
-its field. The console parses its dead-letter filter here too."""
+"""The admin API's query parameters, parsed: whole numbers, page sizes, choices, free-text filters, a
+dead-letter filter, an incident kind; and the JSON body as an object (its members are the contract's
+models, ``app/api/contract.py``). A bad value is a 422 naming its field. The console parses its
+dead-letter filter here too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 from flask import request
 
 from app.api.tasks import json_body
-from app.api.validation import whole_number
 from app.errors import ValidationFailed
 from models.messages import DEAD_LETTER_KINDS
 from service.incidents import IncidentKind
@@ -22,20 +22,12 @@ CHOICES = {
 }
 
 
-def int_arg(
-    source: dict[str, Any], name: str, default: int | None, lo: int, hi: int, *, json: bool = False
-) -> int | None:
-    """A whole number from the query string (text) or, with ``json``, a JSON body (a JSON integer,
-    ``5`` or ``5.0``: not "5", 5.5 or true)."""
+def int_arg(source: dict[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
+    """A whole number from the query string (a JSON body's are the contract's: ``app/api/contract.py``)."""
     value = source.get(name, default)
     if value is None:
         return None
     try:
-        if json:
-            whole = whole_number(value)
-            if whole is None:
-                raise TypeError(name)
-            value = whole
         number = int(value)
     except (TypeError, ValueError, OverflowError):
         number = lo - 1
@@ -75,25 +67,16 @@ def json_object() -> dict[str, Any]:
     return body
 
 
-def dead_letter_filter(source: dict[str, Any], *, json: bool = False) -> DeadLetterFilter:
+def dead_letter_filter(source: dict[str, Any]) -> DeadLetterFilter:
     state = choice(source, "state", "open")
     return DeadLetterFilter(
         state=None if state == "all" else state,
         kind=choice(source, "kind"),
         fault=choice(source, "fault"),
         provider=text_arg(source, "provider"),
-        older_than_s=int_arg(source, "older_than_s", None, 0, 10**9, json=json),
-        newer_than_s=int_arg(source, "newer_than_s", None, 0, 10**9, json=json),
+        older_than_s=int_arg(source, "older_than_s", None, 0, 10**9),
+        newer_than_s=int_arg(source, "newer_than_s", None, 0, 10**9),
     )
-
-
-def client_name(body: dict[str, Any]) -> str | None:
-    """The optional ``client`` (its name) that says whose record is meant where several clients
-    share a name (a correlation id, a callback URL)."""
-    name = body.get("client")
-    if name is not None and (not isinstance(name, str) or not 0 < len(name) <= 100 or "\x00" in name):
-        raise ValidationFailed("bad client", errors=[{"field": "client", "message": "a client's name"}])
-    return name
 
 
 def incident_kind(kind: str) -> str:

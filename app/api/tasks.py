@@ -8,6 +8,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.api.contract import CancelTask, validated
 from app.api.representation import (
     TIMELINE_CAP,
     TIMELINE_MAX_LIMIT,
@@ -139,10 +140,7 @@ def cancel(correlation_id: str) -> tuple[Response, int]:
     vendor never saw is canceled at once; a final task answers 409 with its state."""
     client = current_client()
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
-    body = json_body() if request.get_data(cache=True) else {}
-    reason = body.get("reason", "canceled by the domain app") if isinstance(body, dict) else None
-    if not isinstance(reason, str) or not 0 < len(reason) <= 500:
-        raise ValidationFailed("bad reason", errors=[{"field": "reason", "message": "a string of 1 to 500 characters"}])
+    reason = validated(CancelTask, json_body() if request.get_data(cache=True) else {}, "bad reason").reason
     session = db_session()
     task = claims.lock_task(session, find_task(session, client, correlation_id).id)
     try:

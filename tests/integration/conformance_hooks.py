@@ -20,9 +20,9 @@ left as they are.
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import schemathesis
 
@@ -39,7 +39,8 @@ def before_call(context: Any, case: Any, **kwargs: Any) -> None:
     if "provider" in body:
         body["provider"] = os.environ["LIAISON_CONTRACT_PROVIDER"]
     if isinstance(body.get("callback_url"), str):
-        path = urlsplit(body["callback_url"]).path or "/"
+        # Not urlsplit: the document's form takes a bracketed host that is no address, which it refuses.
+        path = re.sub(r"^[^:]*://[^/?#]*", "", body["callback_url"]).split("?")[0].split("#")[0] or "/"
         body["callback_url"] = os.environ["LIAISON_CONTRACT_CALLBACK_ORIGIN"] + (path if path.startswith("/") else "/")
     _deadlines_from_now(body, datetime.now(UTC))
 
