@@ -7,6 +7,7 @@ Orders and counts, not wall-clock gaps: where a task reached the vendor among th
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 
@@ -121,7 +122,7 @@ def test_a_concurrency_key_keeps_one_job_open_at_a_time(dispatch_stack: Stack) -
     # the client's other tasks do not wait for the key: they finish while its first job is open
     wait(all_final(stack, free), "the key-free tasks finished while the key's first job is open")
     for position, cid in enumerate(keyed):
-        (job,) = wait(lambda cid=cid: vendor_jobs(stack, [cid]), f"{cid} at the vendor")
+        (job,) = wait(functools.partial(vendor_jobs, stack, [cid]), f"{cid} at the vendor")
         at_vendor = vendor_jobs(stack, keyed)
         assert [j["task"] for j in at_vendor] == keyed[: position + 1]  # the rest of the key still waits
         assert stack.vendor("POST", f"/_sim/jobs/{job['job_id']}/complete", json={}).status_code == 200
