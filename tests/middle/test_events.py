@@ -41,10 +41,15 @@ def test_an_event_that_moves_the_task_forward_is_applied_and_relayed(db: Databas
 def test_a_stale_event_is_recorded_on_the_timeline_and_changes_nothing(db: Database) -> None:
     with db.transaction() as session:
         task = at_vendor(session, new_client(session), "order-1", "job-1")
-        receive_event(session, "sim", "wh-2", SUCCEEDED, later(1))
+        [completion] = receive_event(session, "sim", "wh-2", SUCCEEDED, later(1)).outbox
         late = receive_event(session, "sim", "wh-1", ACCEPTED, later(2))  # overtaken by the completion
         assert late.status == "ignored" and late.outbox == []
         assert task.state == State.SUCCEEDED and timeline(session, task)[-1] == "event.ignored"
+        # the task has one callback, task.completed, first in its order: no acceptance is missing from
+        # it, nothing holds it (tests/integration/test_endpoint_rejections.py meets this on a busy SQLite)
+        assert [r for r in outbox_rows(session, task) if r.kind == OutboxKind.RELAY] == [completion]
+        assert completion.payload["type"] == "task.completed"
+        assert completion.sequence == completion.payload["sequence"] == 1
 
 
 def test_the_same_message_twice_is_a_duplicate_and_applies_once(db: Database) -> None:
