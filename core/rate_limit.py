@@ -1,6 +1,8 @@
 """Pure: the rate-limit arithmetic (GCRA, the "generic cell rate algorithm" — a token bucket kept as
 one number). The storage (Redis, the database) keeps that one number per key and applies this
-function atomically; the caller passes the clock and does any sleeping, so tests need neither.
+function atomically; ``now`` is an argument (the storage's clock, read once it holds the key, or a
+test's) and the caller does any sleeping, so tests need neither. Arrivals must come in order: a
+``now`` older than ``tat - burst * interval`` is refused, however quiet its client.
 
 State is the *theoretical arrival time* ``tat``: when the bucket would be full again. With
 ``interval = 1 / rate``, a call at ``now`` conforms once ``max(tat, now) + interval - burst *

@@ -15,15 +15,19 @@ atomically to one number per key:
 Redis or database outage must not turn every submit into a 500 (the outbox promises a submit
 succeeds while the broker is down) nor stop every vendor call; the limits come back with the storage.
 
-The clock is the caller's wall clock (``time.time``), passed in, so both storages and the pure
-function agree and tests can drive it. Hosts must keep their clocks in sync (NTP): a host ahead by
-``s`` seconds can be granted up to ``rate * s`` calls early.
+**The storage's clock.** ``now`` is read by the storage once it holds the key (``TIME`` inside the
+Redis script; the database's clock inside the statement, ``models.rate_limits.take``), never by the
+caller before it: GCRA assumes arrivals in order, and callers of one key queue for it (a database
+row stays locked until its holder's commit, a submit's included). A ``now`` read before that wait
+was older than the times the holders ahead of it moved the key on with, and such a caller was refused
+though its client had stayed well under the limit. One clock for every host, too: hosts' clock skew
+does not matter to a limit. Tests inject ``clock`` (or pass ``now``) to drive time; either is then
+used as given, so both storages and the pure function can be compared step by step.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -54,26 +58,35 @@ class RateLimited(Exception):
 
 class Limiter(Protocol):
     def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
-        """Take one slot of ``key`` at ``now`` (default: wall clock); see ``core.rate_limit.gcra``."""
+        """Take one slot of ``key`` at ``now`` (default: the storage's clock once it holds the key,
+        or the injected ``clock``); see ``core.rate_limit.gcra``."""
 
     def acquire_with(self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0) -> Decision | None:
         """A slot taken in ``session``'s transaction, committed with the caller's work, when this
         storage is that database; None when it is elsewhere (the caller then calls ``acquire``)."""
 
 
+def _given(clock: Callable[[], float] | None, now: float | None) -> float | None:
+    """The ``now`` a take is asked for: the caller's, the injected clock's, or None -- the storage's."""
+    if now is not None or clock is None:
+        return now
+    return clock()
+
+
 class DatabaseLimiter:
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: None (deployments) for the database's own; tests inject one to drive time."""
         self.db = db
         self.clock = clock
 
     def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
-        now = self.clock() if now is None else now
+        now = _given(self.clock, now)
         try:
             return self._acquire(key, limit, max_wait_s, now)
         except OperationalError as exc:  # unreachable, or SQLite busy past its timeout
             return _fail_open(key, exc)
 
-    def _acquire(self, key: str, limit: Limit, max_wait_s: float, now: float) -> Decision:
+    def _acquire(self, key: str, limit: Limit, max_wait_s: float, now: float | None) -> Decision:
         with self.db.transaction() as session:
             return take(session, key, limit, now, max_wait_s)
 
@@ -81,7 +94,7 @@ class DatabaseLimiter:
         """:meth:`acquire` in a transaction that holds other work (a vendor call's start: its row's
         claim and count), committed with it. It does not fail open: the storage is that
         transaction's own database, so an error fails the transaction, which its caller retries."""
-        return take(session, key, limit, self.clock(), max_wait_s)
+        return take(session, key, limit, _given(self.clock, None), max_wait_s)
 
     def acquire_in(
         self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None
@@ -90,7 +103,7 @@ class DatabaseLimiter:
         (the submit: its authentication's read, then its task or its refusal, one commit). The row
         stays locked until then, so the caller keeps that transaction short. Fails open as
         :meth:`acquire` does, rolling that transaction back first."""
-        now = self.clock() if now is None else now
+        now = _given(self.clock, now)
         try:
             return take(session, key, limit, now, max_wait_s)
         except OperationalError as exc:
@@ -100,13 +113,23 @@ class DatabaseLimiter:
 
 # The same arithmetic as ``gcra`` (keep them in step; tests/integration/test_limits.py compares them).
 # Floats go in and out as strings: Redis would truncate a Lua number reply to an integer.
+# ``now`` empty: the server's clock, read inside the script (Redis runs one script at a time, so a
+# key sees its callers in the order they reach it, not the order they set out). TIME is allowed in a
+# script that then writes: Redis replicates a script's effects, not the script (always from 7.0; by
+# default from 5.0).
 _GCRA_LUA = """
-local now = tonumber(ARGV[1])
+local now
+if ARGV[1] == '' then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+else
+  now = tonumber(ARGV[1])
+end
 local interval = tonumber(ARGV[2])
 local burst = tonumber(ARGV[3])
 local max_wait = tonumber(ARGV[4])
 local epsilon = tonumber(ARGV[5])
-local tat = tonumber(redis.call('GET', KEYS[1]) or ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
 if tat < now then tat = now end
 local new_tat = tat + interval
 local wait = new_tat - burst * interval - now
@@ -121,7 +144,8 @@ return {0, '0', string.format('%.17g', wait - max_wait)}
 
 
 class RedisLimiter:
-    def __init__(self, url: str, prefix: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, url: str, prefix: str, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: None (deployments) for the Redis server's own; tests inject one to drive time."""
         import redis  # only deployments on Redis need the client
 
         self._redis_errors = redis.exceptions
@@ -131,11 +155,17 @@ class RedisLimiter:
         self._script = self.client.register_script(_GCRA_LUA)
 
     def acquire(self, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None) -> Decision:
-        now = self.clock() if now is None else now
+        now = _given(self.clock, now)
         try:
             allowed, wait, retry = self._script(
                 keys=[self.prefix + key],
-                args=[repr(now), repr(limit.interval_s), limit.burst, repr(max_wait_s), repr(EPSILON_S)],
+                args=[
+                    "" if now is None else repr(now),
+                    repr(limit.interval_s),
+                    limit.burst,
+                    repr(max_wait_s),
+                    repr(EPSILON_S),
+                ],
             )
         except (self._redis_errors.ConnectionError, self._redis_errors.TimeoutError) as exc:
             return _fail_open(key, exc)

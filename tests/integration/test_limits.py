@@ -20,7 +20,7 @@ import requests
 from sqlalchemy import event, select, update
 
 from app.observability.collectors import BusinessCollector
-from core.rate_limit import Decision, Limit
+from core.rate_limit import EPSILON_S, Decision, Limit
 from models.client import Client
 from models.messages import OutboxMessage
 from models.task import ExternalTask, TaskEvent
@@ -375,6 +375,135 @@ def test_redis_and_the_database_decide_alike(postgres_url: str) -> None:
     finally:
         redis_limiter.close()
         db.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database at the migrations' head, of each kind."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'limits.db'}"
+        migrate(url)
+        yield url
+        return
+    url, database = services.create_postgres_database()
+    try:
+        migrate(url)
+        yield url
+    finally:
+        services.drop_postgres_database(database)
+
+
+def test_a_caller_queued_behind_a_keys_holder_takes_its_slot_at_the_time_it_gets_the_key(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Callers of one key queue for its row (PostgreSQL: held until the holder's commit, a submit's
+    included; SQLite: the write lock). A caller whose ``now`` was read before that wait, older than
+    the times the holder moved the key on with, was refused though the client was well under its
+    limit (a 429 at 120 submits against 1000 per second, bursts of 1000). Here 10 per second, bursts
+    of 2: A takes a slot and keeps the key; B asks, and waits; half a second later A takes one more
+    and commits. Three slots in half a second are within the limit: B must get its own."""
+    from models.db import Database
+    from models.rate_limits import RateLimitState
+    from workers.limiter import DatabaseLimiter
+
+    db = Database(database_url)
+    limiter = DatabaseLimiter(db)  # no clock injected: as deployed
+    key, limit = f"queued-{uuid.uuid4().hex}", Limit(10.0, 2)
+    b_sent = threading.Event()
+    b_thread: list[threading.Thread] = []
+
+    @event.listens_for(db.engine, "before_cursor_execute")
+    def _sent(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if b_thread and threading.current_thread() is b_thread[0]:
+            b_sent.set()  # B's BEGIN IMMEDIATE (SQLite) or its take (PostgreSQL): it waits for A
+
+    decisions: list[Decision] = []
+    try:
+        with db.transaction() as a:
+            assert limiter.acquire_in(a, key, limit).allowed
+            b_thread.append(threading.Thread(target=lambda: decisions.append(limiter.acquire(key, limit))))
+            b_thread[0].start()
+            assert b_sent.wait(30)
+            if not db.is_sqlite:
+                _wait_for_a_lock_wait(a)
+            time.sleep(0.5)
+            assert limiter.acquire_in(a, key, limit).allowed
+            held = a.scalar(select(RateLimitState.tat).where(RateLimitState.key == key))
+        b_thread[0].join(30)
+        with db.transaction() as session:
+            tat = session.scalar(select(RateLimitState.tat).where(RateLimitState.key == key))
+    finally:
+        db.dispose()
+    assert [(d.allowed, d.retry_after_s) for d in decisions] == [(True, 0.0)]
+    assert tat is not None and held is not None and tat > held  # B's slot was taken, not failed open
+    assert "rate limit storage unavailable" not in caplog.text
+
+
+def _wait_for_a_lock_wait(session: Any) -> None:
+    """Until another backend of this database waits on a lock (B's take behind A's row)."""
+    from sqlalchemy import text
+
+    deadline = time.monotonic() + 30
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    while not session.scalar(query):
+        assert time.monotonic() < deadline, "B never waited for the row"
+        time.sleep(0.01)
+
+
+def test_a_redis_caller_delayed_on_its_way_takes_its_slot_at_the_time_it_reaches_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The Redis script reads the server's ``TIME``: a caller whose request was slow to arrive (a
+    busy host, a slow network) is not judged by a clock read before others' later calls got in.
+    10 per second, bursts of 2: A takes a slot; B's request is held on its way; half a second later A
+    takes one more; then B's arrives. Three slots in half a second are within the limit."""
+    from urllib.parse import urlsplit
+
+    from tests.support.tcp_proxy import TcpProxy
+    from workers.limiter import RedisLimiter
+
+    services.require(services.REDIS_URL, "Redis")
+    url = urlsplit(services.REDIS_URL)
+    proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 6379).start()
+    a = RedisLimiter(services.REDIS_URL, prefix="liaison:rate:test:")  # no clock injected: as deployed
+    b = RedisLimiter(f"redis://127.0.0.1:{proxy.port}{url.path}", prefix="liaison:rate:test:")
+    key, limit = f"delayed-{uuid.uuid4().hex}", Limit(10.0, 2)
+    decisions: list[Decision] = []
+    try:
+        assert b.client.ping()  # B's connection open, through the proxy
+        assert a.acquire(key, limit).allowed
+        proxy.hold()
+        b_thread = threading.Thread(target=lambda: decisions.append(b.acquire(key, limit)))
+        b_thread.start()
+        assert proxy.held.wait(30)
+        time.sleep(0.5)
+        assert a.acquire(key, limit).allowed
+        before = _server_time(a)
+        proxy.release()
+        b_thread.join(30)
+        after = _server_time(a)
+        stored = a.client.get(f"liaison:rate:test:{key}")
+    finally:
+        proxy.release()
+        a.client.delete(f"liaison:rate:test:{key}")
+        a.close()
+        b.close()
+        proxy.stop()
+    assert [(d.allowed, d.retry_after_s) for d in decisions] == [(True, 0.0)]
+    assert "rate limit storage unavailable" not in caplog.text
+    assert isinstance(stored, bytes)
+    tat = float(stored)
+    # B was judged at the server's time between the two reads: its slot moved the key to one
+    # interval past that time at least, and A's and B's to two past the later read at most.
+    assert before + limit.interval_s - EPSILON_S <= tat <= after + 2 * limit.interval_s + EPSILON_S
+
+
+def _server_time(limiter: Any) -> float:
+    seconds, microseconds = limiter.client.time()
+    return float(seconds + microseconds / 1e6)
 
 
 def test_a_limiter_whose_redis_is_down_fails_open() -> None:

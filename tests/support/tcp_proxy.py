@@ -1,5 +1,6 @@
 """A TCP proxy on loopback that a test can stop and start: "the broker is down" for one client
-without stopping the broker every other test (and the worker) is using."""
+without stopping the broker every other test (and the worker) is using. It can also hold what
+clients send (:meth:`TcpProxy.hold`): a request on its way, delayed as long as the test says."""
 
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ class TcpProxy:
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._running = False
+        self._passing = threading.Event()
+        self._passing.set()
+        #: set when a client's bytes arrived while held: the request is sent and waits in the proxy
+        self.held = threading.Event()
+
+    def hold(self) -> None:
+        """Keep what clients send from now on in the proxy until :meth:`release`."""
+        self.held.clear()
+        self._passing.clear()
+
+    def release(self) -> None:
+        self._passing.set()
 
     def start(self) -> TcpProxy:
         listener = socket.socket()
@@ -71,6 +84,9 @@ class TcpProxy:
                     data = cast(socket.socket, key.fileobj).recv(65536)  # the two sockets registered above
                     if not data:
                         return
+                    if key.fileobj is a and not self._passing.is_set():
+                        self.held.set()
+                        self._passing.wait()
                     key.data.sendall(data)
         except (OSError, ValueError):
             return
