@@ -7,7 +7,7 @@ atomically to one number per key:
 - ``RedisLimiter``: a Lua script (Redis runs it atomically), the key expiring once the bucket is full
   again. The default when the broker is Redis.
 - ``DatabaseLimiter``: a ``rate_limits`` row upserted by one conditional statement
-  (``models.rate_limits.take``), in a short transaction of its own or in the caller's, committed
+  (``models.store.rate_limits``), in a short transaction of its own or in the caller's, committed
   with its work (``acquire_in``: the submit; ``acquire_with``: a vendor call's start). Fine at the
   rates a vendor or a domain app is allowed, and it needs no other server.
 
@@ -16,7 +16,7 @@ Redis or database outage must not turn every submit into a 500 (the outbox promi
 succeeds while the broker is down) nor stop every vendor call; the limits come back with the storage.
 
 **The storage's clock.** ``now`` is read by the storage once it holds the key (``TIME`` inside the
-Redis script; the database's clock inside the statement, ``models.rate_limits.take``), never by the
+Redis script; the database's clock inside the statement, ``models.store.rate_limits``), never by the
 caller before it: GCRA assumes arrivals in order, and callers of one key queue for it (a database
 row stays locked until its holder's commit, a submit's included). A ``now`` read before that wait
 was older than the times the holders ahead of it moved the key on with, and such a caller was refused
@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 
 from core.rate_limit import EPSILON_S, Decision, Limit
 from models.db import Database
-from models.rate_limits import take
+from models.store import store_of
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +88,13 @@ class DatabaseLimiter:
 
     def _acquire(self, key: str, limit: Limit, max_wait_s: float, now: float | None) -> Decision:
         with self.db.transaction() as session:
-            return take(session, key, limit, now, max_wait_s)
+            return store_of(session).rate_limits.take(session, key, limit, now, max_wait_s)
 
     def acquire_with(self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0) -> Decision | None:
         """:meth:`acquire` in a transaction that holds other work (a vendor call's start: its row's
         claim and count), committed with it. It does not fail open: the storage is that
         transaction's own database, so an error fails the transaction, which its caller retries."""
-        return take(session, key, limit, _given(self.clock, None), max_wait_s)
+        return store_of(session).rate_limits.take(session, key, limit, _given(self.clock, None), max_wait_s)
 
     def acquire_in(
         self, session: Session, key: str, limit: Limit, *, max_wait_s: float = 0.0, now: float | None = None
@@ -105,7 +105,7 @@ class DatabaseLimiter:
         :meth:`acquire` does, rolling that transaction back first."""
         now = _given(self.clock, now)
         try:
-            return take(session, key, limit, now, max_wait_s)
+            return store_of(session).rate_limits.take(session, key, limit, now, max_wait_s)
         except OperationalError as exc:
             session.rollback()
             return _fail_open(key, exc)

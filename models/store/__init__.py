@@ -3,7 +3,8 @@
 One module per table family, each with a PostgreSQL and a SQLite class: ``outbox`` (an outbox
 row's life, ``core/outbox_states.py``: its moves, and the statements that add, claim and finish
 rows with their task's timeline), ``inbox`` (a message seen once, and a vendor job's task found
-with it), ``locks`` (what serialises writers), ``reads`` (the operators' views' and the gauges'
+with it), ``locks`` (what serialises writers), ``rate_limits`` (a key's GCRA slot, on the
+database's clock), ``reads`` (the operators' views' and the gauges'
 reads each database answers its own way), and ``postgres_rows``
 (PostgreSQL's one-statement writes of several rows, the one place that reaches into the ORM's
 bookkeeping to mark what they wrote). A :class:`Store` holds one of each, chosen once from the
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
+from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
 from models.store.reads import PostgresReads, Reads, SqliteReads
 
 #: the key of a session's store in its ``info`` (set by the sessionmaker of ``models.db.Database``)
@@ -43,10 +45,13 @@ class Store:
     inbox: Inbox
     locks: Locks
     reads: Reads
+    rate_limits: RateLimits
 
 
-POSTGRESQL = Store("postgresql", PostgresOutboxRows(), PostgresInbox(), PostgresLocks(), PostgresReads())
-SQLITE = Store("sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks(), SqliteReads())
+POSTGRESQL = Store(
+    "postgresql", PostgresOutboxRows(), PostgresInbox(), PostgresLocks(), PostgresReads(), PostgresRateLimits()
+)
+SQLITE = Store("sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks(), SqliteReads(), SqliteRateLimits())
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
-# Pure functions, but the first example can be slow while modules warm up: no per-example deadline.
-# No example database, so runs do not depend on earlier failures stored on disk.
-settings.register_profile("liaison-unit", deadline=None, max_examples=60, database=None)
-settings.register_profile("thorough", deadline=None, max_examples=2000, database=None)
+# Pure functions, but the first example can be slow while modules warm up, and a loaded CI machine
+# slows every example: no per-example deadline and no "too slow" health check (both are clocks, and
+# the suite counts instead of timing). No example database, so runs do not depend on earlier
+# failures stored on disk.
+_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "database": None}
+settings.register_profile("liaison-unit", max_examples=60, **_UNTIMED)
+settings.register_profile("thorough", max_examples=2000, **_UNTIMED)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "liaison-unit"))
