@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, settings
 # slows every example: no per-example deadline and no "too slow" health check (both are clocks, and
 # the suite counts instead of timing). No example database, so runs do not depend on earlier
 # failures stored on disk.
-_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "database": None}
-settings.register_profile("liaison-unit", max_examples=60, **_UNTIMED)
-settings.register_profile("thorough", max_examples=2000, **_UNTIMED)
+settings.register_profile(
+    "liaison-unit", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60, database=None
+)
+settings.register_profile("thorough", parent=settings.get_profile("liaison-unit"), max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "liaison-unit"))
