@@ -37,6 +37,7 @@ from models.task import ExternalTask, TaskEvent
 from service.credentials import create_client, set_channel
 from tests.integration import services
 from tests.integration.conftest import _stack
+from tests.integration.dispatch_support import vendor_jobs, wait
 from tests.integration.stack import Stack
 from tests.support.servers import ServerThread
 from webhooks.signing import verify
@@ -171,7 +172,7 @@ class Rig:
     thread: threading.Thread
     url: str
     prefix: str
-    restart: Callable[[], None]
+    restart: Callable[..., None]
 
     def domain_app(self) -> DomainApp:
         name = f"dom-{uuid.uuid4().hex[:8]}"
@@ -195,10 +196,14 @@ def rig(request: pytest.FixtureRequest, vendor: ServerThread, vendor_secret: str
         server = RedisServer(persist=True).start()
     url = server.url
 
-    def restart() -> None:
+    def restart(while_down: Callable[[], None] = lambda: time.sleep(2)) -> None:
+        """Stops the channel's broker, runs ``while_down`` (publishes and commands fail meanwhile),
+        then starts it again on the same port, whatever ``while_down`` raised."""
         server.stop()
-        time.sleep(2)  # publishes and commands fail meanwhile
-        server.start()
+        try:
+            while_down()
+        finally:
+            server.start()
 
     extra = {
         f"LIAISON_CHANNEL_{channel.upper()}_URL": url,
@@ -347,10 +352,26 @@ def test_a_broker_restart_in_the_middle_loses_nothing_and_doubles_nothing(rig: R
     app = rig.domain_app()
     before = [f"rs-a-{uuid.uuid4().hex[:6]}" for _ in range(4)]
     after = [f"rs-b-{uuid.uuid4().hex[:6]}" for _ in range(2)]
-    for cid in before:
-        app.submit(cid, {"simulate": {"complete_delay_s": 1.5}})
+    for cid in before:  # held open at the vendor until the test completes them, with the broker down
+        app.submit(cid, {"simulate": {"complete_delay_s": 3600}})
     app.wait_for(lambda events: len(events) >= 1, what="a first event")
-    rig.restart()  # the completions are published meanwhile: they fail, and are retried
+
+    def all_at_the_vendor() -> list[dict[str, Any]]:
+        found = vendor_jobs(rig.stack, before)
+        return found if len(found) == len(before) else []
+
+    jobs = wait(all_at_the_vendor, "every job at the vendor")
+
+    def complete_while_down() -> None:
+        """The completions come while the broker is down: their publishes fail, and the outbox
+        retries them once it is back (waited for by the database's word, not a sleep)."""
+        for job in jobs:
+            assert rig.stack.vendor("POST", f"/_sim/jobs/{job['job_id']}/complete", json={}).status_code == 200
+        wait(
+            lambda: _failed_publishes(rig.stack, before) > 0, "a completion's publish failed while the broker was down"
+        )
+
+    rig.restart(while_down=complete_while_down)
     for cid in after:
         for attempt in range(50):  # the broker may still be coming back
             try:
@@ -391,15 +412,23 @@ def test_a_broker_restart_in_the_middle_loses_nothing_and_doubles_nothing(rig: R
             select(OutboxMessage.id).where(OutboxMessage.kind == OutboxKind.CHANNEL, OutboxMessage.done_at.is_(None))
         ).all()
         assert pending == []
-        # the outage was real: publishes failed and the outbox re-drove them
-        retried = session.scalar(
-            select(func.count())
-            .select_from(TaskEvent)
-            .join(ExternalTask, ExternalTask.id == TaskEvent.task_id)
-            .where(ExternalTask.correlation_id.in_(before), TaskEvent.kind == "channel.attempt_failed")
+    # the outage was real: publishes failed and the outbox re-drove them
+    retried = _failed_publishes(rig.stack, before)
+    print(f"{rig.channel} restart: {retried} failed publish attempts re-driven by the outbox")
+    assert retried > 0
+
+
+def _failed_publishes(stack: Stack, correlation_ids: list[str]) -> int:
+    with stack.db.transaction() as session:
+        return (
+            session.scalar(
+                select(func.count())
+                .select_from(TaskEvent)
+                .join(ExternalTask, ExternalTask.id == TaskEvent.task_id)
+                .where(ExternalTask.correlation_id.in_(correlation_ids), TaskEvent.kind == "channel.attempt_failed")
+            )
+            or 0
         )
-        print(f"{rig.channel} restart: {retried} failed publish attempts re-driven by the outbox")
-        assert retried and retried > 0
 
 
 def test_operators_put_a_client_on_a_channel_and_back(rig: Rig) -> None:
