@@ -418,8 +418,8 @@ def _stop_all(procs: Any, net: Network, hosts: Any) -> None:
     """A broker's processes: SIGKILL (its data folder goes with the run's); and anything else left in
     its hosts' namespaces (epmd)."""
     for proc in procs:
-        with contextlib.suppress(Exception):
-            proc.kill_group() if proc.running() else None
+        if proc.running():
+            proc.kill_group()
     for host in hosts:
         net.kill_all(host)
 

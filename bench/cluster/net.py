@@ -92,7 +92,7 @@ def kill_netns(netns: str) -> list[int]:
                 os.kill(pid, signal.SIGKILL)
             killed.append(pid)
         time.sleep(0.1)
-    return killed
+    return sorted(set(killed))
 
 
 def clean_leftovers() -> list[str]:
