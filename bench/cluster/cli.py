@@ -35,7 +35,7 @@ from bench.chaos.report import account, listing
 from bench.chaos.timeline import Timeline
 from bench.cluster.balancer import Balancer
 from bench.cluster.hosts import WEB_PORT, LiaisonCluster
-from bench.cluster.net import Network, clean_leftovers
+from bench.cluster.net import Network, clean_leftovers, leftovers
 from bench.cluster.nodes import SENTINEL_MASTER, RabbitCluster, RedisSentinel
 from bench.cluster.plan import SUBNET, Plan, make_plan
 from bench.cluster.scenarios import SCENARIOS, Faults, Step
@@ -95,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.clean_leftovers:
         print(f"removed: {', '.join(clean_leftovers()) or 'nothing'}")
         return 0
+    if found := leftovers():  # before anything is made: a refused run leaves nothing behind either
+        print(
+            f"a previous run left {', '.join(found)} behind: is another bin/cluster-sim running? If not, "
+            "bin/cluster-sim --clean-leftovers removes them",
+            file=sys.stderr,
+        )
+        return 2
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupted)
     scenarios = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
