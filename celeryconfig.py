@@ -29,6 +29,16 @@ worker_cancel_long_running_tasks_on_connection_loss = True
 # ended its running tasks); a threads pool may take up to twice its threads' worth for a while,
 # queued in the process until the old tasks end.
 worker_enable_prefetch_count_reduction = False
+# A worker's remote-control mailbox (``<name>.celery.pidbox``) is not an exclusive queue. On a RabbitMQ
+# cluster, a node that stops drops its connections, and each worker reconnects to another node within
+# milliseconds, while the cluster still lists its mailbox as held by the connection that just died:
+# declaring an exclusive queue then fails with RESOURCE_LOCKED, which Celery takes as unrecoverable, and
+# the worker exits (bin/cluster-sim, a node restarted: every relay, calls and worker process connected
+# to it ended). Not exclusive, the mailbox is still deleted when its last consumer goes (auto-delete)
+# and expires 10 s after (control_queue_expires), and the reconnected worker declares it again at once.
+# The price: a second worker started under the same node name shares the mailbox (kombu warns "A node
+# named ... is already using this process mailbox") instead of stopping at start.
+control_queue_exclusive = False
 # Never run tasks in-process: tests use a real worker (celery.contrib.testing).
 task_always_eager = False
 

@@ -40,8 +40,11 @@ class PostgresCluster:
     Authentication is ``trust`` for user ``postgres``, over TCP on 127.0.0.1 only.
     """
 
-    def __init__(self, settings: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, settings: dict[str, str] | None = None, port: int | None = None, hba: tuple[str, ...] = ()
+    ) -> None:
         self.settings = dict(settings or {})
+        self.hba = hba  # extra pg_hba.conf lines (bin/cluster-sim: trust from its private subnet)
         self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="liaison-pg-"))
         self.data = self.dir / "data"
@@ -88,6 +91,8 @@ class PostgresCluster:
         lines.update({key: _quote(value) for key, value in self.settings.items()})
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.writelines(f"{key} = {value}\n" for key, value in lines.items())
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            hba.writelines(f"{line}\n" for line in self.hba)
         self._initialised = True
 
     def start(self) -> PostgresCluster:

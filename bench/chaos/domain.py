@@ -27,13 +27,16 @@ class Received:
     deliveries: Counter[str] = field(default_factory=Counter)  # webhook-id -> arrivals
     state: str | None = None  # the state task.completed carried
     completed_at: float | None = None  # monotonic, first task.completed
+    #: every arrival in order: (monotonic, type, sequence, webhook-id), for the order check
+    arrivals: list[tuple[float, str, int | None, str]] = field(default_factory=list)
 
 
 class DomainApp:
-    """Listens on 127.0.0.1 (a free port, bound at once so the port can go into
-    LIAISON_OUTBOUND_ALLOW); answers 503 until :meth:`serve` gives it the client's secret."""
+    """Listens on 127.0.0.1 (or ``address``: bin/cluster-sim's service host), on a free port bound at
+    once so the port can go into LIAISON_OUTBOUND_ALLOW; answers 503 until :meth:`serve` gives it the
+    client's secret."""
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = "127.0.0.1") -> None:
         self.secret: str | None = None
         self.lock = threading.Lock()
         self.tasks: dict[str, Received] = defaultdict(Received)
@@ -54,10 +57,10 @@ class DomainApp:
             def log_message(self, format: str, *args: object) -> None:
                 """Quiet: the report counts what matters."""
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((address, 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/callbacks"
+        self.url = f"http://{address}:{self.port}/callbacks"
 
     def serve(self, secret: str) -> None:
         self.secret = secret
@@ -78,6 +81,7 @@ class DomainApp:
             got = self.tasks[callback.correlation_id]
             got.ids[callback.type].add(callback.message_id)
             got.deliveries[callback.message_id] += 1
+            got.arrivals.append((time.monotonic(), callback.type, callback.sequence, callback.message_id))
             if callback.type == COMPLETED and got.completed_at is None:
                 got.completed_at = time.monotonic()
                 got.state = callback.state

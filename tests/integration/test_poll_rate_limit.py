@@ -4,7 +4,7 @@ The vendor is the simulator's ``poll-only`` personality (it never calls back: ``
 the only way to learn a job's end), behind a recorder that notes every request's arrival instant and
 which of the two Procfile ``calls`` processes sent it (the socket's owner, from /proc). The second
 has a node name of its own (``-n calls-2@%h``), as a second host's would be: two workers of one name
-on one RabbitMQ stop the second at start (its pidbox queue is exclusive). Liaison polls
+would share one remote-control mailbox (a ping reaches one of them). Liaison polls
 it on a one-second schedule (``LIAISON_PROVIDER_SIM_POLL_SCHEDULE_S``) with a limit of 2 calls per
 second, burst 1 (``RATE_LIMIT_PER_S``, ``RATE_LIMIT_BURST``): the shared limit (Redis on the Redis
 pair, the database on the other) is the only thing that keeps the two processes' 16 threads each

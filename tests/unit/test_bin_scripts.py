@@ -1,5 +1,6 @@
-"""``bin/demo``, ``bin/test``, ``bin/services``, ``bin/chaos``, ``bin/setup-browser`` and ``bin/lock`` answer
-``--help`` (and ``-h``) with their usage and do nothing else; and everything the demo starts listens on loopback only.
+"""``bin/demo``, ``bin/test``, ``bin/services``, ``bin/chaos``, ``bin/cluster-sim``, ``bin/setup-browser`` and
+``bin/lock`` answer ``--help`` (and ``-h``) with their usage and do nothing else; and everything the demo starts
+listens on loopback only.
 
 Nothing else is proved by running each script from a copy of ``bin/`` alone (no .venv, no
 requirements) with an empty PATH: any command beyond bash's builtins (python3, mkdir, pg_ctlcluster,
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ("demo", "test", "services", "chaos", "setup-browser", "lock")
+SCRIPTS = ("demo", "test", "services", "chaos", "cluster-sim", "setup-browser", "lock")
 BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -65,11 +66,13 @@ def test_an_unknown_argument_is_refused_with_the_usage(script: str, bare_copy: P
     assert result.stderr.startswith(f"usage: bin/{script}")
 
 
-def test_the_chaos_usage_names_every_option_of_its_parser() -> None:
-    """bin/chaos says its options in bash (so ``--help`` builds no .venv): each of bench/chaos/cli.py's."""
-    options = set(re.findall(r"add_argument\(\s*\"(--[a-z-]+)\"", (ROOT / "bench" / "chaos" / "cli.py").read_text()))
-    assert len(options) >= 7
-    usage = (ROOT / "bin" / "chaos").read_text().split("usage()", 1)[1].split("\n}", 1)[0]
+@pytest.mark.parametrize(("script", "package", "least"), [("chaos", "chaos", 7), ("cluster-sim", "cluster", 8)])
+def test_the_usage_names_every_option_of_its_parser(script: str, package: str, least: int) -> None:
+    """bin/chaos and bin/cluster-sim say their options in bash (so ``--help`` builds no .venv): each of
+    their parser's (bench/<package>/cli.py)."""
+    options = set(re.findall(r"add_argument\(\s*\"(--[a-z-]+)\"", (ROOT / "bench" / package / "cli.py").read_text()))
+    assert len(options) >= least
+    usage = (ROOT / "bin" / script).read_text().split("usage()", 1)[1].split("\n}", 1)[0]
     assert {option for option in options if option not in usage} == set()
 
 
