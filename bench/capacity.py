@@ -34,8 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -56,7 +54,7 @@ from bench import capacity_model as model
 from bench.driver import PgCounters, RunResult, broker_roots, completed_count, submit_all, wait_completed
 from bench.environment import PG_SETTINGS, broker
 from bench.postgres_cluster import PostgresCluster
-from bench.procs import process_table, tree, usage
+from bench.procs import bench_run, load_average, process_table, tree, usage
 from bench.report import log_errors
 from bench.stacks import LIAISON_WORKERS, PROCFILE, PROVIDER, Stack, start_liaison
 from models.db import POOL_SIZE
@@ -500,32 +498,17 @@ def main() -> None:
     args.host_cores = args.host_cores or [2, 4]
 
     logs = Path(tempfile.mkdtemp(prefix="liaison-capacity-"))
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    say(
-        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, {os.cpu_count()} CPUs,"
-        f" load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
-    failed = True
-    try:
-        with PostgresCluster(PG_SETTINGS) as pg:
-            say(f"PostgreSQL cluster of our own on :{pg.port} (max_connections 200, fsync off), logs in {logs}")
-            n = 0
-            for kind in args.broker:
-                runs = []
-                for _ in range(args.runs):
-                    n += 1
-                    runs.append(one_run(args, pg, kind, logs, n))
-                say(summary(kind, runs, args))
-        failed = False
-    except KeyboardInterrupt:
-        say("\ninterrupted: stopping every process")
-    finally:
-        say(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        if failed or args.keep_logs:
-            say(f"process logs kept in {logs}")
-        else:
-            shutil.rmtree(logs, ignore_errors=True)
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    say(f"{started} UTC, {os.cpu_count()} CPUs, load average {load_average()}")
+    with bench_run(logs, args.keep_logs, say), PostgresCluster(PG_SETTINGS) as pg:
+        say(f"PostgreSQL cluster of our own on :{pg.port} (max_connections 200, fsync off), logs in {logs}")
+        n = 0
+        for kind in args.broker:
+            runs = []
+            for _ in range(args.runs):
+                n += 1
+                runs.append(one_run(args, pg, kind, logs, n))
+            say(summary(kind, runs, args))
 
 
 if __name__ == "__main__":

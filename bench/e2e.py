@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +32,7 @@ from bench.driver import RunResult, run_jobs
 from bench.environment import PG_SETTINGS, broker
 from bench.ingest import ingest
 from bench.postgres_cluster import PostgresCluster
+from bench.procs import bench_run, load_average
 from bench.stacks import Stack, start_liaison, start_naive
 from tests.support.otlp import OtlpReceiver
 
@@ -157,26 +156,12 @@ def main() -> None:
     args.broker = args.broker or ["redis", "rabbitmq"]
 
     logs = Path(tempfile.mkdtemp(prefix="liaison-bench-"))
-    # Ctrl-C and SIGTERM unwind the stack, so every finally stops its processes (SIGINT explicitly:
-    # a shell starting us in the background would have left it ignored)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    say(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
-    failed = True
-    try:
+    say(f"load average at start: {load_average()} ({os.cpu_count()} CPUs)")
+    with bench_run(logs, args.keep_logs, say):
         if args.mode == "ingest":
             ingest(args, logs, say)
         else:
             pipeline(args, logs)
-        failed = False
-    except KeyboardInterrupt:
-        say("\ninterrupted: stopping every process")
-    finally:
-        say(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        if failed or args.keep_logs:
-            say(f"process logs kept in {logs}")
-        else:
-            shutil.rmtree(logs, ignore_errors=True)
 
 
 if __name__ == "__main__":

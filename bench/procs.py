@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,3 +185,29 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str, procs
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.1)
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+@contextlib.contextmanager
+def bench_run(logs: Path, keep_logs: bool, say: Callable[[str], None]) -> Iterator[None]:
+    """A benchmark's whole run: Ctrl-C and SIGTERM unwind the stack, so every ``finally`` inside stops
+    its processes (SIGINT explicitly: a shell starting us in the background would have left it
+    ignored); the load average is printed at the end, and the process logs are removed unless the
+    run failed or ``keep_logs``."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    failed = True
+    try:
+        yield
+        failed = False
+    except KeyboardInterrupt:
+        say("\ninterrupted: stopping every process")
+    finally:
+        say(f"load average at end: {load_average()}")
+        if failed or keep_logs:
+            say(f"process logs kept in {logs}")
+        else:
+            shutil.rmtree(logs, ignore_errors=True)

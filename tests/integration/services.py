@@ -112,17 +112,6 @@ def _postgres_template() -> str:
     return name
 
 
-def create_migrated_postgres_database() -> tuple[str, str]:
-    """A fresh database already at the migrations' head; returns (SQLAlchemy URL, name)."""
-    require(POSTGRES_ADMIN_URL, "PostgreSQL")
-    template = _postgres_template()
-    name = f"liaison_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    base = POSTGRES_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    return f"{base}/{name}", name
-
-
 def copy_migrated_sqlite(path: Path) -> None:
     """Writes an empty database at the migrations' head to ``path`` (which must not hold one yet)."""
     global _sqlite_template
