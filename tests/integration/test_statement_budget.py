@@ -199,9 +199,13 @@ def counting(engine: Engine, sessions: sessionmaker[Session]) -> Iterator[Tally]
 #: wrapper around them): 6,285 (4,868 + 1,417).
 #: Since the publish hook reads a row's state without ``inspect``: SQLite 8,156, PostgreSQL 6,249
 #: (4,832 + 1,417).
+#: Over five runs SQLite's count was the same each time and PostgreSQL's 6,249 three times, 6,293 and
+#: 6,346: psycopg prepares a statement on a connection's fifth run of it, and which of the pool's
+#: connections a statement lands on varies, so a prepare (and now and then an idle connection's
+#: ping) falls into the counted job or not. The margin covers that spread, no more.
 #: ``LIAISON_TRACE_CALLS=1 pytest -s …`` prints the breakdown: by function, and by the call site in
 #: Liaison's code that led to it.
-CALL_BUDGET = {"sqlite": 8_250, "postgresql": 6_300}
+CALL_BUDGET = {"sqlite": 8_250, "postgresql": 6_400}
 TRACE_CALLS = bool(os.environ.get("LIAISON_TRACE_CALLS"))
 #: the packages counted (the first folder under site-packages), and Liaison's own, for call sites
 COUNTED = ("sqlalchemy", "psycopg")
@@ -381,8 +385,10 @@ def test_one_happy_path_job_stays_within_its_statement_budget(pair_stack: Stack,
     modules); the second is counted: its statements, commits and flushes, and its Python calls in
     SQLAlchemy and psycopg. Over five runs the second job's calls were the same on SQLite (8,286 on
     each) and within 85 on PostgreSQL (8,770 four times, 8,855 once; then, counted at the dialect,
-    8,068 three times and 8,112 once): a connection idle long enough to be pinged, or psycopg
-    preparing a statement on its fifth run, costs a few dozen."""
+    8,068 three times and 8,112 once; at the end of that round, 6,249 three times, 6,293 and 6,346):
+    psycopg preparing a statement on a connection's fifth run of it, or a connection idle long
+    enough to be pinged, costs a few dozen, and whether one falls into the counted job depends on
+    which pooled connection each statement gets."""
     stack = pair_stack
     api_key, _, path = stack.new_client()
     observer = create_engine(stack.settings.database_url)
