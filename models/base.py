@@ -55,12 +55,12 @@ class UtcDateTime(TypeDecorator[datetime]):
         return _read_utc(value)
 
     def bind_processor(self, dialect: Dialect) -> Callable[[datetime | None], Any] | None:
-        if self.impl_instance.bind_processor(dialect) is not None or dialect.name == "sqlite":
+        if self.impl_instance.bind_processor(dialect) is not None:
             return super().bind_processor(dialect)
         return _bind_utc
 
     def result_processor(self, dialect: Dialect, coltype: Any) -> Callable[[Any], datetime | None] | None:
-        if self.impl_instance.result_processor(dialect, coltype) is not None or dialect.name == "sqlite":
+        if self.impl_instance.result_processor(dialect, coltype) is not None:
             return super().result_processor(dialect, coltype)
         return _read_utc
 
