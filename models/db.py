@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
+import psycopg
+from psycopg.pq import ExecStatus
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
@@ -77,6 +79,69 @@ def postgres_connect_args(pooler: str) -> dict[str, Any]:
     if pooler not in POOLERS:
         raise ValueError(f"unknown database pooler {pooler!r}; one of {', '.join(POOLERS)}")
     return {"prepare_threshold": None} if pooler == PGBOUNCER_TRANSACTION else {}
+
+
+#: Results that have columns (psycopg's own test, ``BaseCursor.description``).
+_WITH_TUPLES = (ExecStatus.TUPLES_OK, ExecStatus.SINGLE_TUPLE, ExecStatus.TUPLES_CHUNK)
+
+
+class Description(Sequence[psycopg.Column]):
+    """A result's ``cursor.description``, its ``Column`` objects made when first read.
+
+    psycopg makes the whole list at every read of ``description``: for each column a ``Column``
+    that decodes its name and looks its type up, five Python calls, and SQLAlchemy reads it once per
+    statement. But SQLAlchemy uses it only to build a statement's result metadata the first time it
+    runs; from then on the compiled statement's cached metadata is used, and ``description`` is only
+    told apart from None. A happy-path job's 20 statements return about 330 columns (the wide task
+    row several times): 1,650 of psycopg's 3,056 calls per job went to lists nobody read
+    (tests/integration/test_statement_budget.py). The columns are made from the result that was
+    current when ``description`` was read; that result must still be the cursor's then (SQLAlchemy
+    reads them before it fetches a row or runs anything else), else this refuses rather than
+    describe another."""
+
+    __slots__ = ("_columns", "_cursor", "_length", "_result")
+
+    def __init__(self, cursor: DescribedOnDemandCursor, result: Any, length: int) -> None:
+        self._cursor = cursor
+        self._result = result
+        self._length = length
+        self._columns: list[psycopg.Column] | None = None
+
+    def _made(self) -> list[psycopg.Column]:
+        if self._columns is None:
+            if self._cursor.pgresult is not self._result:
+                raise RuntimeError("cursor.description read after the cursor moved to another result")
+            self._columns = [psycopg.Column(self._cursor, i) for i in range(self._length)]
+        return self._columns
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> psycopg.Column: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[psycopg.Column]: ...
+    def __getitem__(self, index: int | slice) -> psycopg.Column | list[psycopg.Column]:
+        return self._made()[index]
+
+    def __iter__(self) -> Iterator[psycopg.Column]:
+        return iter(self._made())
+
+    def __repr__(self) -> str:
+        return repr(self._made())
+
+
+class DescribedOnDemandCursor(psycopg.Cursor[Any]):
+    """psycopg's client cursor with a :class:`Description` (``connect_args``' ``cursor_factory``,
+    the option SQLAlchemy's psycopg dialect documents for ``ClientCursor``): everything else as is,
+    prepared statements included."""
+
+    @property
+    def description(self) -> Description | None:  # type: ignore[override]
+        result = self.pgresult
+        if result and (result.nfields or result.status in _WITH_TUPLES):
+            return Description(self, result, result.nfields)
+        return None
 
 
 class Database:
@@ -158,7 +223,7 @@ def _make_engine(url: str, echo: bool, pooler: str) -> Engine:
             pool_size=POOL_SIZE,
             max_overflow=0,
             hide_parameters=True,
-            connect_args=postgres_connect_args(pooler),
+            connect_args={**postgres_connect_args(pooler), "cursor_factory": DescribedOnDemandCursor},
         )
         _ping_idle_connections(engine)
         return engine

@@ -10,11 +10,12 @@ import threading
 import time
 import uuid
 
+import psycopg
 import pytest
 from celery import signals
 from sqlalchemy import QueuePool, create_engine, event, select, text
 
-from models.db import POOL_SIZE, Database
+from models.db import POOL_SIZE, Database, DescribedOnDemandCursor, Description
 from models.task import ExternalTask
 from tests.integration.stack import Stack
 from tests.support.servers import RecordedRequest
@@ -186,5 +187,38 @@ def test_threads_that_overlap_in_the_database_keep_their_connections(postgres_ur
         assert len(opened) == threads  # SQLAlchemy's default pool: 12 + 7 a round after the first (40)
         pool = db.engine.pool
         assert isinstance(pool, QueuePool) and pool.checkedin() == threads  # all kept, none closed
+    finally:
+        db.dispose()
+
+
+def test_a_cursor_describes_its_result_on_demand_as_psycopg_would(postgres_url: str) -> None:
+    """``models.db.DescribedOnDemandCursor``: the engine's cursors make a result's ``Column`` objects
+    only when SQLAlchemy reads them (the first run of a statement), the same columns psycopg's own
+    cursor gives; a statement with no rows has none; a description read after its cursor moved on
+    refuses to describe the new result."""
+    db = Database(postgres_url)
+    query = "SELECT 1 AS one, 'x'::text AS two, now() AS three, NULL::jsonb AS four"
+    try:
+        with db.engine.connect() as conn:
+            dbapi = conn.connection.dbapi_connection
+            assert isinstance(dbapi, psycopg.Connection)
+            cursor = dbapi.cursor()
+            plain = psycopg.Cursor(dbapi)
+            expected = plain.execute(query).description
+            assert expected is not None
+            described = cursor.execute(query).description
+            assert isinstance(cursor, DescribedOnDemandCursor) and isinstance(described, Description)
+            assert len(described) == 4 and described._columns is None  # nothing made yet
+            assert [(c.name, c.type_code) for c in described] == [(c.name, c.type_code) for c in expected]
+            assert described[-1].name == "four" and [c.name for c in described[-2:]] == ["three", "four"]
+            assert cursor.execute("SET LOCAL statement_timeout = 0").description is None
+            stale = cursor.execute(query).description
+            assert stale is not None
+            cursor.execute("SELECT 2")
+            with pytest.raises(RuntimeError, match="moved to another result"):
+                stale[0]
+            # and through SQLAlchemy, a statement's first run (its metadata built from the columns)
+            assert conn.execute(text(query)).mappings().one()["two"] == "x"
+            conn.rollback()
     finally:
         db.dispose()
