@@ -34,8 +34,14 @@ class FakeServer:
         self.dialled: list[tuple[str, int]] = []
         self.requests: list[bytes] = []
         self.closed = threading.Event()
+        #: the test's thread, whose dials are this server's; another thread of the test process (a
+        #: daemon an earlier module left behind, retrying its loopback peer) dials for real
+        self.owner = threading.current_thread()
+        self.real_connection = transport.urllib3_connection.create_connection
 
     def connector(self, address, timeout=None, source_address=None, socket_options=None) -> socket.socket:
+        if threading.current_thread() is not self.owner:
+            return self.real_connection(address, timeout, source_address, socket_options)
         self.dialled.append(address)
         ours, theirs = socket.socketpair()
         threading.Thread(target=self._serve, args=(theirs,), daemon=True).start()
