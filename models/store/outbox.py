@@ -27,6 +27,7 @@ from models.leases import TWO_FREE, give_back, give_back_statement, take_rounds,
 from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
 from models.store.postgres_rows import insert_event_with, insert_outbox_with, insert_task_with
+from models.store.publication import stamp
 from models.task import ExternalTask, TaskEvent, record_event
 
 #: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader):
@@ -60,6 +61,12 @@ class OutboxRows:
         endpoint, an earlier channel row): its message is not out, the sweep publishes it then."""
         row.next_attempt_at = due
         row.dispatched_at = None
+
+    def publish(self, session: Session, row: OutboxMessage, now: datetime) -> None:
+        """Its message goes out (``Move.PUBLISH``): stamped ``dispatched_at`` now, with its start
+        lease from now when its kind has one (``models.store.publication.stamp``, which the publish
+        hook stamps new and re-armed rows with)."""
+        stamp(session, row, now)
 
     def due_now(self, row: OutboxMessage) -> None:
         """The sweep publishes it (stamped by the caller): nothing is due later any more."""

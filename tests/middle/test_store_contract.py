@@ -145,9 +145,10 @@ def _published(row: OutboxMessage, verb: Callable[[OutboxMessage], None]) -> Non
 
 
 def _stamped(session: Session, row: OutboxMessage, verb: Callable[[OutboxMessage], None]) -> None:
-    """The verb, then the publish hook's stamp (``models.publishing``), as every caller of it does."""
+    """The verb, then the publication's stamp (the store's ``publish``, which the publish hook
+    stamps with), as every caller of it does."""
     verb(row)
-    publishing.stamp(session, row, NOW)
+    store_of(session).outbox.publish(session, row, NOW)
 
 
 @pytest.mark.parametrize("move", list(MOVE_VERBS), ids=str)
@@ -159,6 +160,19 @@ def test_each_move_leads_where_the_core_says(db: Database, move: Move):
         verb(db.store, session, row)
     expected = MOVES[move].target
     assert _state(db, row.id) in ({RowState.DONE} if expected is RowState.DEAD else {expected})
+
+
+@pytest.mark.parametrize("kind", [OutboxKind.SUBMIT, OutboxKind.CANCEL])
+def test_publish_stamps_the_row_and_its_start_lease_when_its_kind_has_one(db: Database, kind: str):
+    with db.transaction() as session:
+        row = _row(session, _task(session), RowState.UNSENT, kind=kind)
+        session.info[publishing.START_LEASES] = {OutboxKind.SUBMIT: 90.0}
+        db.store.outbox.publish(session, row, NOW)
+    assert _state(db, row.id) is MOVES[Move.PUBLISH].target
+    with db.transaction() as session:
+        again = session.get(OutboxMessage, row.id)
+        assert again is not None and again.dispatched_at == NOW
+        assert again.start_lease_until == (NOW + timedelta(seconds=90) if kind == OutboxKind.SUBMIT else None)
 
 
 def test_the_moves_the_table_lists_have_a_verb_here_or_a_statement_test():

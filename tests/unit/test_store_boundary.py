@@ -30,10 +30,11 @@ NOT_OUTBOX_RECEIVERS = frozenset({"task", "reopened", "notice", "endpoint"})
 NOT_OUTBOX = frozenset({("models/notifications.py", "dispatched_at")})
 PRIVATE_API = re.compile(r"\b_commit_all\b|\bset_committed_value\b|\b_sa_instance_state\b")
 
-#: Ratchets: the counts at the last change (before the store: 20, 2 modules, 14 modules). Lower them, never raise them.
+#: Ratchets: the counts at the last change (before the store: 20, 2 modules, 14 modules; after its
+#: first room: 2, 0, 1). Lower them, never raise them.
 MAX_DIALECT_NAME = 2
 MAX_PRIVATE_API_MODULES = 0
-MAX_LIFECYCLE_WRITERS = 1
+MAX_LIFECYCLE_WRITERS = 0
 
 
 def outside_store() -> list[Path]:
