@@ -1,7 +1,7 @@
 """Start leases (issue 44, point 5): a submit or relay taken by a worker that then died is re-driven
 once its own short lease runs out, not after ``LIAISON_OUTBOX_LEASE_S``.
 
-A row's ``start_lease_until`` is stamped when it is published (``models.publishing.stamp``: the
+A row's ``start_lease_until`` is stamped when it is published (``models.store.publication.stamp``: the
 publication plus ``Settings.start_leases`` for its kind), again when a delivery starts (in the
 statement or the flush that counts it, so it costs no statement) and when a retry is scheduled by
 countdown (the retry's due time plus the lease). So it runs out only when no message of the row

@@ -4,7 +4,9 @@ One module per table family, each with a PostgreSQL and a SQLite class: ``outbox
 row's life, ``core/outbox_states.py``: its moves, and the statements that add, claim and finish
 rows with their task's timeline), ``inbox`` (a message seen once, and a vendor job's task found
 with it), ``locks`` (what serialises writers), ``reads`` (the operators' views' and the gauges'
-reads each database answers its own way), and ``postgres_rows``
+reads each database answers its own way), ``slots`` (slots and leases: a relay's slots, and its
+start counted with them), ``publication`` (what a publication writes on a row, and what a
+session notes to publish: the publish hook, ``models.publishing``, stands on it) and ``postgres_rows``
 (PostgreSQL's one-statement writes of several rows, the one place that reaches into the ORM's
 bookkeeping to mark what they wrote). A :class:`Store` holds one of each, chosen once from the
 engine's dialect when the database is built (``models.db.Database``), as DBOS's
@@ -13,9 +15,9 @@ session's and call its verbs, and never ask which database it is (``tests/unit/
 test_store_boundary.py`` counts the places that still do, outside this package, and holds the
 count down).
 
-This is the first room of the store: the outbox family's writes, the inbox and the locks. The
-other families (tasks and their timeline, fair dispatch, slots and leases, notices) still
-write from their modules; docs/architecture.md "The store" says what is where.
+The other families (tasks and their timeline, fair dispatch, notices, endpoint health rows, the
+rate limits' statement) still write from their modules; docs/architecture.md "The store" says
+what is where.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.reads import PostgresReads, Reads, SqliteReads
+from models.store.slots import PostgresSlots, Slots, SqliteSlots
 
 #: the key of a session's store in its ``info`` (set by the sessionmaker of ``models.db.Database``)
 STORE = "liaison.store"
@@ -43,10 +46,13 @@ class Store:
     inbox: Inbox
     locks: Locks
     reads: Reads
+    slots: Slots
 
 
-POSTGRESQL = Store("postgresql", PostgresOutboxRows(), PostgresInbox(), PostgresLocks(), PostgresReads())
-SQLITE = Store("sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks(), SqliteReads())
+POSTGRESQL = Store(
+    "postgresql", PostgresOutboxRows(), PostgresInbox(), PostgresLocks(), PostgresReads(), PostgresSlots()
+)
+SQLITE = Store("sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks(), SqliteReads(), SqliteSlots())
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
 

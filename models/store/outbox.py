@@ -19,11 +19,9 @@ from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, Select, Table, Text, and_, bindparam, cast, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased, defer
-from sqlalchemy.orm.attributes import set_committed_value
 
 from core.outbox_states import HOLDING, SIGNATURES, ParkedReason, RowState
-from models.base import UtcDateTime, upsert
-from models.leases import TWO_FREE, give_back, give_back_statement, take_rounds, two_free_params
+from models.leases import give_back, give_back_statement
 from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
 from models.store.postgres_rows import insert_event_with, insert_outbox_with, insert_task_with
@@ -198,21 +196,6 @@ class OutboxRows:
         counted (``deliveries + 1``) and its start lease set; None when it is gone or done."""
         raise NotImplementedError
 
-    def take_relay_slots(
-        self,
-        session: Session,
-        row: OutboxMessage,
-        rounds: list[list[str]],
-        holder: str,
-        now: datetime,
-        ttl_s: float,
-        target: str,
-        lease_until: datetime | None,
-    ) -> tuple[list[str] | None, bool]:
-        """A relay's slots (``models.leases.take_rounds``) and whether its start was counted with
-        them (``deliveries + 1``, ``target`` and the start lease written)."""
-        return take_rounds(session, rounds, holder, now, ttl_s, None), False
-
     def finish_delivered(
         self,
         session: Session,
@@ -301,41 +284,6 @@ class PostgresOutboxRows(OutboxRows):
         params = {"outbox_id": outbox_id, "lease_until": lease_until}
         found = session.execute(_counted_claim_statement(with_input), params).first()
         return None if found is None else _claimed(found, with_input)  # None: gone, or done already
-
-    def take_relay_slots(
-        self,
-        session: Session,
-        row: OutboxMessage,
-        rounds: list[list[str]],
-        holder: str,
-        now: datetime,
-        ttl_s: float,
-        target: str,
-        lease_until: datetime | None,
-    ) -> tuple[list[str] | None, bool]:
-        """When the first try finds both of its two slots free (the usual case), the same statement
-        counts the start and writes the row's ``target`` and start lease: one round trip where the
-        start's flush would send an ``UPDATE`` of its own. The row's object is given the values as
-        written. Otherwise (a slot held, one group) the caller counts as before."""
-        if len(rounds) != 2:
-            return super().take_relay_slots(session, row, rounds, holder, now, ttl_s, target, lease_until)
-        params = two_free_params(rounds, holder, now, ttl_s) | {
-            "outbox_id": row.id,
-            "relay_target": target,
-            "lease_until": lease_until,
-        }
-        got: set[str] = set()
-        deliveries: int | None = None
-        for name, counted in session.execute(_TWO_FREE_COUNTED, params):
-            if name is not None:
-                got.add(name)
-            else:
-                deliveries = counted
-        if deliveries is not None:
-            set_committed_value(row, "deliveries", deliveries)
-            set_committed_value(row, "target", target)
-            set_committed_value(row, "start_lease_until", lease_until)
-        return take_rounds(session, rounds, holder, now, ttl_s, got), deliveries is not None
 
     def finish_delivered(
         self,
@@ -505,15 +453,3 @@ def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
         .add_cte(give_back_statement().cte("slots_given_back"))
         .execution_options(populate_existing=True)
     )
-
-
-#: the delivery is counted only when both slots were inserted (``two`` has a row only then)
-_TWO_FREE_COUNTED = upsert(
-    f"WITH {TWO_FREE}, counted AS (UPDATE outbox_messages SET deliveries = deliveries + 1, target = :relay_target,"
-    " start_lease_until = :lease_until"
-    " WHERE id = :outbox_id AND EXISTS (SELECT 1 FROM two) RETURNING deliveries)"
-    " SELECT name, NULL::integer AS deliveries FROM one UNION ALL SELECT name, NULL FROM two"
-    " UNION ALL SELECT NULL, deliveries FROM counted",
-    expires_at=UtcDateTime(),
-    lease_until=UtcDateTime(),
-)

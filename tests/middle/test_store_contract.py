@@ -338,9 +338,9 @@ def test_relay_slots_then_finish_delivered(db: Database):
         row = _row(session, task)
     with db.transaction() as session:
         row = session.get(OutboxMessage, row.id)  # type: ignore[assignment]
-        rounds = [[f"{group}:a:0"], [f"{group}:b:0"]]
-        taken, counted = db.store.outbox.take_relay_slots(
-            session, row, rounds, "holder-1", NOW, 60.0, "https://a.example/cb", LATER
+        groups = [(f"{group}:a", 1), (f"{group}:b", 1)]
+        taken, counted = db.store.slots.take_for_delivery(
+            session, row, groups, "holder-1", NOW, 60.0, "https://a.example/cb", LATER
         )
         assert taken is not None and set(taken) == {f"{group}:a:0", f"{group}:b:0"}
         assert counted is (db.store is POSTGRESQL)  # SQLite: the caller counts with the flush
@@ -365,6 +365,28 @@ def test_relay_slots_then_finish_delivered(db: Database):
     with db.transaction() as session:  # done already: nothing more written
         assert db.store.outbox.finish_delivered(session, row.id, NOW, event, [], "holder-1") is None
     assert _timeline(db, task.id) == ["relay.delivered"]
+
+
+def test_slots_one_of_each_group_or_none_and_given_back(db: Database):
+    group = f"contract:{uuid.uuid4().hex[:6]}"
+    groups = [(f"{group}:c", 2), (f"{group}:e", 1)]
+    with db.transaction() as session:
+        assert db.store.slots.take(session, groups, "h1", NOW, 60.0, [1, 0]) == [f"{group}:c:1", f"{group}:e:0"]
+    with pytest.raises(LookupError), db.transaction() as session:  # the endpoint's one slot is held
+        if db.store.slots.take(session, groups, "h2", NOW, 60.0, [1, 0]) is None:
+            raise LookupError("no slot: the caller rolls back, and the slot it took before goes with it")
+    assert _slots(db) >= {f"{group}:c:1", f"{group}:e:0"} and f"{group}:c:0" not in _slots(db)
+    with db.transaction() as session:  # one group alone goes round it
+        assert db.store.slots.take(session, [(f"{group}:c", 2)], "h3", NOW, 60.0, [1]) == [f"{group}:c:0"]
+    with db.transaction() as session:
+        db.store.slots.give_back(session, [f"{group}:c:1", f"{group}:e:0"], "h1")
+        db.store.slots.give_back(session, f"{group}:c:0", "h3")
+    assert not {name for name in _slots(db) if name.startswith(group)}
+    later = NOW + timedelta(seconds=61)
+    with db.transaction() as session:
+        assert db.store.slots.take(session, groups, "h4", NOW, 60.0, [0, 0]) == [f"{group}:c:0", f"{group}:e:0"]
+    with db.transaction() as session:  # a free slot first, else an expired holder's is taken over
+        assert db.store.slots.take(session, groups, "h5", later, 60.0, [0, 0]) == [f"{group}:c:1", f"{group}:e:0"]
 
 
 def test_claim_finished_finishes_once(db: Database):
