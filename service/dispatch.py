@@ -63,7 +63,7 @@ from models.messages import OutboxMessage
 from models.publishing import publish_after_commit
 from models.statements import built_once
 from models.store import store_of
-from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
+from models.task import QUEUED, RELEASED_OPEN, ExternalTask
 
 POLICY = "liaison.dispatch_policy"
 #: the ``parked_reason`` of a queued task's submit row
@@ -180,7 +180,9 @@ def requeue(session: Session, task: ExternalTask, row: OutboxMessage, now: datet
         session.expire(task, ["dispatched_at", "wait_reason"])  # the release wrote them in SQL
         return True
     task.wait_reason = _wait_reason(session, task, policy)
-    record_event(session, task.id, "submit.queued", now, {"reason": task.wait_reason, "priority": task.priority})
+    store_of(session).timeline.add(
+        session, task.id, "submit.queued", now, {"reason": task.wait_reason, "priority": task.priority}
+    )
     return True
 
 
@@ -253,7 +255,7 @@ def _mark_released(
         return []
     released = session.execute(_RELEASE, {"ids": ids, "now": now}).all()  # those still queued
     for task_id, created_at, priority in released:
-        record_event(session, task_id, "submit.released", now, {"priority": priority})
+        store_of(session).timeline.add(session, task_id, "submit.released", now, {"priority": priority})
         metrics.dispatch_wait(provider, clients[task_id], max((now - created_at).total_seconds(), 0.0))
     still = {task_id for task_id, _, _ in released}
     done = [task_id for task_id in ids if task_id in still]

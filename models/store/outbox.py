@@ -24,9 +24,10 @@ from core.outbox_states import HOLDING, SIGNATURES, ParkedReason, RowState
 from models.leases import give_back, give_back_statement
 from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
-from models.store.postgres_rows import insert_event_with, insert_outbox_with, insert_task_with
+from models.store.postgres_rows import insert_outbox_with, insert_task_with
 from models.store.publication import stamp
-from models.task import ExternalTask, TaskEvent, record_event
+from models.store.timeline import add_entry
+from models.task import ExternalTask, TaskEvent
 
 #: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader):
 #: it can be large, and rows stored before its limits existed can be too deep to decode.
@@ -150,6 +151,37 @@ class OutboxRows:
         row.holds_back = False
         row.created_at = now  # the retry budget (max total time) starts again
 
+    # --- a new row -----------------------------------------------------------------------------------
+
+    def new_row(
+        self,
+        kind: str,
+        message_id: str,
+        payload: dict[str, Any],
+        created_at: datetime,
+        *,
+        task_id: int | None = None,
+        correlation_id: str | None = None,
+        sequence: int | None = None,
+        parked_reason: str | None = None,
+        target: str | None = None,
+    ) -> OutboxMessage:
+        """A new outbox row, not yet added: unsent (``core.outbox_states``), or queued when
+        ``parked_reason`` says so; the publish hook stamps it before its INSERT when it goes out at
+        commit. Every row Liaison writes is made here (a task's submit and relays, a channel's
+        events, people's notices)."""
+        return OutboxMessage(
+            message_id=message_id,
+            kind=kind,
+            task_id=task_id,
+            correlation_id=correlation_id,
+            sequence=sequence,
+            payload=payload,
+            created_at=created_at,
+            parked_reason=parked_reason,
+            target=target,
+        )
+
     # --- statements alike on both databases --------------------------------------------------------
 
     def flag_holding_back(self, session: Session, earlier_id: int) -> bool:
@@ -175,10 +207,6 @@ class OutboxRows:
         return session.scalars(_FINISH, {"outbox_id": outbox_id, "now": now}).one_or_none()
 
     # --- statements each database writes its own way ----------------------------------------------
-
-    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
-        """A timeline entry of ``task`` (and ``finishing``: the outbox row the change ends)."""
-        raise NotImplementedError
 
     def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
         """Insert the new ``row`` and its timeline ``entry``; return the row, persistent."""
@@ -215,12 +243,9 @@ class SqliteOutboxRows(OutboxRows):
     """SQLite: no INSERT or UPDATE inside a ``WITH``, so one statement per row; no row locks either
     (``BEGIN IMMEDIATE`` serialises writers: ``models.db``)."""
 
-    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
-        record_event(session, *entry)
-
     def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
         if entry is not None:
-            record_event(session, *entry)
+            add_entry(session, *entry)
         session.add(row)
         session.flush()
         return row
@@ -252,7 +277,7 @@ class SqliteOutboxRows(OutboxRows):
     ) -> OutboxMessage | None:
         row = self.claim_finished(session, outbox_id, now)
         if row is not None and row.task_id is not None:
-            record_event(session, row.task_id, event[0], now, event[1])
+            add_entry(session, row.task_id, event[0], now, event[1])
         give_back(session, slots, holder)
         return row
 
@@ -262,9 +287,6 @@ class PostgresOutboxRows(OutboxRows):
 
     finishes_delivered_at_once = True
     new_task_reports_conflict = True
-
-    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
-        insert_event_with(session, entry, (task,) if finishing is None else (task, finishing))
 
     def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
         if entry is not None:

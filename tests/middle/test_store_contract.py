@@ -302,11 +302,28 @@ def test_add_event_writes_the_entry_with_the_task_and_the_row_it_finishes(db: Da
         row = session.get(OutboxMessage, row.id)  # type: ignore[assignment]
         task.state = "submitted"
         db.store.outbox.finish_unattempted(row, NOW)
-        db.store.outbox.add_event(session, task, (task.id, "state.submitted", NOW, {}), row)
-    assert _timeline(db, task.id) == ["state.submitted"]
+        db.store.timeline.add(session, task.id, "state.submitted", NOW, {}, (task, row))
+        db.store.timeline.add(session, task.id, "event.duplicate", NOW, {"n": 1})  # a lone entry
+    assert _timeline(db, task.id) == ["state.submitted", "event.duplicate"]
     assert _state(db, row.id) is RowState.DONE
     with db.transaction() as session:
         assert session.get(ExternalTask, task.id).state == "submitted"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", [OutboxKind.RELAY, OutboxKind.NOTIFY])
+def test_new_row_is_unsent_or_queued(db: Database, kind: str):
+    with db.transaction() as session:
+        task = _task(session)
+        args = (kind, f"msg_{uuid.uuid4().hex}", {"type": "x"}, NOW)
+        unsent = db.store.outbox.new_row(*args, task_id=task.id, correlation_id=task.correlation_id, target="email")
+        queued = db.store.outbox.new_row(
+            kind, f"msg_{uuid.uuid4().hex}", {}, NOW, task_id=task.id, parked_reason=ParkedReason.QUEUED.value
+        )
+        session.add_all([unsent, queued])
+        session.flush()
+        assert (unsent.task_id, unsent.target, unsent.payload) == (task.id, "email", {"type": "x"})
+    assert _state(db, unsent.id) is RowState.UNSENT  # no publish hook on this session
+    assert _state(db, queued.id) is RowState.QUEUED
 
 
 @pytest.mark.parametrize("with_input", [False, True])
