@@ -6,7 +6,8 @@ and finish rows with their task's timeline), ``inbox`` (a message seen once, and
 task found with it), ``locks`` (what serialises writers), ``reads`` (the operators' views' and
 the gauges' reads each database answers its own way), ``slots`` (slots and leases: a relay's
 slots, and its start counted with them), ``timeline`` (a task's timeline entries: the one verb
-that writes one), ``publication`` (what a publication writes on a row, and what a session notes
+that writes one), ``dispatch`` (fair dispatch's counts, choices and release: one class, the same
+statements on both), ``publication`` (what a publication writes on a row, and what a session notes
 to publish: the publish hook, ``models.publishing``, stands on it) and ``postgres_rows``
 (PostgreSQL's one-statement writes of several rows, which with ``slots`` reaches into the ORM's
 bookkeeping to mark what they wrote). A :class:`Store` holds one of each, chosen once from the
@@ -16,7 +17,7 @@ session's and call its verbs, and never ask which database it is (``tests/unit/
 test_store_boundary.py`` counts the places that still do, outside this package, and holds the
 count down).
 
-The other families (the tasks' own statements, fair dispatch, notices, endpoint health rows, the
+The other families (the tasks' own statements, the submit's admission, notices, endpoint health rows, the
 rate limits' statement) still write from their modules; docs/architecture.md "The store" says
 what is where.
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
+from models.store.dispatch import FairDispatch
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
@@ -50,6 +52,7 @@ class Store:
     reads: Reads
     slots: Slots
     timeline: Timeline
+    dispatch: FairDispatch
 
 
 POSTGRESQL = Store(
@@ -60,9 +63,17 @@ POSTGRESQL = Store(
     PostgresReads(),
     PostgresSlots(),
     PostgresTimeline(),
+    FairDispatch(),
 )
 SQLITE = Store(
-    "sqlite", SqliteOutboxRows(), SqliteInbox(), SqliteLocks(), SqliteReads(), SqliteSlots(), SqliteTimeline()
+    "sqlite",
+    SqliteOutboxRows(),
+    SqliteInbox(),
+    SqliteLocks(),
+    SqliteReads(),
+    SqliteSlots(),
+    SqliteTimeline(),
+    FairDispatch(),  # the same statements on both databases
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 

@@ -67,7 +67,10 @@ def _task(session: Session, **columns: Any) -> ExternalTask:  # columns: e.g. a 
     session.add(client)
     session.flush()
     task = ExternalTask(
-        correlation_id=f"t-{uuid.uuid4().hex[:10]}", client_id=client.id, provider="sim", input={"a": 1}, **columns
+        correlation_id=f"t-{uuid.uuid4().hex[:10]}",
+        client_id=client.id,
+        input={"a": 1},
+        **{"provider": "sim", **columns},
     )
     session.add(task)
     session.flush()
@@ -463,6 +466,54 @@ def test_task_or_orphan_keeps_the_event_only_when_no_task_has_the_job(db: Databa
     with db.transaction() as session:
         kept = session.scalars(select(OrphanEvent.vendor_job_id).where(OrphanEvent.vendor_job_id.in_([job, lost])))
         assert list(kept) == [lost]
+
+
+# --- fair dispatch -------------------------------------------------------------------------------------
+
+
+def test_fair_dispatch_counts_chooses_and_releases(db: Database):
+    provider = f"fd-{uuid.uuid4().hex[:8]}"
+    with db.transaction() as session:
+        first = _task(session, provider=provider, dispatched_at=NOW, state="accepted", concurrency_key="k")
+        client_id = first.client_id
+        _task(session, provider=provider, dispatched_at=NOW, state="requested")  # another client's, on its way
+
+        def queued(n: int, key: str | None) -> int:
+            task = ExternalTask(
+                correlation_id=f"t-{uuid.uuid4().hex[:10]}",
+                client_id=client_id,
+                provider=provider,
+                input={},
+                dispatch_rank=NOW + timedelta(seconds=n),
+                concurrency_key=key,
+            )
+            session.add(task)
+            session.flush()
+            return task.id
+
+        held, free, later = queued(1, "k"), queued(2, None), queued(3, "other")
+    dispatch = db.store.dispatch
+    with db.transaction() as session:
+        assert dispatch.anything_queued(session, provider, client_id)
+        assert dispatch.anything_queued(session, provider, None)
+        assert not dispatch.anything_queued(session, f"{provider}-none", None)
+        assert dispatch.open_at_vendor(session, provider) == 2  # another client's task on its way counts too
+        assert dispatch.open_with_key(session, provider, client_id, "k") == 1
+        assert dispatch.key_limit(session, client_id) == 1
+        [waiting] = [row for row in dispatch.clients_waiting(session, provider, None) if row.client_id == client_id]
+        assert (waiting.open_jobs, waiting.on_the_way, waiting.waiting) == (1, 0, 3)
+        page = dispatch.eligible(session, provider, client_id, 1, 10, [], None)
+        assert [row[0] for row in page] == [free, later]  # key k is at its limit at the vendor
+        assert [row[0] for row in dispatch.eligible(session, provider, client_id, 1, 10, ["other"], None)] == [free]
+        after = (page[0][2], page[0][0])
+        assert [row[0] for row in dispatch.eligible(session, provider, client_id, 1, 10, [], after)] == [later]
+        assert (provider, client_id) in dispatch.queues(session)
+        released = dispatch.release(session, [free, held], NOW)
+        assert sorted(task_id for task_id, _, _ in released) == sorted([free, held])
+        assert dispatch.release(session, [free], NOW) == []  # no longer queued
+    with db.transaction() as session:
+        assert dispatch.open_at_vendor(session, provider) == 4
+        assert dispatch.anything_queued(session, provider, client_id)  # ``later`` still waits
 
 
 # --- reads -------------------------------------------------------------------------------------------
