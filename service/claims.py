@@ -74,16 +74,16 @@ def _claimed(found: Any, with_input: bool) -> tuple[OutboxMessage, ExternalTask,
     return found[0], found[1], raw
 
 
-def claim_counted_outbox_and_task(
+def start_delivery(
     session: Session, outbox_id: int, *, with_input: bool = False, lease_until: datetime | None = None
 ) -> tuple[OutboxMessage, ExternalTask, str | None] | None:
     """:func:`claim_outbox_and_task` for a delivery's start, with the delivery counted
     (``deliveries + 1``, the poison guard: ``service.dead_letters.count_delivery(counted=True)``
     then only checks it) and its start lease set to ``lease_until`` (``service.start_leases``):
-    the store's ``claim_counted`` (on PostgreSQL the claiming statement itself, an ``UPDATE …
+    the store's ``start_delivery`` (on PostgreSQL the claiming statement itself, an ``UPDATE …
     RETURNING`` whose row the task is locked and read with; elsewhere the flush writes them). A
     start that rolls back (its call must wait) takes both back with it."""
-    return store_of(session).outbox.claim_counted(session, outbox_id, with_input, lease_until)
+    return store_of(session).outbox.start_delivery(session, outbox_id, with_input, lease_until)
 
 
 @built_once

@@ -5,7 +5,7 @@ Two kinds of verb. A *move* (:meth:`OutboxRows.hold_until`, :meth:`OutboxRows.pa
 locked row object's lifecycle columns as ``core.outbox_states.SIGNATURES`` has the state it moves
 to; the unit of work sends them with whatever else the transaction changed, so a move costs no
 statement of its own. A *statement* verb (:meth:`OutboxRows.add_row`,
-:meth:`OutboxRows.claim_counted`, :meth:`OutboxRows.finish_delivered`, …) sends what it writes:
+:meth:`OutboxRows.start_delivery`, :meth:`OutboxRows.finish_delivered`, …) sends what it writes:
 on PostgreSQL as one data-modifying ``WITH`` where several rows go together
 (``models.store.postgres_rows``), on SQLite, which has no INSERT or UPDATE inside a ``WITH``, one
 statement per row. :class:`PostgresOutboxRows` and :class:`SqliteOutboxRows` are the two; the
@@ -91,7 +91,7 @@ class OutboxRows:
         row.deliveries += 1
 
     def count_start(self, row: OutboxMessage, lease_until: datetime | None) -> None:
-        """A delivery's start counted, with its start lease from now (what :meth:`claim_counted`
+        """A delivery's start counted, with its start lease from now (what :meth:`start_delivery`
         writes in its own statement on PostgreSQL)."""
         row.deliveries += 1
         row.start_lease_until = lease_until
@@ -217,7 +217,7 @@ class OutboxRows:
         holds its correlation id or Idempotency-Key (PostgreSQL; SQLite raises ``IntegrityError``)."""
         raise NotImplementedError
 
-    def claim_counted(
+    def start_delivery(
         self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
     ) -> Claimed | None:
         """The row and its task locked (``FOR NO KEY UPDATE``) for a delivery's start, the start
@@ -257,7 +257,7 @@ class SqliteOutboxRows(OutboxRows):
         self.add_row(session, row, task, (task.id, *event))
         return True
 
-    def claim_counted(
+    def start_delivery(
         self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
     ) -> Claimed | None:
         found = session.execute(_claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
@@ -298,13 +298,13 @@ class PostgresOutboxRows(OutboxRows):
     def add_new_task(self, session: Session, task: ExternalTask, row: OutboxMessage, event: FirstEntry) -> bool:
         return insert_task_with(session, task, row, event)
 
-    def claim_counted(
+    def start_delivery(
         self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
     ) -> Claimed | None:
         """One ``UPDATE … RETURNING`` whose row the task is locked and read with. A start that rolls
         back (its call must wait) takes the count and the lease back with it."""
         params = {"outbox_id": outbox_id, "lease_until": lease_until}
-        found = session.execute(_counted_claim_statement(with_input), params).first()
+        found = session.execute(_start_delivery_statement(with_input), params).first()
         return None if found is None else _claimed(found, with_input)  # None: gone, or done already
 
     def finish_delivered(
@@ -364,7 +364,7 @@ def _claim_with_task_statement(with_input: bool) -> Select[Any]:
 
 
 @built_once
-def _counted_claim_statement(with_input: bool) -> Select[Any]:
+def _start_delivery_statement(with_input: bool) -> Select[Any]:
     outbox = _table(OutboxMessage)
     counted = (
         update(outbox)

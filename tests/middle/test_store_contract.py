@@ -330,17 +330,17 @@ def test_new_row_is_unsent_or_queued(db: Database, kind: str):
 
 
 @pytest.mark.parametrize("with_input", [False, True])
-def test_claim_counted_counts_the_start_and_leases_it(db: Database, with_input: bool):
+def test_start_delivery_locks_counts_and_leases_it(db: Database, with_input: bool):
     with db.transaction() as session:
         task = _task(session)
         row, done = _row(session, task), _row(session, task, RowState.DONE)
     with db.transaction() as session:
-        claimed = db.store.outbox.claim_counted(session, row.id, with_input, LATER)
+        claimed = db.store.outbox.start_delivery(session, row.id, with_input, LATER)
         assert claimed is not None
         assert claimed[1].id == task.id
         assert (json.loads(claimed[2]) if claimed[2] is not None else None) == ({"a": 1} if with_input else None)
-        assert db.store.outbox.claim_counted(session, done.id, with_input, LATER) is None
-        assert db.store.outbox.claim_counted(session, 10**9, with_input, LATER) is None
+        assert db.store.outbox.start_delivery(session, done.id, with_input, LATER) is None
+        assert db.store.outbox.start_delivery(session, 10**9, with_input, LATER) is None
     with db.transaction() as session:
         again = session.get(OutboxMessage, row.id)
         assert again is not None and (again.deliveries, again.start_lease_until) == (1, LATER)
