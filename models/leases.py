@@ -3,7 +3,10 @@ so a row lock) open while it runs: reconciliation spends minutes calling a vendo
 side by side would each pace themselves to the vendor's rate limit and together exceed it.
 
 A lease is a row with an expiry, taken and released in short transactions, so it works the same
-on PostgreSQL and SQLite. A holder that dies leaves the row to expire; nothing waits on it.
+on PostgreSQL and SQLite. A holder that dies leaves the row to expire; nothing waits on it. The
+slots of a semaphore (a relay's) are leases too, taken one of each group by the store
+(``models.store.slots``: in one statement on PostgreSQL while the first tries are free) with this
+module's one-by-one rounds.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Delete, String, Table, bindparam, delete, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -82,45 +85,18 @@ def take_slot(
     return _take_from(session, names, names, holder, now, ttl_s)
 
 
-def take_slots(
-    session: Session,
-    groups: Sequence[tuple[str, int]],
-    holder: str,
-    now: datetime,
-    ttl_s: float,
-    first: Sequence[int] | None = None,
-) -> list[str] | None:
-    """One slot of each ``(group, slots)``, taken in the order given (a relay: its client's, then its
-    endpoint's), or None when a group has none free: the caller rolls back, and with it the slots
-    taken before. Every taker tries the groups in one order, so none waits for a slot of an earlier
-    group while holding one of a later group (no lock-order deadlock).
-
-    On PostgreSQL two groups are first tried in one statement: a data-modifying ``WITH`` inserts the
-    first group's slot and, only if that was free, the second's (one round trip instead of two on a
-    relay's start); a group whose first try was held goes round :func:`take_slot`'s way."""
-    rounds = slot_rounds(groups, first)
-    got = None
-    if len(rounds) == 2 and session.get_bind().dialect.name == "postgresql":
-        got = set(session.scalars(_CLAIM_TWO_FREE, two_free_params(rounds, holder, now, ttl_s)))
-    return take_rounds(session, rounds, holder, now, ttl_s, got)
-
-
 def slot_rounds(groups: Sequence[tuple[str, int]], first: Sequence[int] | None = None) -> list[list[str]]:
-    """Each group's slot names from a random one (or ``first``) round: the order they are tried in."""
+    """Each group's slot names from a random one (or ``first``) round: the order they are tried in
+    (the store's ``slots.take``, ``models.store.slots``, takes one of each)."""
     return [_round(group, slots, None if first is None else first[n]) for n, (group, slots) in enumerate(groups)]
-
-
-def two_free_params(rounds: list[list[str]], holder: str, now: datetime, ttl_s: float) -> dict[str, Any]:
-    """The parameters of :data:`TWO_FREE`: the first slot of each of two rounds."""
-    (one, *_), (two, *_) = rounds
-    return {"one": one, "two": two, "holder": holder, "expires_at": now + timedelta(seconds=ttl_s)}
 
 
 def take_rounds(
     session: Session, rounds: list[list[str]], holder: str, now: datetime, ttl_s: float, got: set[str] | None
 ) -> list[str] | None:
-    """:func:`take_slots` after its first try: ``got``, the names :data:`TWO_FREE` inserted of two
-    rounds' first slots (None: nothing tried yet)."""
+    """One slot of each round, in the order given, or None when a round has none free (the store's
+    ``slots.take``, ``models.store.slots``, after its first try: ``got``, the names one statement
+    inserted of two rounds' first slots on PostgreSQL; None: nothing tried yet)."""
     taken: list[str] = []
     tried: set[str] = set()
     if got is not None:
@@ -170,20 +146,6 @@ _rng = random.SystemRandom()
 _CLAIM_FREE = upsert(
     "INSERT INTO leases (name, holder, expires_at) VALUES (:name, :holder, :expires_at)"
     " ON CONFLICT (name) DO NOTHING RETURNING name",
-    expires_at=UtcDateTime(),
-)
-#: PostgreSQL only (SQLite has no INSERT inside WITH): the second slot is inserted from the first's
-#: RETURNING, so it is tried only once the first is held, as the one-by-one order has it. ``one``
-#: and ``two`` are the names inserted; a statement of its own may add what goes with both
-#: (``service.claims.take_relay_slots``: a relay's delivery counted).
-TWO_FREE = (
-    "one AS (INSERT INTO leases (name, holder, expires_at) VALUES (:one, :holder, :expires_at)"
-    " ON CONFLICT (name) DO NOTHING RETURNING name),"
-    " two AS (INSERT INTO leases (name, holder, expires_at) SELECT :two, :holder, :expires_at FROM one"
-    " ON CONFLICT (name) DO NOTHING RETURNING name)"
-)
-_CLAIM_TWO_FREE = upsert(
-    f"WITH {TWO_FREE} SELECT name FROM one UNION ALL SELECT name FROM two",
     expires_at=UtcDateTime(),
 )
 

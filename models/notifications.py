@@ -30,7 +30,7 @@ from core.notifications import (
     routed,
 )
 from models.base import Base, Id, UtcDateTime, upsert, utcnow
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import OutboxKind
 from models.store import store_of
 
 PENDING = "pending"
@@ -199,15 +199,9 @@ def _outbox(session: Session, message: Message, routes: Routes, now: datetime, c
         part = for_channel(message, routes.of(channel))
         if part is None:
             continue
-        session.add(
-            OutboxMessage(
-                message_id=hashlib.sha256(f"notify:{channel}:{part.key}".encode()).hexdigest(),
-                kind=OutboxKind.NOTIFY,
-                payload=payload(channel, part, console_url),
-                target=channel,
-                created_at=now,
-            )
-        )
+        message_id = hashlib.sha256(f"notify:{channel}:{part.key}".encode()).hexdigest()
+        body = payload(channel, part, console_url)
+        session.add(store_of(session).outbox.new_row(OutboxKind.NOTIFY, message_id, body, now, target=channel))
         written += 1
     return written
 

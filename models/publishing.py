@@ -9,9 +9,10 @@ to the publisher the composition root installed (``workers.outbox.Publisher.publ
 rollback nothing is. A row added in a savepoint that rolled back is left out too.
 
 Every row to be published is stamped ``dispatched_at`` *in its own transaction* (new rows before
-their INSERT, re-armed rows when they are named): the stamp costs no statement or commit of its
-own, and it is durable before any worker can take the message, so nothing a worker writes is
-overwritten by a late stamp. A row the broker then refuses is un-stamped by the publisher, for the
+their INSERT, re-armed rows when they are named; the stamp, and what a session notes, are the
+store's: ``models.store.publication``): the stamp costs no statement or commit of its own, and
+it is durable before any worker can take the message, so nothing a worker writes is overwritten by
+a late stamp. A row the broker then refuses is un-stamped by the publisher, for the
 sweep's grace rule. A process that dies between the commit and the publish leaves a stamped row
 that no message carries: the sweep re-publishes it once ``LIAISON_OUTBOX_LEASE_S`` has passed, as it
 does for a message the broker lost (docs/runbook.md), or a submit's or relay's start lease.
@@ -27,7 +28,6 @@ and consumers are idempotent on the outbox id, so a row published twice is done 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import event
@@ -36,26 +36,20 @@ from sqlalchemy.orm.attributes import instance_state
 
 from models.base import utcnow
 from models.messages import OutboxMessage
+from models.store.publication import (
+    INSTALLED,
+    PENDING,
+    START_LEASES,
+    forget,
+    note,
+    pending,
+    stamp,
+    stamp_new,
+    start_lease,
+    unsent,
+)
 
-PENDING = "liaison.outbox.pending"
-#: in the info of every session whose maker has the hook (:func:`install`)
-INSTALLED = "liaison.outbox.publishes"
-#: seconds of start lease by outbox kind (:func:`install`'s ``start_leases``), in the sessions' info
-START_LEASES = "liaison.outbox.start_leases"
-
-
-def start_lease(session: Session, kind: str) -> float | None:
-    """Seconds of start lease this session's rows of ``kind`` get (None: the kind keeps only the outbox lease)."""
-    leases: Mapping[str, float] = session.info.get(START_LEASES, {})
-    return leases.get(kind)
-
-
-def stamp(session: Session, row: OutboxMessage, now: datetime) -> None:
-    """Stamp ``row`` published at ``now``, with its start lease from then when its kind has one."""
-    row.dispatched_at = now
-    lease = start_lease(session, row.kind)
-    if lease is not None:
-        row.start_lease_until = now + timedelta(seconds=lease)
+__all__ = ["INSTALLED", "PENDING", "START_LEASES", "install", "pending", "publish_after_commit", "stamp", "start_lease"]
 
 
 def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> None:
@@ -65,64 +59,29 @@ def publish_after_commit(session: Session, rows: Iterable[OutboxMessage]) -> Non
     now = utcnow()
     for row in rows:
         stamp(session, row, now)
-    _note(session, rows)
-
-
-def stamp_unflushed(session: Session, row: OutboxMessage) -> None:
-    """A new row about to be inserted outside the unit of work (``models.store.postgres_rows``): stamped as
-    :func:`_stamp_new_rows` stamps one before its flush, when this session publishes at all."""
-    new = row.dispatched_at is None and row.next_attempt_at is None and row.parked_reason is None
-    if session.info.get(INSTALLED) and new:
-        stamp(session, row, row.created_at or utcnow())
-
-
-def note_inserted(session: Session, row: OutboxMessage) -> None:
-    """That row, inserted: published at commit as a flushed one is (:func:`_note_new_rows`)."""
-    if session.info.get(INSTALLED) and row.parked_reason is None:
-        _note(session, [row])
-
-
-def _note(session: Session, rows: list[OutboxMessage]) -> None:
-    session.info.setdefault(PENDING, []).extend(rows)
-
-
-def pending(session: Session) -> list[OutboxMessage]:
-    """What this session will publish at commit, so far (each row once)."""
-    seen: dict[int, OutboxMessage] = {}
-    for row in session.info.get(PENDING, ()):
-        seen.setdefault(id(row), row)
-    return list(seen.values())
+    note(session, rows)
 
 
 def _stamp_new_rows(session: Session, _flush_context: Any, _instances: Any) -> None:
     """New rows go out at commit: they are inserted already stamped (no UPDATE of their own)."""
     now = None
     for obj in session.new:
-        if (
-            isinstance(obj, OutboxMessage)
-            and obj.dispatched_at is None
-            and obj.next_attempt_at is None
-            and obj.parked_reason is None  # a parked row waits unpublished (a queued submission)
-        ):
+        if isinstance(obj, OutboxMessage) and unsent(obj):
             now = now or utcnow()
-            stamp(session, obj, obj.created_at or now)
+            stamp_new(session, obj, now)
 
 
 def _note_new_rows(session: Session, _flush_context: Any) -> None:
     rows = [obj for obj in session.new if isinstance(obj, OutboxMessage) and obj.parked_reason is None]
     if rows:
-        _note(session, rows)  # stamped before their INSERT (_stamp_new_rows)
-
-
-def _forget(session: Session) -> None:
-    session.info.pop(PENDING, None)
+        note(session, rows)  # stamped before their INSERT (_stamp_new_rows)
 
 
 def _end_of_transaction(session: Session, transaction: SessionTransaction) -> None:
     """The outermost transaction ended: committed rows went at commit, rolled-back ones go nowhere.
     (A savepoint's end changes nothing here: its rows are judged at the outer commit.)"""
     if transaction.parent is None:
-        _forget(session)
+        forget(session)
 
 
 def install(
@@ -145,7 +104,7 @@ def install(
             for row in pending(session)
             if (state := instance_state(row)).persistent and state.dict.get("parked_reason") is None
         ]
-        _forget(session)
+        forget(session)
         if rows:
             publish(rows)
 

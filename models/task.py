@@ -6,8 +6,8 @@ import secrets
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Table, Text, UniqueConstraint, insert, text
-from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from core import states
 from core.states import State, in_order
@@ -176,15 +176,3 @@ class TaskEvent(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
 
     task: Mapped[ExternalTask] = relationship(back_populates="events")
-
-
-def record_event(session: Session, task_id: int, kind: str, at: datetime, detail: dict[str, Any]) -> None:
-    """Write one timeline entry, at once, as a Core INSERT: the timeline is written on every step
-    of every task and never read back in the writing transaction, so it skips the ORM's unit of
-    work (an object, its flush and the id fetched back), which cost more CPU than the INSERT."""
-    session.execute(_INSERT_EVENT, {"task_id": task_id, "at": at, "kind": kind, "detail": detail})
-
-
-_EVENTS = TaskEvent.__table__
-assert isinstance(_EVENTS, Table)
-_INSERT_EVENT = insert(_EVENTS)

@@ -28,8 +28,8 @@ from foundation import metrics
 from models.client import Client
 from models.statements import built_once
 from models.store import store_of
-from models.task import OPEN, RELEASED_OPEN, ExternalTask
-from service.dispatch import lock_releases, open_at_vendor, policy_of, release_lock_key
+from models.task import OPEN, ExternalTask
+from service.dispatch import lock_releases, policy_of, release_lock_key
 
 
 @dataclass(frozen=True)
@@ -103,18 +103,16 @@ def admit(session: Session, task: ExternalTask, client: Client, now: datetime, f
     if policy is None:
         task.dispatched_at = now
         return Admission(None)
-    params = {"provider": task.provider, "client_id": client.id}
     on_the_way, waiting = found.on_the_way, found.waiting
     # The reason named is the one furthest from the client's own hands: a vendor at capacity, then
     # the task's key, then the client's own earlier work.
     reason = None
-    if (cap := policy.cap(task.provider)) is not None and (
-        session.scalar(open_at_vendor(), {"provider": task.provider}) or 0
-    ) >= cap:
+    dispatch = store_of(session).dispatch
+    if (cap := policy.cap(task.provider)) is not None and dispatch.open_at_vendor(session, task.provider) >= cap:
         reason = VENDOR_CAPACITY
     elif (
         task.concurrency_key is not None
-        and (session.scalar(_open_with_key(), {**params, "key": task.concurrency_key}) or 0)
+        and dispatch.open_with_key(session, task.provider, client.id, task.concurrency_key)
         >= client.concurrency_key_limit
     ):
         reason = CONCURRENCY_KEY
@@ -173,17 +171,3 @@ def _client_load() -> Select[Any]:
 @built_once
 def _client_open() -> Select[Any]:
     return select(func.count()).where(ExternalTask.client_id == bindparam("client_id"), text(OPEN))
-
-
-@built_once
-def _open_with_key() -> Select[Any]:
-    return (
-        select(func.count())
-        .select_from(ExternalTask)
-        .where(
-            ExternalTask.provider == bindparam("provider"),
-            ExternalTask.client_id == bindparam("client_id"),
-            ExternalTask.concurrency_key == bindparam("key"),
-            text(RELEASED_OPEN),
-        )
-    )

@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session
 from models.attention import CallbackEndpoint
 from models.client import Client
 from models.endpoint_health import EndpointHealth
-from models.leases import slot_rounds
 from models.messages import OutboxMessage
 from models.statements import built_once
 from models.store import store_of
@@ -75,16 +74,16 @@ def _claimed(found: Any, with_input: bool) -> tuple[OutboxMessage, ExternalTask,
     return found[0], found[1], raw
 
 
-def claim_counted_outbox_and_task(
+def start_delivery(
     session: Session, outbox_id: int, *, with_input: bool = False, lease_until: datetime | None = None
 ) -> tuple[OutboxMessage, ExternalTask, str | None] | None:
     """:func:`claim_outbox_and_task` for a delivery's start, with the delivery counted
     (``deliveries + 1``, the poison guard: ``service.dead_letters.count_delivery(counted=True)``
     then only checks it) and its start lease set to ``lease_until`` (``service.start_leases``):
-    the store's ``claim_counted`` (on PostgreSQL the claiming statement itself, an ``UPDATE …
+    the store's ``start_delivery`` (on PostgreSQL the claiming statement itself, an ``UPDATE …
     RETURNING`` whose row the task is locked and read with; elsewhere the flush writes them). A
     start that rolls back (its call must wait) takes both back with it."""
-    return store_of(session).outbox.claim_counted(session, outbox_id, with_input, lease_until)
+    return store_of(session).outbox.start_delivery(session, outbox_id, with_input, lease_until)
 
 
 @built_once
@@ -188,15 +187,16 @@ def take_relay_slots(
     first: list[int] | None = None,
     lease_until: datetime | None = None,
 ) -> tuple[list[str] | None, bool]:
-    """A relay's slots (``models.leases.take_slots``) and whether its delivery was counted with them.
+    """A relay's slots (the store's ``slots.take``) and whether its delivery was counted with them.
 
     On PostgreSQL, when the first try finds both of its two slots free (the usual case), the same
     statement counts the delivery (``deliveries + 1``, the poison guard) and writes the row's
     ``target`` and start lease (``lease_until``: ``service.start_leases``): the store's
-    ``take_relay_slots``. Otherwise (a slot held, one group, SQLite) the caller counts as before:
-    ``service.dead_letters.count_delivery``. ``first``: as ``models.leases.take_slots`` has it (tests)."""
-    rounds = slot_rounds(groups, first)
-    return store_of(session).outbox.take_relay_slots(session, row, rounds, holder, now, ttl_s, target, lease_until)
+    ``slots.take_for_delivery``. Otherwise (a slot held, one group, SQLite) the caller counts as
+    before: ``service.dead_letters.count_delivery``. ``first``: each group's first slot tried (tests)."""
+    return store_of(session).slots.take_for_delivery(
+        session, row, groups, holder, now, ttl_s, target, lease_until, first
+    )
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ def count_delivery(
     session: Session, row: OutboxMessage, max_deliveries: int, now: datetime, *, counted: bool = False
 ) -> bool:
     """Count one more start of this (locked, not done) message; False once it must not run.
-    ``counted``: the claim counted it already (``service.claims.claim_counted_outbox_and_task``).
+    ``counted``: the claim counted it already (``service.claims.start_delivery``).
 
     ``deliveries`` goes back to 0 whenever a delivery ends normally, so it counts only starts that
     never finished — a message that kills its worker every time. Past the limit it is dead-lettered

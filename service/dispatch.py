@@ -28,22 +28,11 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 from itertools import zip_longest
-from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    Select,
-    Table,
-    and_,
-    bindparam,
-    func,
-    literal_column,
-    or_,
-    select,
-    text,
-    update,
 )
-from sqlalchemy.orm import Session, aliased, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from core.fair_share import (
     CLIENT_BACKLOG,
@@ -58,12 +47,11 @@ from core.fair_share import (
 from core.outbox_states import ParkedReason
 from core.states import TERMINAL, State
 from foundation import metrics
-from models.client import Client
 from models.messages import OutboxMessage
 from models.publishing import publish_after_commit
-from models.statements import built_once
 from models.store import store_of
-from models.task import QUEUED, RELEASED_OPEN, ExternalTask, record_event
+from models.store.dispatch import queued_behind as store_queued_behind
+from models.task import ExternalTask
 
 POLICY = "liaison.dispatch_policy"
 #: the ``parked_reason`` of a queued task's submit row
@@ -121,19 +109,19 @@ def _release(session: Session, provider: str, client_id: int | None, now: dateti
     if policy is None:
         return []
     cap = policy.cap(provider)
-    scope = {"provider": provider, "client_id": client_id}
+    store = store_of(session)
     queued = _noted(session, provider, client_id if cap is None else None)
     if queued is None:
-        queued = session.scalar(_any_queued(cap is None), scope) is not None
+        queued = store.dispatch.anything_queued(session, provider, client_id if cap is None else None)
     if not queued:  # usually nothing waits: no lock taken
         return []
     lock_releases(session, provider, client_id, policy)
     room: int | None = None
     if cap is not None:
-        room = min(BATCH, cap - (session.scalar(open_at_vendor(), {"provider": provider}) or 0))
+        room = min(BATCH, cap - store.dispatch.open_at_vendor(session, provider))
         if room <= 0:
             return []
-    found = session.execute(_candidates(cap is None), scope).all()
+    found = store.dispatch.clients_waiting(session, provider, client_id if cap is None else None)
     names = {row.client_id: row.name for row in found}
     limits = {row.client_id: row.concurrency_key_limit for row in found}
     candidates = [
@@ -180,7 +168,9 @@ def requeue(session: Session, task: ExternalTask, row: OutboxMessage, now: datet
         session.expire(task, ["dispatched_at", "wait_reason"])  # the release wrote them in SQL
         return True
     task.wait_reason = _wait_reason(session, task, policy)
-    record_event(session, task.id, "submit.queued", now, {"reason": task.wait_reason, "priority": task.priority})
+    store_of(session).timeline.add(
+        session, task.id, "submit.queued", now, {"reason": task.wait_reason, "priority": task.priority}
+    )
     return True
 
 
@@ -188,20 +178,19 @@ def _wait_reason(session: Session, task: ExternalTask, policy: DispatchPolicy) -
     """Why a queued task was not released, named as a submit names it (``service.admission``): a
     vendor at capacity, then its concurrency key, then its client's own earlier work."""
     cap = policy.cap(task.provider)
-    if cap is not None and (session.scalar(open_at_vendor(), {"provider": task.provider}) or 0) >= cap:
+    dispatch = store_of(session).dispatch
+    if cap is not None and dispatch.open_at_vendor(session, task.provider) >= cap:
         return VENDOR_CAPACITY
     if task.concurrency_key is not None:
-        limit = session.scalar(select(Client.concurrency_key_limit).where(Client.id == task.client_id)) or 1
-        params = {"provider": task.provider, "client_id": task.client_id, "key": task.concurrency_key}
-        if (session.scalar(_open_with_key(), params) or 0) >= limit:
+        limit = dispatch.key_limit(session, task.client_id)
+        if dispatch.open_with_key(session, task.provider, task.client_id, task.concurrency_key) >= limit:
             return CONCURRENCY_KEY
     return CLIENT_BACKLOG
 
 
 def queued_pairs(session: Session) -> list[tuple[str, int]]:
     """(provider, client) of every queue that holds tasks: what beat's ``liaison.dispatch`` visits."""
-    rows = session.execute(select(ExternalTask.provider, ExternalTask.client_id).where(text(QUEUED)).distinct()).all()
-    return [(provider, client_id) for provider, client_id in rows]
+    return store_of(session).dispatch.queues(session)
 
 
 # --- the steps ---------------------------------------------------------------------------------
@@ -220,15 +209,11 @@ def _next_tasks(session: Session, provider: str, client_id: int, wanted: int, ke
     at most ``wanted`` + 1 of them (usually one)."""
     taken: list[int] = []
     counts: dict[str, int] = {}  # a key's open jobs and what this selection took of it
-    params: dict[str, Any] = {"provider": provider, "client_id": client_id, "key_limit": key_limit}
     after: tuple[datetime, int] | None = None
     while len(taken) < wanted:
         page_size = (wanted - len(taken)) * 4 + 16
         full = sorted(key for key, n in counts.items() if n >= key_limit)
-        page = {**params, "limit": page_size, "full": full}
-        if after is not None:
-            page.update(after_rank=after[0], after_id=after[1])
-        rows = session.execute(_eligible(after is not None, bool(full)), page).all()
+        rows = store_of(session).dispatch.eligible(session, provider, client_id, key_limit, page_size, full, after)
         for _, key, _, open_now in rows:
             if key is not None:
                 counts.setdefault(key, open_now)
@@ -251,9 +236,9 @@ def _mark_released(
     """Release those of ``ids`` still queued; returns them, in ``ids``' order."""
     if not ids:
         return []
-    released = session.execute(_RELEASE, {"ids": ids, "now": now}).all()  # those still queued
+    released = store_of(session).dispatch.release(session, ids, now)  # those still queued
     for task_id, created_at, priority in released:
-        record_event(session, task_id, "submit.released", now, {"priority": priority})
+        store_of(session).timeline.add(session, task_id, "submit.released", now, {"priority": priority})
         metrics.dispatch_wait(provider, clients[task_id], max((now - created_at).total_seconds(), 0.0))
     still = {task_id for task_id, _, _ in released}
     done = [task_id for task_id in ids if task_id in still]
@@ -271,43 +256,6 @@ def _release_rows(session: Session, task_ids: list[int]) -> None:
     publish_after_commit(session, sorted(rows, key=lambda row: place.get(row.task_id or 0, 0)))
 
 
-# --- statements, built once ---------------------------------------------------------------------
-
-_T = ExternalTask.__table__
-assert isinstance(_T, Table)
-_RELEASE = (
-    update(_T)
-    .where(_T.c.id.in_(bindparam("ids", expanding=True)), text(QUEUED))
-    .values(dispatched_at=bindparam("now"), wait_reason=None)
-    .returning(_T.c.id, _T.c.created_at, _T.c.priority)
-)
-
-
-@built_once
-def open_at_vendor() -> Select[Any]:
-    """How many released tasks of a provider are open at the vendor: what its capacity is spent on."""
-    return (
-        select(func.count())
-        .select_from(ExternalTask)
-        .where(ExternalTask.provider == bindparam("provider"), text(RELEASED_OPEN))
-    )
-
-
-@built_once
-def _open_with_key() -> Select[Any]:
-    """A client's released tasks of one key open at the vendor: what its concurrency key counts."""
-    return (
-        select(func.count())
-        .select_from(ExternalTask)
-        .where(
-            ExternalTask.provider == bindparam("provider"),
-            ExternalTask.client_id == bindparam("client_id"),
-            ExternalTask.concurrency_key == bindparam("key"),
-            text(RELEASED_OPEN),
-        )
-    )
-
-
 def queued_scope(session: Session, provider: str) -> bool | None:
     """Which queued tasks a release for ``provider`` would look for: its client's (True), every
     client's (False: the provider has a capacity), or none (None: no policy, nothing is queued)."""
@@ -317,19 +265,11 @@ def queued_scope(session: Session, provider: str) -> bool | None:
 
 def queued_behind(one_client: bool) -> ColumnElement[bool]:
     """:func:`release`'s first look ("does anything wait?") as a column of a statement that reads
-    the task whose move may release them (``service.claims``: a submission's record claims its row
-    with it): one round trip fewer. Read before the move rather than after it, the look can miss a
-    task queued in between, as it could miss one queued before the commit: beat's ``liaison.dispatch``
-    releases it seconds later (the module's "nothing is left behind")."""
-    queued = aliased(ExternalTask)
-    look = select(queued.id).where(
-        queued.provider == ExternalTask.provider,
-        queued.state == literal_column("'requested'"),  # a literal: the partial index's predicate
-        queued.dispatched_at.is_(None),
-    )
-    if one_client:
-        look = look.where(queued.client_id == ExternalTask.client_id)
-    return look.exists()
+    the task whose move may release them (``service.claims``): the store's
+    (``models.store.dispatch.queued_behind``). Read before the move rather than after it, the look
+    can miss a task queued in between, as it could miss one queued before the commit: beat's
+    ``liaison.dispatch`` releases it seconds later (the module's "nothing is left behind")."""
+    return store_queued_behind(one_client)
 
 
 def note_queued(session: Session, task: ExternalTask, one_client: bool, queued: bool) -> None:
@@ -348,111 +288,3 @@ def _noted(session: Session, provider: str, client_id: int | None) -> bool | Non
 
 
 _NOTED = "liaison.queued_noted"
-
-
-@built_once
-def _any_queued(one_client: bool) -> Select[Any]:
-    query = select(ExternalTask.id).where(ExternalTask.provider == bindparam("provider"), text(QUEUED))
-    if one_client:
-        query = query.where(ExternalTask.client_id == bindparam("client_id"))
-    return query.limit(1)
-
-
-@built_once
-def _candidates(one_client: bool) -> Select[Any]:
-    """Per client with queued tasks for the provider: weight, open jobs, on its way, waiting, first rank."""
-    queued = (
-        select(
-            ExternalTask.client_id.label("client_id"),
-            func.count().label("waiting"),
-            func.min(ExternalTask.dispatch_rank).label("first_rank"),
-        )
-        .where(ExternalTask.provider == bindparam("provider"), text(QUEUED))
-        .group_by(ExternalTask.client_id)
-    )
-    if one_client:
-        queued = queued.where(ExternalTask.client_id == bindparam("client_id"))
-    queued_sq = queued.subquery()
-    released_q = (
-        select(
-            ExternalTask.client_id.label("client_id"),
-            func.count().label("open_jobs"),
-            func.sum(text("CASE WHEN state = 'requested' THEN 1 ELSE 0 END")).label("on_the_way"),
-        )
-        .where(ExternalTask.provider == bindparam("provider"), text(RELEASED_OPEN))
-        .group_by(ExternalTask.client_id)
-    )
-    if one_client:
-        released_q = released_q.where(ExternalTask.client_id == bindparam("client_id"))
-    released = released_q.subquery()
-    return (
-        select(
-            queued_sq.c.client_id,
-            Client.name,
-            Client.weight,
-            Client.concurrency_key_limit,
-            func.coalesce(released.c.open_jobs, 0).label("open_jobs"),
-            func.coalesce(released.c.on_the_way, 0).label("on_the_way"),
-            queued_sq.c.waiting,
-            queued_sq.c.first_rank,
-        )
-        .join(Client, Client.id == queued_sq.c.client_id)
-        .outerjoin(released, released.c.client_id == queued_sq.c.client_id)
-        .order_by(queued_sq.c.first_rank, queued_sq.c.client_id)
-    )
-
-
-@built_once
-def _eligible(paged: bool, passing: bool) -> Select[Any]:
-    """A page of the client's queued tasks in rank order (id, key, rank, the key's open jobs at the
-    vendor), without those whose key is at its limit there, nor (``passing``) those of the keys in
-    ``full``, and (``paged``) after the task at ``after_rank``/``after_id``. Plain SQL both
-    databases run alike: a NOT IN over the keys at their limit (one pass over the client's open
-    tasks, hashed on PostgreSQL) rather than a window function, which ``FOR UPDATE`` forbids; the
-    subqueries' bare column names (``RELEASED_OPEN``) are their own table's, the nearest in scope."""
-    held = aliased(ExternalTask, name="held")
-    at_limit = (
-        select(held.concurrency_key)
-        .where(
-            held.provider == bindparam("provider"),
-            held.client_id == bindparam("client_id"),
-            held.concurrency_key.is_not(None),
-            text(RELEASED_OPEN),
-        )
-        .group_by(held.concurrency_key)
-        .having(func.count() >= bindparam("key_limit"))
-    )
-    same_key = aliased(ExternalTask, name="same_key")
-    open_of_key = (
-        select(func.count())
-        .select_from(same_key)
-        .where(
-            same_key.provider == bindparam("provider"),
-            same_key.client_id == bindparam("client_id"),
-            same_key.concurrency_key == ExternalTask.concurrency_key,
-            text(RELEASED_OPEN),
-        )
-        .scalar_subquery()
-    )
-    key = ExternalTask.concurrency_key
-    query = select(ExternalTask.id, key, ExternalTask.dispatch_rank, open_of_key).where(
-        ExternalTask.provider == bindparam("provider"),
-        ExternalTask.client_id == bindparam("client_id"),
-        text(QUEUED),
-        or_(key.is_(None), key.not_in(at_limit)),
-    )
-    if passing:
-        query = query.where(or_(key.is_(None), key.not_in(bindparam("full", expanding=True))))
-    if paged:
-        after_rank = bindparam("after_rank", type_=ExternalTask.dispatch_rank.type)
-        query = query.where(
-            or_(
-                ExternalTask.dispatch_rank > after_rank,
-                and_(ExternalTask.dispatch_rank == after_rank, ExternalTask.id > bindparam("after_id")),
-            )
-        )
-    return (
-        query.order_by(ExternalTask.dispatch_rank, ExternalTask.id)
-        .limit(bindparam("limit"))
-        .with_for_update(skip_locked=True, of=ExternalTask)
-    )

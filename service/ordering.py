@@ -29,7 +29,6 @@ from models.publishing import publish_after_commit
 from models.statements import built_once
 from models.store import store_of
 from models.store.outbox import holding
-from models.task import record_event
 
 #: ``parked_reason`` of a relay held until an earlier relay of its task is settled.
 AWAITING_EARLIER = ParkedReason.AWAITING_EARLIER.value
@@ -69,7 +68,7 @@ def hold(session: Session, row: OutboxMessage, earlier_id: int, now: datetime, r
     outbox.await_earlier(row, now + timedelta(seconds=recheck_s))  # the sweep's recheck, should a release be missed
     if row.task_id is not None:
         detail = {"message_id": row.message_id, "sequence": row.sequence, "type": row.payload.get("type")}
-        record_event(session, row.task_id, "relay.waiting", now, detail)
+        store_of(session).timeline.add(session, row.task_id, "relay.waiting", now, detail)
     return True
 
 
@@ -86,7 +85,7 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
             "type": row.payload.get("type"),
             "reason": gap,
         }
-        record_event(session, row.task_id, "relay.gap", now, detail)
+        store_of(session).timeline.add(session, row.task_id, "relay.gap", now, detail)
     if not row.holds_back:
         return
     outbox = store_of(session).outbox

@@ -28,7 +28,7 @@ def new_message_id() -> str:
 def add_event(session: Session, task: ExternalTask, kind: str, now: datetime, **detail: Any) -> None:
     """A timeline entry of ``task``. On PostgreSQL the task's pending changes go in the entry's
     statement (``models.store.postgres_rows``): the flush would send them in one of their own."""
-    store_of(session).outbox.add_event(session, task, (task.id, kind, now, detail), None)
+    store_of(session).timeline.add(session, task.id, kind, now, detail, (task,))
 
 
 def add_event_finishing(
@@ -36,7 +36,9 @@ def add_event_finishing(
 ) -> None:
     """:func:`add_event` for a change that ends the outbox row ``finishing`` (a submission's answer):
     on PostgreSQL that row's pending changes go in the same statement too."""
-    store_of(session).outbox.add_event(session, task, (task.id, kind, now, detail), finishing)
+    store_of(session).timeline.add(
+        session, task.id, kind, now, detail, (task,) if finishing is None else (task, finishing)
+    )
 
 
 def add_outbox(
@@ -53,7 +55,7 @@ def add_outbox(
     ``event``: the timeline entry (kind, detail) that goes with the row, written with it; on
     PostgreSQL the two and the task's pending changes go in one statement (``models.store.postgres_rows``),
     elsewhere one each."""
-    row = _new_row(kind, task, now, parked_reason, payload)
+    row = _new_row(session, kind, task, now, parked_reason, payload)
     entry = None if event is None else (task.id, event[0], now, event[1])
     return store_of(session).outbox.add_row(session, row, task, entry)
 
@@ -63,21 +65,21 @@ def add_new_task(session: Session, task: ExternalTask, now: datetime, event: Eve
     PostgreSQL in one statement that does nothing when a request made before holds the task's
     correlation id or Idempotency-Key (None: the caller looks for that one); elsewhere as a flush and
     an insert each (a conflict raises ``IntegrityError`` at the flush)."""
-    row = _new_row(OutboxKind.SUBMIT, task, now, None, {})
+    row = _new_row(session, OutboxKind.SUBMIT, task, now, None, {})
     return row if store_of(session).outbox.add_new_task(session, task, row, (event[0], now, event[1])) else None
 
 
 def _new_row(
-    kind: str, task: ExternalTask, now: datetime, parked_reason: str | None, payload: dict[str, Any]
+    session: Session, kind: str, task: ExternalTask, now: datetime, parked_reason: str | None, payload: dict[str, Any]
 ) -> OutboxMessage:
-    return OutboxMessage(
-        message_id=payload.pop("message_id", None) or new_message_id(),
-        kind=kind,
+    return store_of(session).outbox.new_row(
+        kind,
+        payload.pop("message_id", None) or new_message_id(),
+        payload,
+        now,
         task_id=task.id,
         correlation_id=task.correlation_id,
         sequence=payload.get("sequence"),
-        payload=payload,
-        created_at=now,
         parked_reason=parked_reason,
     )
 
@@ -137,13 +139,13 @@ def add_channel_event(
 ) -> OutboxMessage:
     """An event for the client's broker channel: ``body`` is what is signed and sent, its
     ``message_id`` the event's own (the HTTP callback's, for a task event)."""
-    row = OutboxMessage(
-        message_id=row_message_id(body["message_id"]),
-        kind=OutboxKind.CHANNEL,
+    row = store_of(session).outbox.new_row(
+        OutboxKind.CHANNEL,
+        row_message_id(body["message_id"]),
+        body,
+        now,
         task_id=task_id,
         correlation_id=correlation_id,
-        payload=body,
-        created_at=now,
     )
     session.add(row)
     session.flush()

@@ -1,7 +1,7 @@
 """Start leases (issue 44, point 5): a submit or relay taken by a worker that then died is re-driven
 once its own short lease runs out, not after ``LIAISON_OUTBOX_LEASE_S``.
 
-A row's ``start_lease_until`` is stamped when it is published (``models.publishing.stamp``: the
+A row's ``start_lease_until`` is stamped when it is published (``models.store.publication.stamp``: the
 publication plus ``Settings.start_leases`` for its kind), again when a delivery starts (in the
 statement or the flush that counts it, so it costs no statement) and when a retry is scheduled by
 countdown (the retry's due time plus the lease). So it runs out only when no message of the row
@@ -38,7 +38,7 @@ from core.fair_share import VENDOR_CAPACITY
 from core.states import State
 from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
-from models.task import ExternalTask, record_event
+from models.task import ExternalTask
 from service import dispatch
 
 #: the timeline entry of a task whose lost submission went back to its client's queue
@@ -110,7 +110,9 @@ def requeue_unstarted(session: Session, rows: Sequence[OutboxMessage], now: date
     for task_id, _, _ in taken:
         row = lost[task_id]
         store_of(session).outbox.queue(row)
-        record_event(session, task_id, REQUEUED, now, {"reason": "start lease expired", "outbox_id": row.id})
+        store_of(session).timeline.add(
+            session, task_id, REQUEUED, now, {"reason": "start lease expired", "outbox_id": row.id}
+        )
     session.flush()
     for provider, client_id in {provider: client_id for _, provider, client_id in taken}.items():
         dispatch.release(session, provider, client_id, now)

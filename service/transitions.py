@@ -17,7 +17,7 @@ from core.fair_share import RATE_LIMIT
 from core.states import RELAYED, TERMINAL, State, transition
 from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
-from models.task import ExternalTask, record_event
+from models.task import ExternalTask
 from service import dispatch, ordering
 from service.claims import lock_task
 from service.outbox_rows import add_event, add_event_finishing, add_relay
@@ -66,7 +66,7 @@ def note_rate_limited(session: Session, task_id: int, now: datetime) -> None:
     reaches the vendor (``record_submission`` clears it), and its timeline says so once per wait.
     One UPDATE; the event only when the UPDATE changed the task."""
     if session.execute(_NOTE_RATE_LIMITED, {"task_id": task_id}).first() is not None:
-        record_event(session, task_id, "submit.rate_limited", now, {})
+        store_of(session).timeline.add(session, task_id, "submit.rate_limited", now, {})
 
 
 _TASKS = ExternalTask.__table__
@@ -150,5 +150,5 @@ def finished(
         # jobs' SKIP LOCKED claims, and reads nothing of it.
         settle_retry(session, lock_task(session, outbox.task_id), outbox)
     if not event_written:
-        record_event(session, outbox.task_id, event, now, {"message_id": outbox.message_id, **detail})
+        store_of(session).timeline.add(session, outbox.task_id, event, now, {"message_id": outbox.message_id, **detail})
     ordering.settled(session, outbox, now)

@@ -20,7 +20,7 @@ from models.attention import OrphanEvent
 from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
 from models.store import store_of
-from models.task import ExternalTask, record_event
+from models.task import ExternalTask
 from service.claims import lock_job, lock_task
 from service.incidents import IncidentKind, resolve_open
 from service.outbox_rows import add_event, add_event_finishing, add_outbox
@@ -154,7 +154,7 @@ def _note_duplicate(session: Session, message_id: str, event: VendorEvent, now: 
     duplicates too): it changes nothing of the task. Unknown job: nothing to note it on."""
     if task_id is not None:
         detail = {"event": event.type.value, "message_id": message_id, "reason": "message id already received"}
-        record_event(session, task_id, "event.duplicate", now, detail)
+        store_of(session).timeline.add(session, task_id, "event.duplicate", now, detail)
 
 
 def receive_event(session: Session, source: str, message_id: str, event: VendorEvent, now: datetime) -> EventResult:

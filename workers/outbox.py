@@ -18,7 +18,6 @@ from sqlalchemy.orm import load_only
 
 from core.outbox_states import SWEPT
 from foundation import tracing
-from models import publishing
 from models.db import Database
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from models.store import store_of
@@ -134,7 +133,7 @@ class Publisher:
             requeued = requeue_unstarted(session, rows, now)
             rows = [row for row in rows if row.id not in requeued]
             for row in rows:
-                publishing.stamp(session, row, now)
+                store_of(session).outbox.publish(session, row, now)
                 store_of(session).outbox.due_now(row)
         if requeued:
             log.info("outbox sweep: %d submissions lost before they started went back to their queues", len(requeued))

@@ -5,7 +5,7 @@ Two kinds of verb. A *move* (:meth:`OutboxRows.hold_until`, :meth:`OutboxRows.pa
 locked row object's lifecycle columns as ``core.outbox_states.SIGNATURES`` has the state it moves
 to; the unit of work sends them with whatever else the transaction changed, so a move costs no
 statement of its own. A *statement* verb (:meth:`OutboxRows.add_row`,
-:meth:`OutboxRows.claim_counted`, :meth:`OutboxRows.finish_delivered`, …) sends what it writes:
+:meth:`OutboxRows.start_delivery`, :meth:`OutboxRows.finish_delivered`, …) sends what it writes:
 on PostgreSQL as one data-modifying ``WITH`` where several rows go together
 (``models.store.postgres_rows``), on SQLite, which has no INSERT or UPDATE inside a ``WITH``, one
 statement per row. :class:`PostgresOutboxRows` and :class:`SqliteOutboxRows` are the two; the
@@ -19,15 +19,15 @@ from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, Select, Table, Text, and_, bindparam, cast, insert, or_, select, update
 from sqlalchemy.orm import Session, aliased, defer
-from sqlalchemy.orm.attributes import set_committed_value
 
 from core.outbox_states import HOLDING, SIGNATURES, ParkedReason, RowState
-from models.base import UtcDateTime, upsert
-from models.leases import TWO_FREE, give_back, give_back_statement, take_rounds, two_free_params
+from models.leases import give_back, give_back_statement
 from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
-from models.store.postgres_rows import insert_event_with, insert_outbox_with, insert_task_with
-from models.task import ExternalTask, TaskEvent, record_event
+from models.store.postgres_rows import insert_outbox_with, insert_task_with
+from models.store.publication import stamp
+from models.store.timeline import add_entry
+from models.task import ExternalTask, TaskEvent
 
 #: Load a task without the caller's ``input`` (read only by the submit, through a guarded loader):
 #: it can be large, and rows stored before its limits existed can be too deep to decode.
@@ -61,6 +61,12 @@ class OutboxRows:
         row.next_attempt_at = due
         row.dispatched_at = None
 
+    def publish(self, session: Session, row: OutboxMessage, now: datetime) -> None:
+        """Its message goes out (``Move.PUBLISH``): stamped ``dispatched_at`` now, with its start
+        lease from now when its kind has one (``models.store.publication.stamp``, which the publish
+        hook stamps new and re-armed rows with)."""
+        stamp(session, row, now)
+
     def due_now(self, row: OutboxMessage) -> None:
         """The sweep publishes it (stamped by the caller): nothing is due later any more."""
         row.next_attempt_at = None
@@ -85,7 +91,7 @@ class OutboxRows:
         row.deliveries += 1
 
     def count_start(self, row: OutboxMessage, lease_until: datetime | None) -> None:
-        """A delivery's start counted, with its start lease from now (what :meth:`claim_counted`
+        """A delivery's start counted, with its start lease from now (what :meth:`start_delivery`
         writes in its own statement on PostgreSQL)."""
         row.deliveries += 1
         row.start_lease_until = lease_until
@@ -145,6 +151,37 @@ class OutboxRows:
         row.holds_back = False
         row.created_at = now  # the retry budget (max total time) starts again
 
+    # --- a new row -----------------------------------------------------------------------------------
+
+    def new_row(
+        self,
+        kind: str,
+        message_id: str,
+        payload: dict[str, Any],
+        created_at: datetime,
+        *,
+        task_id: int | None = None,
+        correlation_id: str | None = None,
+        sequence: int | None = None,
+        parked_reason: str | None = None,
+        target: str | None = None,
+    ) -> OutboxMessage:
+        """A new outbox row, not yet added: unsent (``core.outbox_states``), or queued when
+        ``parked_reason`` says so; the publish hook stamps it before its INSERT when it goes out at
+        commit. Every row Liaison writes is made here (a task's submit and relays, a channel's
+        events, people's notices)."""
+        return OutboxMessage(
+            message_id=message_id,
+            kind=kind,
+            task_id=task_id,
+            correlation_id=correlation_id,
+            sequence=sequence,
+            payload=payload,
+            created_at=created_at,
+            parked_reason=parked_reason,
+            target=target,
+        )
+
     # --- statements alike on both databases --------------------------------------------------------
 
     def flag_holding_back(self, session: Session, earlier_id: int) -> bool:
@@ -171,10 +208,6 @@ class OutboxRows:
 
     # --- statements each database writes its own way ----------------------------------------------
 
-    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
-        """A timeline entry of ``task`` (and ``finishing``: the outbox row the change ends)."""
-        raise NotImplementedError
-
     def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
         """Insert the new ``row`` and its timeline ``entry``; return the row, persistent."""
         raise NotImplementedError
@@ -184,27 +217,12 @@ class OutboxRows:
         holds its correlation id or Idempotency-Key (PostgreSQL; SQLite raises ``IntegrityError``)."""
         raise NotImplementedError
 
-    def claim_counted(
+    def start_delivery(
         self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
     ) -> Claimed | None:
         """The row and its task locked (``FOR NO KEY UPDATE``) for a delivery's start, the start
         counted (``deliveries + 1``) and its start lease set; None when it is gone or done."""
         raise NotImplementedError
-
-    def take_relay_slots(
-        self,
-        session: Session,
-        row: OutboxMessage,
-        rounds: list[list[str]],
-        holder: str,
-        now: datetime,
-        ttl_s: float,
-        target: str,
-        lease_until: datetime | None,
-    ) -> tuple[list[str] | None, bool]:
-        """A relay's slots (``models.leases.take_rounds``) and whether its start was counted with
-        them (``deliveries + 1``, ``target`` and the start lease written)."""
-        return take_rounds(session, rounds, holder, now, ttl_s, None), False
 
     def finish_delivered(
         self,
@@ -225,12 +243,9 @@ class SqliteOutboxRows(OutboxRows):
     """SQLite: no INSERT or UPDATE inside a ``WITH``, so one statement per row; no row locks either
     (``BEGIN IMMEDIATE`` serialises writers: ``models.db``)."""
 
-    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
-        record_event(session, *entry)
-
     def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
         if entry is not None:
-            record_event(session, *entry)
+            add_entry(session, *entry)
         session.add(row)
         session.flush()
         return row
@@ -242,7 +257,7 @@ class SqliteOutboxRows(OutboxRows):
         self.add_row(session, row, task, (task.id, *event))
         return True
 
-    def claim_counted(
+    def start_delivery(
         self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
     ) -> Claimed | None:
         found = session.execute(_claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
@@ -262,7 +277,7 @@ class SqliteOutboxRows(OutboxRows):
     ) -> OutboxMessage | None:
         row = self.claim_finished(session, outbox_id, now)
         if row is not None and row.task_id is not None:
-            record_event(session, row.task_id, event[0], now, event[1])
+            add_entry(session, row.task_id, event[0], now, event[1])
         give_back(session, slots, holder)
         return row
 
@@ -272,9 +287,6 @@ class PostgresOutboxRows(OutboxRows):
 
     finishes_delivered_at_once = True
     new_task_reports_conflict = True
-
-    def add_event(self, session: Session, task: ExternalTask, entry: Entry, finishing: OutboxMessage | None) -> None:
-        insert_event_with(session, entry, (task,) if finishing is None else (task, finishing))
 
     def add_row(self, session: Session, row: OutboxMessage, task: ExternalTask, entry: Entry | None) -> OutboxMessage:
         if entry is not None:
@@ -286,49 +298,14 @@ class PostgresOutboxRows(OutboxRows):
     def add_new_task(self, session: Session, task: ExternalTask, row: OutboxMessage, event: FirstEntry) -> bool:
         return insert_task_with(session, task, row, event)
 
-    def claim_counted(
+    def start_delivery(
         self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
     ) -> Claimed | None:
         """One ``UPDATE … RETURNING`` whose row the task is locked and read with. A start that rolls
         back (its call must wait) takes the count and the lease back with it."""
         params = {"outbox_id": outbox_id, "lease_until": lease_until}
-        found = session.execute(_counted_claim_statement(with_input), params).first()
+        found = session.execute(_start_delivery_statement(with_input), params).first()
         return None if found is None else _claimed(found, with_input)  # None: gone, or done already
-
-    def take_relay_slots(
-        self,
-        session: Session,
-        row: OutboxMessage,
-        rounds: list[list[str]],
-        holder: str,
-        now: datetime,
-        ttl_s: float,
-        target: str,
-        lease_until: datetime | None,
-    ) -> tuple[list[str] | None, bool]:
-        """When the first try finds both of its two slots free (the usual case), the same statement
-        counts the start and writes the row's ``target`` and start lease: one round trip where the
-        start's flush would send an ``UPDATE`` of its own. The row's object is given the values as
-        written. Otherwise (a slot held, one group) the caller counts as before."""
-        if len(rounds) != 2:
-            return super().take_relay_slots(session, row, rounds, holder, now, ttl_s, target, lease_until)
-        params = two_free_params(rounds, holder, now, ttl_s) | {
-            "outbox_id": row.id,
-            "relay_target": target,
-            "lease_until": lease_until,
-        }
-        got: set[str] = set()
-        deliveries: int | None = None
-        for name, counted in session.execute(_TWO_FREE_COUNTED, params):
-            if name is not None:
-                got.add(name)
-            else:
-                deliveries = counted
-        if deliveries is not None:
-            set_committed_value(row, "deliveries", deliveries)
-            set_committed_value(row, "target", target)
-            set_committed_value(row, "start_lease_until", lease_until)
-        return take_rounds(session, rounds, holder, now, ttl_s, got), deliveries is not None
 
     def finish_delivered(
         self,
@@ -387,7 +364,7 @@ def _claim_with_task_statement(with_input: bool) -> Select[Any]:
 
 
 @built_once
-def _counted_claim_statement(with_input: bool) -> Select[Any]:
+def _start_delivery_statement(with_input: bool) -> Select[Any]:
     outbox = _table(OutboxMessage)
     counted = (
         update(outbox)
@@ -498,15 +475,3 @@ def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
         .add_cte(give_back_statement().cte("slots_given_back"))
         .execution_options(populate_existing=True)
     )
-
-
-#: the delivery is counted only when both slots were inserted (``two`` has a row only then)
-_TWO_FREE_COUNTED = upsert(
-    f"WITH {TWO_FREE}, counted AS (UPDATE outbox_messages SET deliveries = deliveries + 1, target = :relay_target,"
-    " start_lease_until = :lease_until"
-    " WHERE id = :outbox_id AND EXISTS (SELECT 1 FROM two) RETURNING deliveries)"
-    " SELECT name, NULL::integer AS deliveries FROM one UNION ALL SELECT name, NULL FROM two"
-    " UNION ALL SELECT NULL, deliveries FROM counted",
-    expires_at=UtcDateTime(),
-    lease_until=UtcDateTime(),
-)

@@ -25,8 +25,8 @@ from sqlalchemy.orm import InstanceState, Session, make_transient_to_detached
 
 from models.base import utcnow
 from models.messages import OutboxMessage
-from models.publishing import note_inserted, stamp_unflushed
 from models.statements import built_once
+from models.store.publication import note_inserted, stamp_unflushed
 from models.task import ExternalTask, TaskEvent
 
 _OUTBOX = cast("Table", OutboxMessage.__table__)

@@ -25,7 +25,8 @@ from liaison_client import (
 )
 from models.base import utcnow
 from models.client import Client
-from models.task import ExternalTask, TaskEvent, record_event
+from models.store import store_of
+from models.task import ExternalTask, TaskEvent
 from tests.integration.stack import Stack
 
 pytestmark = pytest.mark.integration
@@ -131,7 +132,7 @@ def test_a_long_timeline_is_read_whole_through_its_pages(
         )
         assert task_id is not None
         for n in range(450):
-            record_event(session, task_id, "event.progress", utcnow(), {"n": n})
+            store_of(session).timeline.add(session, task_id, "event.progress", utcnow(), {"n": n})
     got = client.get(done.correlation_id)
     entries = list(client.iter_timeline(done.correlation_id, page_size=170))
     rest = client.timeline(done.correlation_id, cursor=got.timeline_next_cursor, limit=500)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.cli import alembic_config
 from core.fair_share import DispatchPolicy
+from models.store import store_of
 from service import admission, dispatch
 from tests.integration.migrations import rows
 
@@ -66,5 +67,5 @@ def test_0013_marks_tasks_in_flight_released(migration_url: str) -> None:
         # the requested task fills the client's window of 1; three are open at the vendor (its cap)
         params = {"provider": "sim", "client_id": 1}
         assert tuple(session.execute(admission._client_counts(), params).one()) == (1, 0)
-        assert session.scalar(dispatch.open_at_vendor(), {"provider": "sim"}) == 3
+        assert store_of(session).dispatch.open_at_vendor(session, "sim") == 3
     engine.dispose()

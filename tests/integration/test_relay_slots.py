@@ -10,16 +10,18 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from models.base import utcnow
 from models.db import Database
-from models.leases import Lease, give_back, release, take_slots
+from models.leases import Lease, give_back, release
 from models.messages import OutboxMessage
+from models.store import store_of
 from service.claims import take_relay_slots
 from service.outbox_rows import new_message_id
 from tests.integration import services
@@ -47,6 +49,18 @@ def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         services.drop_postgres_database(name)
     else:
         shutil.rmtree(Path(url.removeprefix("sqlite:///")).parent, ignore_errors=True)
+
+
+def take_slots(
+    session: Session,
+    groups: list[tuple[str, int]],
+    holder: str,
+    now: datetime,
+    ttl_s: float,
+    first: list[int] | None = None,
+) -> list[str] | None:
+    """The store's verb, as the relay takes its slots (``models.store.slots``)."""
+    return store_of(session).slots.take(session, groups, holder, now, ttl_s, first)
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from core.fair_share import DispatchPolicy
 from models.client import Client
 from models.db import Database
 from models.messages import DeadLetter, OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask
 from service import dispatch
 from service.dead_letters import dead_letter
@@ -260,7 +261,7 @@ def test_a_place_a_client_cannot_use_goes_to_the_next_client_not_to_nobody(
     _finish(db, "y-0")
     assert _published_tasks(db, published) == ["x-acct-0", "y-0", "y-1", "y-2"]
     with db.transaction() as session:
-        assert session.scalar(dispatch.open_at_vendor(), {"provider": "capped"}) == 3
+        assert store_of(session).dispatch.open_at_vendor(session, "capped") == 3
 
 
 def test_a_key_free_task_is_not_stuck_behind_a_long_run_of_one_blocked_key(
@@ -287,7 +288,7 @@ def _dead_letters_at_a_full_vendor(db: Database) -> list[int]:
             task = _task(session, f"d-{i}")
             row = session.scalars(select(OutboxMessage).where(OutboxMessage.task_id == task.id)).one()
             dead_letter(session, row, "vendor said no", Fault.SYSTEM, later(2))
-        assert session.scalar(dispatch.open_at_vendor(), {"provider": "capped"}) == 3
+        assert store_of(session).dispatch.open_at_vendor(session, "capped") == 3
         return list(session.scalars(select(DeadLetter.id).order_by(DeadLetter.id)))
 
 
@@ -304,7 +305,7 @@ def test_replayed_dead_letters_wait_for_a_full_vendors_capacity(
         assert replay_matching(db, DeadLetterFilter(), later(5)) == (3, 0)
     assert published.sent == []  # none went to the broker: the vendor is full
     with db.transaction() as session:
-        assert session.scalar(dispatch.open_at_vendor(), {"provider": "capped"}) == 3
+        assert store_of(session).dispatch.open_at_vendor(session, "capped") == 3
         replayed = _task(session, "d-0")
         assert (replayed.state, replayed.wait_reason) == ("requested", "vendor_capacity")
         assert timeline(session, replayed)[-3:] == ["submit.replayed", "state.requested", "submit.queued"]

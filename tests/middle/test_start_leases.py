@@ -18,6 +18,7 @@ from foundation.settings import Settings
 from models import publishing
 from models.db import Database
 from models.messages import OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask
 from service import dispatch, start_leases
 from service.vendor_events import receive_event
@@ -56,7 +57,7 @@ def _row(session: Session, correlation_id: str) -> OutboxMessage:
 
 def _open_at_vendor(db: Database) -> int:
     with db.transaction() as session:
-        return session.scalar(dispatch.open_at_vendor(), {"provider": "capped"}) or 0
+        return store_of(session).dispatch.open_at_vendor(session, "capped")
 
 
 def _sweep(published: Published, now: datetime) -> int:

@@ -67,7 +67,10 @@ def _task(session: Session, **columns: Any) -> ExternalTask:  # columns: e.g. a 
     session.add(client)
     session.flush()
     task = ExternalTask(
-        correlation_id=f"t-{uuid.uuid4().hex[:10]}", client_id=client.id, provider="sim", input={"a": 1}, **columns
+        correlation_id=f"t-{uuid.uuid4().hex[:10]}",
+        client_id=client.id,
+        input={"a": 1},
+        **{"provider": "sim", **columns},
     )
     session.add(task)
     session.flush()
@@ -145,9 +148,10 @@ def _published(row: OutboxMessage, verb: Callable[[OutboxMessage], None]) -> Non
 
 
 def _stamped(session: Session, row: OutboxMessage, verb: Callable[[OutboxMessage], None]) -> None:
-    """The verb, then the publish hook's stamp (``models.publishing``), as every caller of it does."""
+    """The verb, then the publication's stamp (the store's ``publish``, which the publish hook
+    stamps with), as every caller of it does."""
     verb(row)
-    publishing.stamp(session, row, NOW)
+    store_of(session).outbox.publish(session, row, NOW)
 
 
 @pytest.mark.parametrize("move", list(MOVE_VERBS), ids=str)
@@ -159,6 +163,19 @@ def test_each_move_leads_where_the_core_says(db: Database, move: Move):
         verb(db.store, session, row)
     expected = MOVES[move].target
     assert _state(db, row.id) in ({RowState.DONE} if expected is RowState.DEAD else {expected})
+
+
+@pytest.mark.parametrize("kind", [OutboxKind.SUBMIT, OutboxKind.CANCEL])
+def test_publish_stamps_the_row_and_its_start_lease_when_its_kind_has_one(db: Database, kind: str):
+    with db.transaction() as session:
+        row = _row(session, _task(session), RowState.UNSENT, kind=kind)
+        session.info[publishing.START_LEASES] = {OutboxKind.SUBMIT: 90.0}
+        db.store.outbox.publish(session, row, NOW)
+    assert _state(db, row.id) is MOVES[Move.PUBLISH].target
+    with db.transaction() as session:
+        again = session.get(OutboxMessage, row.id)
+        assert again is not None and again.dispatched_at == NOW
+        assert again.start_lease_until == (NOW + timedelta(seconds=90) if kind == OutboxKind.SUBMIT else None)
 
 
 def test_the_moves_the_table_lists_have_a_verb_here_or_a_statement_test():
@@ -288,25 +305,42 @@ def test_add_event_writes_the_entry_with_the_task_and_the_row_it_finishes(db: Da
         row = session.get(OutboxMessage, row.id)  # type: ignore[assignment]
         task.state = "submitted"
         db.store.outbox.finish_unattempted(row, NOW)
-        db.store.outbox.add_event(session, task, (task.id, "state.submitted", NOW, {}), row)
-    assert _timeline(db, task.id) == ["state.submitted"]
+        db.store.timeline.add(session, task.id, "state.submitted", NOW, {}, (task, row))
+        db.store.timeline.add(session, task.id, "event.duplicate", NOW, {"n": 1})  # a lone entry
+    assert _timeline(db, task.id) == ["state.submitted", "event.duplicate"]
     assert _state(db, row.id) is RowState.DONE
     with db.transaction() as session:
         assert session.get(ExternalTask, task.id).state == "submitted"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("kind", [OutboxKind.RELAY, OutboxKind.NOTIFY])
+def test_new_row_is_unsent_or_queued(db: Database, kind: str):
+    with db.transaction() as session:
+        task = _task(session)
+        args = (kind, f"msg_{uuid.uuid4().hex}", {"type": "x"}, NOW)
+        unsent = db.store.outbox.new_row(*args, task_id=task.id, correlation_id=task.correlation_id, target="email")
+        queued = db.store.outbox.new_row(
+            kind, f"msg_{uuid.uuid4().hex}", {}, NOW, task_id=task.id, parked_reason=ParkedReason.QUEUED.value
+        )
+        session.add_all([unsent, queued])
+        session.flush()
+        assert (unsent.task_id, unsent.target, unsent.payload) == (task.id, "email", {"type": "x"})
+    assert _state(db, unsent.id) is RowState.UNSENT  # no publish hook on this session
+    assert _state(db, queued.id) is RowState.QUEUED
+
+
 @pytest.mark.parametrize("with_input", [False, True])
-def test_claim_counted_counts_the_start_and_leases_it(db: Database, with_input: bool):
+def test_start_delivery_locks_counts_and_leases_it(db: Database, with_input: bool):
     with db.transaction() as session:
         task = _task(session)
         row, done = _row(session, task), _row(session, task, RowState.DONE)
     with db.transaction() as session:
-        claimed = db.store.outbox.claim_counted(session, row.id, with_input, LATER)
+        claimed = db.store.outbox.start_delivery(session, row.id, with_input, LATER)
         assert claimed is not None
         assert claimed[1].id == task.id
         assert (json.loads(claimed[2]) if claimed[2] is not None else None) == ({"a": 1} if with_input else None)
-        assert db.store.outbox.claim_counted(session, done.id, with_input, LATER) is None
-        assert db.store.outbox.claim_counted(session, 10**9, with_input, LATER) is None
+        assert db.store.outbox.start_delivery(session, done.id, with_input, LATER) is None
+        assert db.store.outbox.start_delivery(session, 10**9, with_input, LATER) is None
     with db.transaction() as session:
         again = session.get(OutboxMessage, row.id)
         assert again is not None and (again.deliveries, again.start_lease_until) == (1, LATER)
@@ -324,9 +358,9 @@ def test_relay_slots_then_finish_delivered(db: Database):
         row = _row(session, task)
     with db.transaction() as session:
         row = session.get(OutboxMessage, row.id)  # type: ignore[assignment]
-        rounds = [[f"{group}:a:0"], [f"{group}:b:0"]]
-        taken, counted = db.store.outbox.take_relay_slots(
-            session, row, rounds, "holder-1", NOW, 60.0, "https://a.example/cb", LATER
+        groups = [(f"{group}:a", 1), (f"{group}:b", 1)]
+        taken, counted = db.store.slots.take_for_delivery(
+            session, row, groups, "holder-1", NOW, 60.0, "https://a.example/cb", LATER
         )
         assert taken is not None and set(taken) == {f"{group}:a:0", f"{group}:b:0"}
         assert counted is (db.store is POSTGRESQL)  # SQLite: the caller counts with the flush
@@ -351,6 +385,28 @@ def test_relay_slots_then_finish_delivered(db: Database):
     with db.transaction() as session:  # done already: nothing more written
         assert db.store.outbox.finish_delivered(session, row.id, NOW, event, [], "holder-1") is None
     assert _timeline(db, task.id) == ["relay.delivered"]
+
+
+def test_slots_one_of_each_group_or_none_and_given_back(db: Database):
+    group = f"contract:{uuid.uuid4().hex[:6]}"
+    groups = [(f"{group}:c", 2), (f"{group}:e", 1)]
+    with db.transaction() as session:
+        assert db.store.slots.take(session, groups, "h1", NOW, 60.0, [1, 0]) == [f"{group}:c:1", f"{group}:e:0"]
+    with pytest.raises(LookupError), db.transaction() as session:  # the endpoint's one slot is held
+        if db.store.slots.take(session, groups, "h2", NOW, 60.0, [1, 0]) is None:
+            raise LookupError("no slot: the caller rolls back, and the slot it took before goes with it")
+    assert _slots(db) >= {f"{group}:c:1", f"{group}:e:0"} and f"{group}:c:0" not in _slots(db)
+    with db.transaction() as session:  # one group alone goes round it
+        assert db.store.slots.take(session, [(f"{group}:c", 2)], "h3", NOW, 60.0, [1]) == [f"{group}:c:0"]
+    with db.transaction() as session:
+        db.store.slots.give_back(session, [f"{group}:c:1", f"{group}:e:0"], "h1")
+        db.store.slots.give_back(session, f"{group}:c:0", "h3")
+    assert not {name for name in _slots(db) if name.startswith(group)}
+    later = NOW + timedelta(seconds=61)
+    with db.transaction() as session:
+        assert db.store.slots.take(session, groups, "h4", NOW, 60.0, [0, 0]) == [f"{group}:c:0", f"{group}:e:0"]
+    with db.transaction() as session:  # a free slot first, else an expired holder's is taken over
+        assert db.store.slots.take(session, groups, "h5", later, 60.0, [0, 0]) == [f"{group}:c:1", f"{group}:e:0"]
 
 
 def test_claim_finished_finishes_once(db: Database):
@@ -410,6 +466,54 @@ def test_task_or_orphan_keeps_the_event_only_when_no_task_has_the_job(db: Databa
     with db.transaction() as session:
         kept = session.scalars(select(OrphanEvent.vendor_job_id).where(OrphanEvent.vendor_job_id.in_([job, lost])))
         assert list(kept) == [lost]
+
+
+# --- fair dispatch -------------------------------------------------------------------------------------
+
+
+def test_fair_dispatch_counts_chooses_and_releases(db: Database):
+    provider = f"fd-{uuid.uuid4().hex[:8]}"
+    with db.transaction() as session:
+        first = _task(session, provider=provider, dispatched_at=NOW, state="accepted", concurrency_key="k")
+        client_id = first.client_id
+        _task(session, provider=provider, dispatched_at=NOW, state="requested")  # another client's, on its way
+
+        def queued(n: int, key: str | None) -> int:
+            task = ExternalTask(
+                correlation_id=f"t-{uuid.uuid4().hex[:10]}",
+                client_id=client_id,
+                provider=provider,
+                input={},
+                dispatch_rank=NOW + timedelta(seconds=n),
+                concurrency_key=key,
+            )
+            session.add(task)
+            session.flush()
+            return task.id
+
+        held, free, later = queued(1, "k"), queued(2, None), queued(3, "other")
+    dispatch = db.store.dispatch
+    with db.transaction() as session:
+        assert dispatch.anything_queued(session, provider, client_id)
+        assert dispatch.anything_queued(session, provider, None)
+        assert not dispatch.anything_queued(session, f"{provider}-none", None)
+        assert dispatch.open_at_vendor(session, provider) == 2  # another client's task on its way counts too
+        assert dispatch.open_with_key(session, provider, client_id, "k") == 1
+        assert dispatch.key_limit(session, client_id) == 1
+        [waiting] = [row for row in dispatch.clients_waiting(session, provider, None) if row.client_id == client_id]
+        assert (waiting.open_jobs, waiting.on_the_way, waiting.waiting) == (1, 0, 3)
+        page = dispatch.eligible(session, provider, client_id, 1, 10, [], None)
+        assert [row[0] for row in page] == [free, later]  # key k is at its limit at the vendor
+        assert [row[0] for row in dispatch.eligible(session, provider, client_id, 1, 10, ["other"], None)] == [free]
+        after = (page[0][2], page[0][0])
+        assert [row[0] for row in dispatch.eligible(session, provider, client_id, 1, 10, [], after)] == [later]
+        assert (provider, client_id) in dispatch.queues(session)
+        released = dispatch.release(session, [free, held], NOW)
+        assert sorted(task_id for task_id, _, _ in released) == sorted([free, held])
+        assert dispatch.release(session, [free], NOW) == []  # no longer queued
+    with db.transaction() as session:
+        assert dispatch.open_at_vendor(session, provider) == 4
+        assert dispatch.anything_queued(session, provider, client_id)  # ``later`` still waits
 
 
 # --- reads -------------------------------------------------------------------------------------------

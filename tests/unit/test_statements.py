@@ -25,7 +25,7 @@ TRIALS = 40
 #: statements that adapt columns (a CTE, an aliased entity, a textual SELECT mapped to an entity), raw
 BUILDERS: dict[str, Callable[[], Any]] = {
     "finish_delivered": outbox._finish_delivered_statement.__wrapped__,  # type: ignore[attr-defined]
-    "counted_claim": lambda: outbox._counted_claim_statement.__wrapped__(True),  # type: ignore[attr-defined]
+    "counted_claim": lambda: outbox._start_delivery_statement.__wrapped__(True),  # type: ignore[attr-defined]
     "flag_holding_back": outbox._flag_holding_back.__wrapped__,  # type: ignore[attr-defined]
     "record_and_find": inbox._record_and_find_statement.__wrapped__,  # type: ignore[attr-defined]
     "relay": claims._relay_statement.__wrapped__,  # type: ignore[attr-defined]
@@ -75,7 +75,7 @@ def test_built_once_builds_each_statement_once_and_warm_for_every_thread(threads
 
     def build(with_input: bool) -> Any:
         calls.append((with_input,))
-        return outbox._counted_claim_statement.__wrapped__(with_input)  # type: ignore[attr-defined]
+        return outbox._start_delivery_statement.__wrapped__(with_input)  # type: ignore[attr-defined]
 
     get = built_once(build)
     barrier = threading.Barrier(THREADS)

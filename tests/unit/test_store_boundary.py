@@ -3,7 +3,8 @@ counted outside it. Each count is a ratchet: it may go down, never up; lower the
 change moves more into the store (the target of each is 0).
 
 - ``dialect.name``: a call site deciding PostgreSQL or SQLite itself, instead of the store chosen
-  once when the database is built (``models.store.for_engine``);
+  once when the database is built (``models.store.for_engine``); not counted where SQLAlchemy
+  itself hands the code the dialect it is compiling or binding for (:data:`HANDED_THE_DIALECT`);
 - SQLAlchemy's private API (``InstanceState._commit_all``, ``set_committed_value``): only the
   store's one-statement writes mark what they wrote in the ORM's bookkeeping;
 - writes of an outbox row's lifecycle columns (``core/outbox_states.py``): an assignment to one of
@@ -30,10 +31,17 @@ NOT_OUTBOX_RECEIVERS = frozenset({"task", "reopened", "notice", "endpoint"})
 NOT_OUTBOX = frozenset({("models/notifications.py", "dispatched_at")})
 PRIVATE_API = re.compile(r"\b_commit_all\b|\bset_committed_value\b|\b_sa_instance_state\b")
 
-#: Ratchets: the counts at the last change (before the store: 20, 2 modules, 14 modules). Lower them, never raise them.
-MAX_DIALECT_NAME = 2
+#: Where SQLAlchemy hands a function the dialect (a ``TypeDecorator``'s ``process_bind_param``): it
+#: asks nothing of the session, and no store is at hand there. (module, function) -> why.
+HANDED_THE_DIALECT = {
+    ("models/base.py", "process_bind_param"): "UtcDateTime: SQLite keeps no offset, so a UTC time is bound naive",
+}
+
+#: Ratchets: the counts at the last change (before the store: 20, 2 modules, 14 modules; after its
+#: first room: 2, 0, 1; after the publication's stamp and the slots moved in: 0, 0, 0). Lower them, never raise them.
+MAX_DIALECT_NAME = 0
 MAX_PRIVATE_API_MODULES = 0
-MAX_LIFECYCLE_WRITERS = 1
+MAX_LIFECYCLE_WRITERS = 0
 
 
 def outside_store() -> list[Path]:
@@ -50,8 +58,17 @@ def _name(path: Path) -> str:
 
 
 def dialect_name_uses() -> dict[str, int]:
-    found = {_name(path): path.read_text().count("dialect.name") for path in outside_store()}
+    found = {_name(path): _asked(_name(path), path.read_text()) for path in outside_store()}
     return {name: count for name, count in found.items() if count}
+
+
+def _asked(module: str, source: str) -> int:
+    """``dialect.name`` in ``source``, but for the functions SQLAlchemy hands the dialect to."""
+    handed = 0
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and (module, node.name) in HANDED_THE_DIALECT:
+            handed += (ast.get_source_segment(source, node) or "").count("dialect.name")
+    return source.count("dialect.name") - handed
 
 
 def private_api_modules() -> set[str]:
@@ -96,6 +113,19 @@ def _other_table(receiver: ast.expr) -> bool:
 def test_dialect_name_is_asked_only_in_the_store():
     found = dialect_name_uses()
     assert sum(found.values()) <= MAX_DIALECT_NAME, f"dialect.name outside models/store: {found}"
+
+
+def test_each_function_handed_the_dialect_still_asks_it_and_is_handed_it():
+    """The exceptions stay true: each function asks ``dialect.name`` of a ``dialect`` parameter."""
+    for (module, function), _reason in HANDED_THE_DIALECT.items():
+        source = (ROOT / module).read_text()
+        found = [
+            node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef) and node.name == function
+        ]
+        assert found, f"{module}: no {function}"
+        for node in found:
+            assert "dialect" in [arg.arg for arg in node.args.args], f"{module}:{function} is handed no dialect"
+            assert "dialect.name" in (ast.get_source_segment(source, node) or "")
 
 
 def test_the_orms_private_api_is_used_only_in_the_store():

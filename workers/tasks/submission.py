@@ -44,7 +44,7 @@ class Submit(VendorCall[SubmitJob, str | None]):
     def claim(self, ctx: Liaison, session: Session, outbox_id: int, stage: str) -> OutboxMessage | None:
         if stage == "start":
             lease_until = start_leases.until(utcnow(), ctx.settings.start_leases.get(OutboxKind.SUBMIT))
-            claimed = claims.claim_counted_outbox_and_task(session, outbox_id, with_input=True, lease_until=lease_until)
+            claimed = claims.start_delivery(session, outbox_id, with_input=True, lease_until=lease_until)
         else:
             claimed = claims.claim_outbox_and_task(session, outbox_id)
         if claimed is None:
