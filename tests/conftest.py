@@ -1,9 +1,10 @@
 """Whole-suite set-up: the order the files are handed out in.
 
-``bin/test`` runs the files on four processes (pytest-xdist, ``--dist loadfile``), which take them in
-collection order. A long file taken last keeps one process busy after the others have finished:
-the longest go first, so the short ones fill in around them. The list is measured (the suite's
-per-file times, 2026-12-07, a few minutes each at most); a file missing from it only runs later.
+``bin/test`` runs the files on four processes (pytest-xdist, ``--dist loadfile
+--no-loadscope-reorder``), which take them in collection order. A long file taken last keeps one
+process busy after the others have finished: the longest go first, so the short ones fill in
+around them. The list is measured (the suite's per-file times, 2026-12-07, a few minutes each at
+most); a file missing from it only runs later.
 """
 
 from __future__ import annotations
