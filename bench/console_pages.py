@@ -36,7 +36,7 @@ from app import create_app
 from app.api.representation import encode_cursor
 from foundation.settings import Settings
 from models.db import Database
-from service.overview import task_counts
+from models.read_models.overview import task_counts
 from tests.integration.stack import migrate
 from webhooks.signing import generate_secret
 

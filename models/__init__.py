@@ -6,6 +6,8 @@ live one floor up, in ``service``; a table's module here keeps only its own rows
 lease's take and give-back, a notice's record and dispatch, an endpoint's health, beat's heartbeat).
 ``models.store`` is the store: the statements behind domain verbs, a PostgreSQL and a SQLite class
 per table family, chosen once when the database is built (``models.db.Database.store``).
+``models.read_models`` are the read models: what the views, the CLI and the gauges read, one module
+per view, standing on the tables and the store (nothing else here imports them).
 This package imports only ``core`` and SQLAlchemy.
 """
 

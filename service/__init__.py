@@ -1,4 +1,4 @@
-"""The service layer: Liaison's use cases and read models, over the tables in ``models``.
+"""The service layer: Liaison's use cases, over the tables in ``models``.
 
 Every write to the tables is decided by a module here, inside the caller's transaction (the caller
 commits once; the outbox rows it wrote are published after the commit by ``models.publishing``);
@@ -10,8 +10,8 @@ a submission (``intake``), a state change (``transitions``), what vendors tell u
 (``vendor_events``), the lifecycle beyond the happy path (``lifecycle``, ``probes``,
 ``reconciliation``, ``orphans``), repair (``dead_letters``, ``operator_actions``), fair dispatch
 (``admission``, ``dispatch``), callbacks in order (``ordering``, ``progress``), credentials, incidents
-and retention. The views read through ``queries`` and ``overview``, the console's pages through
-``console_reads`` and ``task_pages``.
+and retention. What the views, the CLI and the gauges read is not here: the read models are a room
+of their own, ``models.read_models``.
 
 Callers (the Flask app, the CLI, the workers) import the module they need; nothing here imports
 them, a web framework or a broker.

@@ -21,6 +21,7 @@ from models.client import Client
 from models.db import Database
 from models.messages import DeadLetter, OutboxMessage
 from models.notifications import NotificationMute, mute, unmute
+from models.read_models.lists import DeadLetterFilter
 from models.store import store_of
 from models.task import ExternalTask
 from service.claims import lock_task
@@ -29,7 +30,6 @@ from service.incidents import resolve_incident
 from service.lifecycle import AlreadyFinal, request_cancel
 from service.orphans import attach_orphan, discard_orphan
 from service.outbox_rows import add_event
-from service.queries import DeadLetterFilter
 
 T = TypeVar("T")
 

@@ -35,7 +35,8 @@ from core.urls import strip_url
 from models.base import utcnow
 from models.endpoint_health import unhealthy
 from models.notifications import mutes
-from service import queries
+from models.read_models import lists
+from models.read_models.lists import DeadLetterFilter
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
     Ambiguous,
@@ -53,7 +54,6 @@ from service.operator_actions import (
     unmute_notifications,
     update_incident,
 )
-from service.queries import DeadLetterFilter
 from workers.runtime import liaison
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
@@ -71,13 +71,13 @@ def _page(items: list[Any], limit: int, body: Any) -> dict[str, Any]:
 def list_dead_letters() -> Response:
     limit = page_limit(request.args)
     after = int_arg(request.args, "after_id", None, 0, MAX_ID)
-    items = queries.dead_letters(db_session(), dead_letter_filter(request.args), utcnow(), limit, after)
+    items = lists.dead_letters(db_session(), dead_letter_filter(request.args), utcnow(), limit, after)
     return jsonify(_page(items, limit, dead_letter_body))
 
 
 @bp.get(f"/dead-letters/<{ID}:letter_id>")
 def show_dead_letter(letter_id: int) -> Response:
-    letter = queries.dead_letter(db_session(), letter_id)
+    letter = lists.dead_letter(db_session(), letter_id)
     if letter is None:
         raise NotFound(f"no dead letter {letter_id}")
     return jsonify(dead_letter_body(letter))
@@ -138,7 +138,7 @@ def list_incidents() -> Response:
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved or all"}])
     limit = page_limit(request.args)
     after = int_arg(request.args, "after_id", None, 0, MAX_ID)
-    items = queries.incidents(db_session(), state, text_arg(request.args, "kind"), limit, after)
+    items = lists.incidents(db_session(), state, text_arg(request.args, "kind"), limit, after)
     return jsonify(_page(items, limit, incident_body))
 
 
@@ -156,7 +156,7 @@ def resolve(incident_id: int) -> Response:
 
 @bp.get("/callback-endpoints")
 def list_endpoints() -> Response:
-    return jsonify({"items": [endpoint_body(e) for e in queries.disabled_endpoints(db_session())]})
+    return jsonify({"items": [endpoint_body(e) for e in lists.disabled_endpoints(db_session())]})
 
 
 @bp.get("/callback-endpoints/health")
@@ -192,7 +192,7 @@ def list_tasks() -> Response:
         )
     limit = page_limit(request.args)
     after = int_arg(request.args, "after_id", None, 0, MAX_ID)
-    items = queries.retrying_tasks(db_session(), limit, after)
+    items = lists.retrying_tasks(db_session(), limit, after)
     return jsonify(_page(items, limit, operator_task_body))
 
 
@@ -203,7 +203,7 @@ def list_orphans() -> Response:
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": "open, resolved, discarded or all"}])
     limit = page_limit(request.args)
     after = int_arg(request.args, "after_id", None, 0, MAX_ID)
-    items = queries.orphans(db_session(), None if state == "all" else state, limit, after)
+    items = lists.orphans(db_session(), None if state == "all" else state, limit, after)
     return jsonify(_page(items, limit, orphan_body))
 
 

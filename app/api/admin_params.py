@@ -12,8 +12,8 @@ from flask import request
 from app.api.tasks import json_body
 from app.errors import ValidationFailed
 from models.messages import DEAD_LETTER_KINDS
+from models.read_models.lists import DeadLetterFilter
 from service.incidents import IncidentKind
-from service.queries import DeadLetterFilter
 
 CHOICES = {
     "state": ("open", "replayed", "discarded", "all"),

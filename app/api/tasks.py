@@ -30,8 +30,9 @@ from foundation.logging import bind
 from models.base import utcnow
 from models.client import Client
 from models.endpoint_health import paused_endpoint
+from models.read_models import lists
 from models.task import ExternalTask
-from service import claims, intake, queries
+from service import claims, intake
 from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from wire.bounded_json import InvalidJson, TooDeep, strict_loads
 from workers.runtime import Liaison, liaison
@@ -166,7 +167,7 @@ def timeline_page(
     because a timeline only grows at its end: a cursor taken once goes on meaning the same place,
     so a client that pages to the end, or comes back later with the last cursor, sees every entry
     once, those added since included."""
-    events = queries.task_events(session, task_id, limit + 1, after_id)
+    events = lists.task_events(session, task_id, limit + 1, after_id)
     page = events[:limit]
     return [timeline_entry(e) for e in page], encode_cursor(page[-1].id) if len(events) > limit else None
 
@@ -215,7 +216,7 @@ def list_tasks() -> Response:
         raise ValidationFailed("bad state", errors=[{"field": "state", "message": f"one of {', '.join(State)}"}])
     cursor = request.args.get("cursor")
     before_id = decode_cursor(cursor) if cursor else None
-    tasks = queries.newest_tasks(db_session(), limit + 1, client_id=client.id, state=state, before_id=before_id)
+    tasks = lists.newest_tasks(db_session(), limit + 1, client_id=client.id, state=state, before_id=before_id)
     page = tasks[:limit]
     next_cursor = encode_cursor(page[-1].id) if len(tasks) > limit else None
     return jsonify({"tasks": [task_body(t) for t in page], "next_cursor": next_cursor})

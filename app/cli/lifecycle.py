@@ -11,7 +11,7 @@ from flask.cli import AppGroup, with_appcontext
 from app.api.representation import orphan_body
 from app.cli.output import cli_actor, emit, json_option
 from models.base import utcnow
-from service import queries
+from models.read_models import lists
 from service.operator_actions import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
@@ -35,7 +35,7 @@ def orphans() -> None:
 def orphans_list(state: str, limit: int, as_json: bool) -> None:
     """List orphan events, oldest first."""
     with liaison().db.transaction() as session:
-        rows = [orphan_body(o) for o in queries.orphans(session, None if state == "all" else state, limit)]
+        rows = [orphan_body(o) for o in lists.orphans(session, None if state == "all" else state, limit)]
     for row in rows:
         row["type"] = row["payload"].get("type")
     emit(

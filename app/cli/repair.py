@@ -16,7 +16,8 @@ from core.urls import strip_url
 from models.base import utcnow
 from models.messages import DEAD_LETTER_KINDS
 from models.notifications import mutes
-from service import queries
+from models.read_models import lists
+from models.read_models.lists import DeadLetterFilter
 from service.incidents import IncidentKind
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
@@ -33,7 +34,6 @@ from service.operator_actions import (
     unmute_notifications,
     update_incident,
 )
-from service.queries import DeadLetterFilter
 from workers.runtime import liaison
 
 
@@ -91,7 +91,7 @@ def dl_list(state: str, limit: int, as_json: bool, **flt: Any) -> None:
     """List dead letters, oldest first."""
     with liaison().db.transaction() as session:
         flt_ = DeadLetterFilter(state=None if state == "all" else state, **flt)
-        rows = [dead_letter_body(d) for d in queries.dead_letters(session, flt_, utcnow(), limit)]
+        rows = [dead_letter_body(d) for d in lists.dead_letters(session, flt_, utcnow(), limit)]
     emit(
         rows,
         ["id", "kind", "fault", "state", "correlation_id", "provider", "attempts", "last_failed_at", "error"],
@@ -106,7 +106,7 @@ def dl_list(state: str, limit: int, as_json: bool, **flt: Any) -> None:
 def dl_show(letter_id: int, as_json: bool) -> None:
     """Everything about one dead letter, payload included."""
     with liaison().db.transaction() as session:
-        letter = queries.dead_letter(session, letter_id)
+        letter = lists.dead_letter(session, letter_id)
         if letter is None:
             raise click.ClickException(f"no dead letter {letter_id}")
         emit_one(dead_letter_body(letter), as_json)
@@ -178,7 +178,7 @@ def incidents() -> None:
 def inc_list(state: str, kind: str | None, limit: int, as_json: bool) -> None:
     """List incidents, oldest first."""
     with liaison().db.transaction() as session:
-        rows = [incident_body(i) for i in queries.incidents(session, state, kind, limit)]
+        rows = [incident_body(i) for i in lists.incidents(session, state, kind, limit)]
     emit(rows, ["id", "kind", "correlation_id", "owner", "opened_at", "resolved_at", "detail"], as_json, "no incidents")
 
 
@@ -210,7 +210,7 @@ def endpoints() -> None:
 def ep_list(as_json: bool) -> None:
     """Disabled endpoints (their relays wait, none is dropped)."""
     with liaison().db.transaction() as session:
-        rows = [endpoint_body(e) for e in queries.disabled_endpoints(session)]
+        rows = [endpoint_body(e) for e in lists.disabled_endpoints(session)]
     emit(rows, ["id", "client", "url", "disabled_at", "reason"], as_json, "no disabled endpoints")
 
 

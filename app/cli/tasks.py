@@ -9,7 +9,7 @@ from flask.cli import AppGroup
 from app.api.representation import operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
 from core.states import State
-from service import queries, task_pages
+from models.read_models import lists, task_page
 from service.operator_actions import Ambiguous, NotFoundError, client_named, task_for_operator
 from workers.runtime import liaison
 
@@ -46,7 +46,7 @@ def tasks_show(correlation_id: str, client_name: str | None, most: int, as_json:
             task = task_for_operator(session, correlation_id, client_name)
         except (NotFoundError, Ambiguous) as exc:
             raise click.ClickException(str(exc)) from None
-        events, total = task_pages.timeline(session, task.id, most)
+        events, total = task_page.timeline(session, task.id, most)
         body = task_body(task, events)
         body["timeline_total"] = total
         body["client"] = task.client.name
@@ -74,7 +74,7 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
             client_id = client_named(session, client_name).id if client_name else None
         except NotFoundError as exc:
             raise click.ClickException(str(exc)) from None
-        found = queries.newest_tasks(session, limit, client_id=client_id, state=state or None, with_client=True)
+        found = lists.newest_tasks(session, limit, client_id=client_id, state=state or None, with_client=True)
         rows = [operator_task_body(t) for t in found]
     emit(
         rows,
@@ -90,7 +90,7 @@ def tasks_list(state: str | None, client_name: str | None, limit: int, as_json: 
 def tasks_retrying(limit: int, as_json: bool) -> None:
     """Tasks retrying right now: a vendor call or a callback failing (final tasks too)."""
     with liaison().db.transaction() as session:
-        rows = [operator_task_body(t) for t in queries.retrying_tasks(session, limit)]
+        rows = [operator_task_body(t) for t in lists.retrying_tasks(session, limit)]
     emit(
         rows,
         ["correlation_id", "client", "state", "provider", "attempts", "next_attempt_at", "last_error"],

@@ -1,8 +1,7 @@
 """The operator console: server-rendered pages at ``/console`` for the people on call (issue 11;
-docs/console.md). Views are thin: they parse a form, call ``service.operator_actions`` or a read of
-the service layer (``service.overview``, ``service.queries``, ``service.console_reads``,
-``service.task_pages``), and render a Jinja template. No JavaScript; nothing is fetched from
-elsewhere.
+docs/console.md). Views are thin: they parse a form, call ``service.operator_actions`` or a read
+model (``models.read_models``: ``overview``, ``lists``, ``console_pages``, ``task_page``), and
+render a Jinja template. No JavaScript; nothing is fetched from elsewhere.
 
 ``bp`` (``app/console/blueprint.py``) is the one blueprint; each ``*_views`` module registers its
 pages on it when imported, here."""

@@ -13,7 +13,7 @@ from app.errors import NotFound, ValidationFailed
 from app.session import db_session
 from models.attention import OrphanEvent
 from models.base import utcnow
-from service import console_reads, queries
+from models.read_models import console_pages, lists
 from service.incidents import IncidentKind
 from service.operator_actions import attach_orphan_to, discard_orphan_one, enable_callback_endpoint, update_incident
 
@@ -29,7 +29,7 @@ def incidents() -> str:
     if kind is not None and kind not in IncidentKind.ALL:
         raise ValidationFailed(f"kind: one of {', '.join(IncidentKind.ALL)}")
     after = int(request.args["after_id"]) if request.args.get("after_id", "").isdigit() else None
-    items = queries.incidents(db_session(), state, kind, PAGE, after)
+    items = lists.incidents(db_session(), state, kind, PAGE, after)
     next_url = (
         url_for("console.incidents", state=state, kind=kind or "", after_id=items[-1].id)
         if len(items) == PAGE
@@ -38,7 +38,7 @@ def incidents() -> str:
     return render_template(
         "console/incidents.html",
         items=items,
-        incident_tasks=console_reads.incident_tasks(db_session(), items),
+        incident_tasks=console_pages.incident_tasks(db_session(), items),
         state=state,
         kind=kind,
         kinds=IncidentKind.ALL,
@@ -48,7 +48,7 @@ def incidents() -> str:
 
 @bp.get(f"/incidents/<{ID}:incident_id>")
 def incident(incident_id: int) -> str:
-    page = console_reads.incident_page(db_session(), incident_id)
+    page = console_pages.incident_page(db_session(), incident_id)
     if page is None:
         raise NotFound(f"no incident {incident_id}")
     return render_template("console/incident.html", incident=page.incident, history=page.history)
@@ -80,13 +80,13 @@ def orphans() -> str:
     if state not in ("open", "resolved", "discarded", "all"):
         raise ValidationFailed("state: open, resolved, discarded or all")
     after = int(request.args["after_id"]) if request.args.get("after_id", "").isdigit() else None
-    items = queries.orphans(db_session(), None if state == "all" else state, PAGE, after)
+    items = lists.orphans(db_session(), None if state == "all" else state, PAGE, after)
     next_url = url_for("console.orphans", state=state, after_id=items[-1].id) if len(items) == PAGE else None
     return render_template("console/orphans.html", items=items, state=state, next_url=next_url)
 
 
 def _orphan(orphan_id: int) -> OrphanEvent:
-    orphan = console_reads.orphan_without_payload(db_session(), orphan_id)
+    orphan = console_pages.orphan_without_payload(db_session(), orphan_id)
     if orphan is None:
         raise NotFound(f"no orphan event {orphan_id}")
     return orphan
@@ -94,7 +94,7 @@ def _orphan(orphan_id: int) -> OrphanEvent:
 
 @bp.get(f"/orphans/<{ID}:orphan_id>")
 def orphan(orphan_id: int) -> str:
-    page = console_reads.orphan_page(db_session(), orphan_id)
+    page = console_pages.orphan_page(db_session(), orphan_id)
     if page is None:
         raise NotFound(f"no orphan event {orphan_id}")
     return render_template(
@@ -125,7 +125,7 @@ def orphan_discard(orphan_id: int) -> str | BaseResponse:
 
 @bp.get("/endpoints")
 def endpoints() -> str:
-    page = console_reads.endpoints_page(db_session())
+    page = console_pages.endpoints_page(db_session())
     return render_template(
         "console/endpoints.html", items=page.disabled, unhealthy=page.unhealthy, now=utcnow(), history=page.history
     )
@@ -133,7 +133,7 @@ def endpoints() -> str:
 
 @bp.route(f"/endpoints/<{ID}:endpoint_id>/enable", methods=["GET", "POST"])
 def endpoint_enable(endpoint_id: int) -> str | BaseResponse:
-    endpoint = console_reads.callback_endpoint(db_session(), endpoint_id)
+    endpoint = console_pages.callback_endpoint(db_session(), endpoint_id)
     if endpoint is None:
         raise NotFound(f"no callback endpoint {endpoint_id}")
     if asking():

@@ -1,5 +1,5 @@
 """The console's list of clients: their callback URL stripped of secrets, and how many secrets,
-live API keys and origins each has, never what they are (``service.console_reads.client_rows``)."""
+live API keys and origins each has, never what they are (``models.read_models.console_pages.client_rows``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from flask import render_template
 
 from app.console.blueprint import bp
 from app.session import db_session
-from service import console_reads
+from models.read_models import console_pages
 
 
 @bp.get("/clients")
 def clients() -> str:
-    return render_template("console/clients.html", items=console_reads.client_rows(db_session()))
+    return render_template("console/clients.html", items=console_pages.client_rows(db_session()))

@@ -16,7 +16,7 @@ from app.session import db_session
 from core.classify import Fault
 from models.base import utcnow
 from models.messages import DeadLetter
-from service import console_reads, queries
+from models.read_models import console_pages, lists
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
     bulk_includes_caller_fault,
@@ -32,7 +32,7 @@ AGES = [("", "any"), ("300", "5 minutes"), ("3600", "1 hour"), ("86400", "1 day"
 REPLAY_MATCHING_LIMIT = 1000
 
 
-def _letter_filter() -> tuple[queries.DeadLetterFilter, dict[str, str]]:
+def _letter_filter() -> tuple[lists.DeadLetterFilter, dict[str, str]]:
     args = {k: v for k, v in request.values.items() if v and k != access.CSRF_FIELD}
     return dead_letter_filter(args), args
 
@@ -46,7 +46,7 @@ def dead_letters() -> str:
             after = int(request.args["after_id"])
         except ValueError:
             raise ValidationFailed("after_id: a whole number") from None
-    items = queries.dead_letters(db_session(), flt, utcnow(), PAGE, after)
+    items = lists.dead_letters(db_session(), flt, utcnow(), PAGE, after)
     next_args: dict[str, Any] = {k: v for k, v in args.items() if k != "after_id"}
     next_url = (
         url_for("console.dead_letters", **{**next_args, "after_id": str(items[-1].id)}) if len(items) == PAGE else None
@@ -54,7 +54,7 @@ def dead_letters() -> str:
     return render_template(
         "console/dead_letters.html",
         items=items,
-        letter_tasks=console_reads.letter_tasks(db_session(), items),
+        letter_tasks=console_pages.letter_tasks(db_session(), items),
         args=args,
         choices=CHOICES,
         ages=AGES,
@@ -64,7 +64,7 @@ def dead_letters() -> str:
 
 
 def _letter(letter_id: int) -> DeadLetter:
-    letter = console_reads.dead_letter_without_payload(db_session(), letter_id)
+    letter = console_pages.dead_letter_without_payload(db_session(), letter_id)
     if letter is None:
         raise NotFound(f"no dead letter {letter_id}")
     return letter
@@ -72,7 +72,7 @@ def _letter(letter_id: int) -> DeadLetter:
 
 @bp.get(f"/dead-letters/<{ID}:letter_id>")
 def dead_letter(letter_id: int) -> str:
-    page = console_reads.dead_letter_page(db_session(), letter_id)
+    page = console_pages.dead_letter_page(db_session(), letter_id)
     if page is None:
         raise NotFound(f"no dead letter {letter_id}")
     return render_template(
@@ -119,7 +119,7 @@ def dead_letters_replay() -> str | BaseResponse:
     takes_caller = bulk_includes_caller_fault(flt)
     if asking():
         now = utcnow()
-        matching = console_reads.open_matching(db_session(), flt, now)
+        matching = console_pages.open_matching(db_session(), flt, now)
         caller = caller_fault_matching(db_session(), flt, now)
         shown = ", ".join(f"{k}={v}" for k, v in sorted(args.items()) if k != "state") or "no filter"
         if caller and takes_caller:

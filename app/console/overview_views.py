@@ -1,5 +1,5 @@
-"""The console's overview: is work flowing, and what needs a person (``service.overview`` counts
-on indexes; the broker's queue depths come from the metrics collector)."""
+"""The console's overview: is work flowing, and what needs a person (``models.read_models.overview``
+counts on indexes; the broker's queue depths come from the metrics collector)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from core.states import State
 from models.base import utcnow
 from models.heartbeats import beat_liveness
 from models.messages import DEAD_LETTER_KINDS
-from service import overview, queries
+from models.read_models import lists, overview
 from workers.runtime import liaison
 
 
@@ -38,7 +38,7 @@ def overview_page() -> str:
         queues, broker_error = None, type(exc).__name__
     dead = overview.open_dead_letters(session)
     now = utcnow()
-    retrying_tasks = queries.operator_tasks(session, queries.TaskFilter(retrying=True), 10)
+    retrying_tasks = lists.operator_tasks(session, lists.TaskFilter(retrying=True), 10)
     return render_template(
         "console/overview.html",
         states=[s.value for s in State],
@@ -46,7 +46,7 @@ def overview_page() -> str:
         counts=counts,
         retrying=overview.retrying_count(session),
         retrying_tasks=retrying_tasks,
-        callbacks_failing=queries.callbacks_failing_of(session, [t.id for t in retrying_tasks]),
+        callbacks_failing=lists.callbacks_failing_of(session, [t.id for t in retrying_tasks]),
         outbox=overview.outbox_backlog(session),
         dead=dead,
         dead_total=sum(dead.values()),

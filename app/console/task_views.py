@@ -1,5 +1,5 @@
 """The console's tasks: the filtered list, a task's page (its timeline, outbox rows, dead letters,
-incidents, input and outcome, where its callbacks go; ``service.task_pages`` reads them), a task
+incidents, input and outcome, where its callbacks go; ``models.read_models.task_page`` reads them), a task
 found by its correlation id (``/console/tasks/<correlation id>``, ``?client=`` when several clients
 used it, or ``/console/clients/<client>/tasks/<correlation id>``), and its cancel and replay."""
 
@@ -16,11 +16,13 @@ from app.console.blueprint import ID, PAGE, act, asking, bp, confirm, stored_jso
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
 from core.classify import Fault
+from core.reasons import failure_reason
 from core.states import TERMINAL, State
 from models.base import utcnow
+from models.read_models import lists, task_page
 from models.task import ExternalTask
-from service import queries, task_pages
 from service.operator_actions import CALLER_FAULT_WARNING, NotFoundError, cancel_task, client_named, replay_one
+from wire.bounded_json import InvalidJson, strict_loads
 from workers.runtime import liaison
 
 #: a task page shows at most this many timeline events (the newest are kept)
@@ -35,7 +37,7 @@ def tasks() -> str:
     if state is not None and state not in {s.value for s in State}:
         raise ValidationFailed(f"state: one of {', '.join(s.value for s in State)}")
     provider = text_arg(args, "provider", 100)
-    flt = queries.TaskFilter(
+    flt = lists.TaskFilter(
         state=state,
         provider=provider,
         client_id=_client_id(text_arg(args, "client", 100)),
@@ -43,7 +45,7 @@ def tasks() -> str:
         correlation_id=text_arg(args, "correlation_id"),
     )
     before = decode_cursor(args["cursor"]) if args.get("cursor") else None
-    items = queries.operator_tasks(session, flt, PAGE, before)
+    items = lists.operator_tasks(session, flt, PAGE, before)
     next_args: dict[str, Any] = {k: v for k, v in args.items() if k != "cursor" and v}
     next_url = (
         url_for("console.tasks", **{**next_args, "cursor": encode_cursor(items[-1].id)}) if len(items) == PAGE else None
@@ -51,7 +53,7 @@ def tasks() -> str:
     return render_template(
         "console/tasks.html",
         items=items,
-        callbacks_failing=queries.callbacks_failing_of(session, [t.id for t in items]),
+        callbacks_failing=lists.callbacks_failing_of(session, [t.id for t in items]),
         filters=flt,
         args=args,
         states=[s.value for s in State],
@@ -62,7 +64,7 @@ def tasks() -> str:
 
 
 def _task(task_id: int) -> ExternalTask:
-    task = task_pages.task_without_json(db_session(), task_id)
+    task = task_page.task_without_json(db_session(), task_id)
     if task is None:
         raise NotFound(f"no task {task_id}")
     return task
@@ -70,10 +72,13 @@ def _task(task_id: int) -> ExternalTask:
 
 @bp.get(f"/tasks/<{ID}:task_id>")
 def task(task_id: int) -> str:
-    page = task_pages.task_page(db_session(), task_id, utcnow(), TIMELINE_LIMIT, liaison().settings.max_json_depth)
+    page = task_page.task_page(db_session(), task_id, utcnow(), TIMELINE_LIMIT)
     if page is None:
         raise NotFound(f"no task {task_id}")
     found = page.task
+    # a task the vendor failed has no ``last_error`` of ours: its reason is its outcome's
+    failed = found.state == State.FAILED
+    reason = outcome_reason(page.outcome_text, liaison().settings.max_json_depth) if failed else None
     return render_template(
         "console/task.html",
         task=found,
@@ -87,14 +92,25 @@ def task(task_id: int) -> str:
         retrying=page.retrying,
         callbacks_retrying=page.callbacks_retrying,
         callbacks=page.callbacks,
-        callback_kinds=queries.CALLBACK_KINDS,
+        callback_kinds=lists.CALLBACK_KINDS,
         error_source=page.error_source,
-        failure_reason=page.failure_reason,
+        failure_reason=reason,
         waiting=waiting_body(found),
         callbacks_waiting=callbacks_waiting_body(page.paused),
         input_text=stored_json(page.input_text),
         outcome_text=stored_json(page.outcome_text),
     )
+
+
+def outcome_reason(outcome_text: str | None, max_depth: int) -> str | None:
+    """Why the vendor failed the task, as its outcome says (``core.reasons.failure_reason``); None
+    when the outcome says nothing or cannot be decoded (the page shows it as stored)."""
+    if outcome_text is None:
+        return None
+    try:
+        return failure_reason(strict_loads(outcome_text, max_depth=max_depth, what="the stored outcome"))
+    except InvalidJson:
+        return None
 
 
 def _client_id(name: str | None) -> int | None:
@@ -124,7 +140,7 @@ def _open_named(correlation_id: str, client: str | None) -> BaseResponse:
     """One task: its page; tasks of several clients: the list of them; none: 404."""
     found = []
     if CORRELATION_ID.fullmatch(correlation_id):
-        found = task_pages.tasks_named(db_session(), correlation_id, _client_id(client), 2)
+        found = task_page.tasks_named(db_session(), correlation_id, _client_id(client), 2)
     if not found:
         raise NotFound(f"no task {correlation_id}" + (f" of client {client}" if client else ""))
     if len(found) == 1:
@@ -144,7 +160,7 @@ def task_cancel(task_id: int) -> str | BaseResponse:
 @bp.route(f"/tasks/<{ID}:task_id>/replay", methods=["GET", "POST"])
 def task_replay(task_id: int) -> str | BaseResponse:
     found = _task(task_id)
-    letters = task_pages.open_task_dead_letters(db_session(), task_id)
+    letters = task_page.open_task_dead_letters(db_session(), task_id)
     if not letters:
         raise Conflict("this task has no open dead letter")
     if asking():

@@ -36,7 +36,7 @@ from models.db import Database
 from models.endpoint_health import UNHEALTHY_STATES, health_state
 from models.heartbeats import beat_liveness
 from models.messages import DEAD_LETTER_KINDS, OutboxKind
-from service import gauges
+from models.read_models import gauge_counts
 from service.incidents import IncidentKind
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,8 @@ class BusinessCollector(Collector):
         now = utcnow()
         out = _Families()
         with self.db.engine.connect() as conn:
-            gauges.limit_statements(conn, self.statement_timeout_ms)
-            counts = gauges.read_counts(conn)
+            gauge_counts.limit_statements(conn, self.statement_timeout_ms)
+            counts = gauge_counts.read_counts(conn)
             try:  # last: a schema before migration 0008 costs the beat gauges only, not the scrape
                 beat: BeatLiveness | None = beat_liveness(conn, now)
             except SQLAlchemyError as exc:

@@ -4,8 +4,8 @@ One module per table family, each with a PostgreSQL and a SQLite class: ``outbox
 row's life, ``core/outbox_states.py``: its moves, a new row, and the statements that add, claim
 and finish rows with their task's timeline), ``inbox`` (a message seen once, and a vendor job's
 task found with it), ``locks`` (what serialises writers), ``rate_limits`` (a key's GCRA
-slot, on the database's clock), ``reads`` (the operators' views' and
-the gauges' reads each database answers its own way), ``slots`` (slots and leases: a relay's
+slot, on the database's clock), ``reads`` (what the read models,
+``models.read_models``, ask where each database answers its own way), ``slots`` (slots and leases: a relay's
 slots, and its start counted with them), ``timeline`` (a task's timeline entries: the one verb
 that writes one), ``dispatch`` (fair dispatch's counts, choices and release: one class, the same
 statements on both), ``publication`` (what a publication writes on a row, and what a session notes

@@ -27,11 +27,11 @@ from core.fair_share import DispatchPolicy
 from models.client import Client
 from models.db import Database
 from models.messages import DeadLetter, OutboxMessage
+from models.read_models.lists import DeadLetterFilter
 from models.task import RELEASED_OPEN, ExternalTask
 from service import dispatch
 from service.dead_letters import dead_letter
 from service.operator_actions import replay_matching, replay_one
-from service.queries import DeadLetterFilter
 from service.vendor_events import receive_event, record_submission
 from tests.integration import services
 from tests.integration.stack import migrate

@@ -15,13 +15,13 @@ from core.fair_share import DispatchPolicy
 from models.client import Client
 from models.db import Database
 from models.messages import DeadLetter, OutboxMessage
+from models.read_models.lists import DeadLetterFilter
 from models.store import store_of
 from models.task import ExternalTask
 from service import dispatch
 from service.dead_letters import dead_letter
 from service.lifecycle import request_cancel
 from service.operator_actions import replay_matching, replay_one
-from service.queries import DeadLetterFilter
 from service.vendor_events import receive_event, record_submission
 from tests.middle.builders import NOW, later, new_client, submit, timeline
 from tests.middle.conftest import Published

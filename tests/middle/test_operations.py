@@ -14,6 +14,7 @@ from core.states import EventType, State
 from models.attention import Incident, OrphanEvent
 from models.db import Database
 from models.messages import DeadLetter, OutboxMessage
+from models.read_models.lists import DeadLetterFilter
 from models.task import ExternalTask
 from service.dead_letters import NotReplayable, dead_letter, disable_endpoint, park
 from service.operator_actions import (
@@ -28,7 +29,6 @@ from service.operator_actions import (
     task_for_operator,
     update_incident,
 )
-from service.queries import DeadLetterFilter
 from service.vendor_events import receive_event
 from tests.middle.builders import NOW, at_vendor, later, new_client, submit
 from webhooks.events import VendorEvent

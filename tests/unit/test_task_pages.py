@@ -1,4 +1,4 @@
-"""The pure parts of the console's task page (``service.task_pages``): where a task's callbacks go,
+"""The pure parts of the console's task page (``models.read_models.task_page``): where a task's callbacks go,
 whose error its last error is, and which outbox rows are retrying."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from models.messages import OutboxKind, OutboxMessage
-from service.task_pages import CallbackTarget, callback_target, error_source, is_failing
+from models.read_models.task_page import CallbackTarget, callback_target, error_source, is_failing
 
 LATER = datetime(2030, 1, 1, tzinfo=UTC)
 

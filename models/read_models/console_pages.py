@@ -1,5 +1,5 @@
-"""What the console's pages read besides the overview, the lists (``service.queries``) and a task's
-page (``service.task_pages``): one dead letter, incident, orphan event or callback endpoint with its
+"""What the console's pages read besides the overview, the lists (``models.read_models.lists``) and a
+task's page (``models.read_models.task_page``): one dead letter, incident, orphan event or callback endpoint with its
 operator history, how many open dead letters a replay would take, the clients' list. Kept here so
 the console's views build no query; each function reads in the caller's session."""
 
@@ -19,7 +19,7 @@ from models.audit import OperatorEvent
 from models.client import ApiKey, Client
 from models.endpoint_health import EndpointHealth, unhealthy
 from models.messages import DeadLetter, OutboxMessage
-from service import queries
+from models.read_models import lists
 
 #: the most clients the clients' page lists
 CLIENTS_LIMIT = 1000
@@ -77,7 +77,7 @@ def letter_tasks(session: Session, letters: list[DeadLetter]) -> dict[int, int]:
     return {d.id: task_of[d.outbox_id] for d in letters if d.outbox_id in task_of}
 
 
-def open_matching(session: Session, flt: queries.DeadLetterFilter, now: datetime) -> int:
+def open_matching(session: Session, flt: lists.DeadLetterFilter, now: datetime) -> int:
     """How many open dead letters match the filter now: what a replay of every match would take."""
     count = session.scalar(
         flt.apply(select(func.count()).select_from(DeadLetter), now).where(DeadLetter.state == "open")
@@ -166,7 +166,7 @@ class EndpointsPage:
 
 
 def endpoints_page(session: Session, history_limit: int = 5) -> EndpointsPage:
-    disabled = queries.disabled_endpoints(session)
+    disabled = lists.disabled_endpoints(session)
     failing = unhealthy(session)
     history = {e.id: audit.history(session, "endpoint", e.id, limit=history_limit) for e in disabled}
     return EndpointsPage(disabled=disabled, unhealthy=failing, history=history)

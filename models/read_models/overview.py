@@ -9,7 +9,6 @@ incidents and orphans are exact counts on partial or leading indexes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,9 +20,9 @@ from core.states import TERMINAL, State
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
+from models.read_models.lists import retrying_task_ids
 from models.store import store_of
 from models.task import ExternalTask, TaskEvent
-from service.queries import retrying_task_ids
 
 #: Below this many tasks (the planner's own estimate of the table) finished tasks are counted exactly.
 ESTIMATE_ABOVE_ROWS = 200_000
@@ -80,14 +79,13 @@ def _table_estimate(session: Session, table: str) -> int:
     return store_of(session).reads.table_estimate(session, table)
 
 
+#: the rows the planner estimates for each finished (state, provider) cell
+_CELL = "SELECT 1 FROM external_tasks WHERE state = :state AND provider = :provider"
+
+
 def _planner_rows(session: Session, state: str, provider: str) -> int:
     """How many tasks the planner expects in (state, provider), without reading them."""
-    plan = session.scalar(
-        text("EXPLAIN (FORMAT JSON) SELECT 1 FROM external_tasks WHERE state = :state AND provider = :provider"),
-        {"state": state, "provider": provider},
-    )
-    document = json.loads(plan) if isinstance(plan, str) else plan
-    return int(document[0]["Plan"]["Plan Rows"])
+    return store_of(session).reads.expected_rows(session, _CELL, {"state": state, "provider": provider})
 
 
 @dataclass(frozen=True)
@@ -108,7 +106,7 @@ def outbox_backlog(session: Session) -> list[OutboxBacklog]:
 
 
 def retrying_count(session: Session) -> int:
-    """Tasks retrying now (``service.queries.retrying_task_ids``): vendor calls and failing callbacks."""
+    """Tasks retrying now (``models.read_models.lists.retrying_task_ids``): vendor calls and failing callbacks."""
     return session.scalar(select(func.count()).select_from(retrying_task_ids().subquery())) or 0
 
 

@@ -1,5 +1,7 @@
-"""Read-side queries shared by the admin API, the CLI, the console and the task API (filters as
-plain data)."""
+"""The operators' lists, filtered and paged, shared by the admin API, the CLI, the console and the
+task API (filters as plain data): dead letters, incidents, orphan events, disabled endpoints, tasks
+(newest, across clients, retrying), one task's timeline, outbox rows, dead letters and incidents;
+and what counts as retrying (``retrying_task_ids``, ``failing_callbacks``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """What the console's task page reads: the task without its input or outcome, its newest timeline
 events, its outbox rows, dead letters and incidents, whether its callback endpoint is paused, and
 its input and outcome as the text they are stored as (the page decodes them itself, within the
-depth limit); where its callbacks go, which of its calls are retrying, and whose error its last
-error is (a vendor's or its callback's). And a task found by its correlation id. Kept here so the
-console's views build no query."""
+depth limit, and a failed task's reason with them: decoding is the view's, ``app.console.task_views``);
+where its callbacks go, which of its calls are retrying, and whose error its last error is (a
+vendor's or its callback's). And a task found by its correlation id. Kept here so the console's
+views build no query."""
 
 from __future__ import annotations
 
@@ -13,16 +14,13 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
-from core.reasons import failure_reason
-from core.states import State
 from core.urls import strip_url
 from models.attention import Incident
 from models.endpoint_health import EndpointHealth, paused_endpoint
 from models.messages import DeadLetter, OutboxKind, OutboxMessage
+from models.read_models import lists
+from models.read_models.console_pages import stored_text
 from models.task import ExternalTask, TaskEvent
-from service import queries
-from service.console_reads import stored_text
-from wire.bounded_json import InvalidJson, strict_loads
 
 #: the timeline events that set a task's ``last_error`` (``service.transitions.record_attempt_failure``,
 #: ``service.dead_letters.dead_letter``), each named ``<outbox kind>.<what>``
@@ -49,7 +47,7 @@ def callback_target(task_url: str | None, client_url: str | None, channel: str |
 
 
 def is_failing(row: OutboxMessage) -> bool:
-    """A row that failed an attempt and has the next one scheduled (``queries.failing_callbacks``
+    """A row that failed an attempt and has the next one scheduled (``lists.failing_callbacks``
     says the same in SQL for callbacks)."""
     return row.done_at is None and row.next_attempt_at is not None and row.parked_reason is None and row.attempts > 0
 
@@ -59,7 +57,7 @@ def error_source(kind: str | None) -> str | None:
     relay or a channel event) or the vendor's (submit, cancel, a status probe)."""
     if kind is None:
         return None
-    return "callback" if kind in queries.CALLBACK_KINDS else "vendor"
+    return "callback" if kind in lists.CALLBACK_KINDS else "vendor"
 
 
 @dataclass(frozen=True)
@@ -79,18 +77,6 @@ class TaskPage:
     retrying: list[OutboxMessage]  # its vendor calls failing (submit, cancel, probe), oldest first
     callbacks_retrying: list[OutboxMessage]  # its callbacks failing, oldest first
     error_source: str | None  # "vendor" or "callback": whose error ``task.last_error`` is
-    failure_reason: str | None = None  # a failed task's reason, from its outcome (core.reasons)
-
-
-def outcome_reason(outcome_text: str | None, max_depth: int) -> str | None:
-    """Why the vendor failed the task, as its outcome says (``core.reasons.failure_reason``); None
-    when the outcome says nothing or cannot be decoded (the page shows it as stored)."""
-    if outcome_text is None:
-        return None
-    try:
-        return failure_reason(strict_loads(outcome_text, max_depth=max_depth, what="the stored outcome"))
-    except InvalidJson:
-        return None
 
 
 def task_without_json(session: Session, task_id: int) -> ExternalTask | None:
@@ -114,7 +100,7 @@ def timeline(session: Session, task_id: int, limit: int) -> tuple[list[TaskEvent
 
 def open_task_dead_letters(session: Session, task_id: int) -> list[DeadLetter]:
     """The task's dead letters still open, oldest first: what its replay would replay."""
-    return [d for d in queries.task_dead_letters(session, task_id) if d.state == "open"]
+    return [d for d in lists.task_dead_letters(session, task_id) if d.state == "open"]
 
 
 def last_error_kind(session: Session, task_id: int) -> str | None:
@@ -131,22 +117,19 @@ def last_error_kind(session: Session, task_id: int) -> str | None:
 def tasks_named(session: Session, correlation_id: str, client_id: int | None, limit: int) -> list[ExternalTask]:
     """The tasks with this correlation id, newest first: of one client (at most one), or of every
     client that used the name (correlation ids are each client's own)."""
-    flt = queries.TaskFilter(correlation_id=correlation_id, client_id=client_id)
-    return queries.operator_tasks(session, flt, limit)
+    flt = lists.TaskFilter(correlation_id=correlation_id, client_id=client_id)
+    return lists.operator_tasks(session, flt, limit)
 
 
-def task_page(
-    session: Session, task_id: int, now: datetime, timeline_limit: int, max_json_depth: int = 64
-) -> TaskPage | None:
-    """Everything the task's page shows, or None when there is no such task. A failed task's
-    ``failure_reason`` is its outcome's: a task the vendor failed has no ``last_error`` of ours."""
+def task_page(session: Session, task_id: int, now: datetime, timeline_limit: int) -> TaskPage | None:
+    """Everything the task's page shows, or None when there is no such task."""
     task = task_without_json(session, task_id)
     if task is None:
         return None
     events, total_events = timeline(session, task_id, timeline_limit)
-    outbox = queries.task_outbox(session, task_id)
-    letters = queries.task_dead_letters(session, task_id)
-    incidents = queries.task_incidents(session, task, [row.id for row in outbox])
+    outbox = lists.task_outbox(session, task_id)
+    letters = lists.task_dead_letters(session, task_id)
+    incidents = lists.task_incidents(session, task, [row.id for row in outbox])
     paused = paused_endpoint(session, task.client_id, task.callback_url or task.client.callback_url, now)
     failing = [row for row in outbox if is_failing(row)]
     outcome_text = stored_text(session, ExternalTask.outcome, ExternalTask.id, task_id)
@@ -161,8 +144,7 @@ def task_page(
         input_text=stored_text(session, ExternalTask.input, ExternalTask.id, task_id),
         outcome_text=outcome_text,
         callbacks=callback_target(task.callback_url, task.client.callback_url, task.channel),
-        retrying=[row for row in failing if row.kind not in queries.CALLBACK_KINDS],
-        callbacks_retrying=[row for row in failing if row.kind in queries.CALLBACK_KINDS],
+        retrying=[row for row in failing if row.kind not in lists.CALLBACK_KINDS],
+        callbacks_retrying=[row for row in failing if row.kind in lists.CALLBACK_KINDS],
         error_source=error_source(last_error_kind(session, task_id)) if task.last_error else None,
-        failure_reason=outcome_reason(outcome_text, max_json_depth) if task.state == State.FAILED else None,
     )
