@@ -43,6 +43,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.fixture(scope="module")
+def site(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed once, apart from the checkout (``pip install --target``); each test runs
+    it with a home and a var folder of its own."""
+    base = tmp_path_factory.mktemp("installed")
+    target = base / "site"
+    installed = _run([sys.executable, "-m", "pip", "install", *OFFLINE, "--target", str(target), str(wheel)], base)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    return target
+
+
 def test_the_wheel_holds_the_server_and_the_liaison_command(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"app/console/templates/console/task.html", "app/console/static/console.css"} <= names
@@ -55,10 +66,8 @@ def test_the_wheel_holds_the_server_and_the_liaison_command(wheel: Path) -> None
     assert "[console_scripts]\nliaison = app.cli.main:main" in text
 
 
-def test_the_installed_liaison_command_runs_apart_from_the_checkout(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
-    installed = _run([sys.executable, "-m", "pip", "install", *OFFLINE, "--target", str(target), str(wheel)], tmp_path)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+def test_the_installed_liaison_command_runs_apart_from_the_checkout(site: Path, tmp_path: Path) -> None:
+    target = site
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
@@ -83,15 +92,13 @@ def test_the_installed_liaison_command_runs_apart_from_the_checkout(wheel: Path,
     assert listed.returncode == 0 and listed.stdout.strip() == "no clients yet", listed.stdout + listed.stderr
 
 
-def test_the_installed_server_runs_the_procfile_web_line_from_any_folder(wheel: Path, tmp_path: Path) -> None:
+def test_the_installed_server_runs_the_procfile_web_line_from_any_folder(site: Path, tmp_path: Path) -> None:
     """The Procfile's web line names its gunicorn settings as a module of the package
     (``-c python:app.gunicorn_config``): it was ``-c gunicorn.conf.py``, a file of the checkout's
     root that no wheel has (``Error: 'gunicorn.conf.py' doesn't exist``). Run from a folder with no
     checkout, the installed web has its start-up checks (an unreachable broker is one line, exit 69),
     its structured log and its read-ahead worker class, and serves."""
-    target = tmp_path / "site"
-    installed = _run([sys.executable, "-m", "pip", "install", *OFFLINE, "--target", str(target), str(wheel)], tmp_path)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    target = site
     (web_line,) = (line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("web: "))
     config = web_line.split(" -c ", 1)[1].split()[0]
     assert config == "python:app.gunicorn_config"
