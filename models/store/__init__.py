@@ -37,7 +37,9 @@ from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
 from models.store.reads import PostgresReads, Reads, SqliteReads
 from models.store.slots import PostgresSlots, Slots, SqliteSlots
+from models.store.submissions import Submissions
 from models.store.timeline import PostgresTimeline, SqliteTimeline, Timeline
+from models.store.vendor_jobs import VendorJobs
 
 #: the key of a session's store in its ``info`` (set by the sessionmaker of ``models.db.Database``)
 STORE = "liaison.store"
@@ -56,6 +58,8 @@ class Store:
     timeline: Timeline
     dispatch: FairDispatch
     rate_limits: RateLimits
+    vendor_jobs: VendorJobs
+    submissions: Submissions
 
 
 POSTGRESQL = Store(
@@ -68,6 +72,8 @@ POSTGRESQL = Store(
     PostgresTimeline(),
     FairDispatch(),
     PostgresRateLimits(),
+    vendor_jobs=VendorJobs(),
+    submissions=Submissions(),
 )
 SQLITE = Store(
     "sqlite",
@@ -79,6 +85,8 @@ SQLITE = Store(
     SqliteTimeline(),
     FairDispatch(),  # the same statements on both databases
     SqliteRateLimits(),
+    vendor_jobs=VendorJobs(),  # the same statements on both databases
+    submissions=Submissions(),  # the same statements on both databases
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
