@@ -18,6 +18,10 @@ session's and call its verbs, and never ask which database it is (``tests/unit/
 test_store_boundary.py`` counts the places that still do, outside this package, and holds the
 count down).
 
+``vendor_jobs`` (what the poll job, reconciliation, the start leases and vendor events ask of
+tasks at a vendor) and ``submissions`` (a client's task found again by its correlation id or
+Idempotency-Key) run the same statements on both databases: one class each.
+
 The other families (the tasks' own statements, the submit's admission, notices, endpoint health
 rows) still write from their modules; docs/architecture.md "The store" says
 what is where.
