@@ -9,14 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from core.states import State
 from models.client import Client
 from models.messages import OutboxKind, OutboxMessage
-from models.statements import built_once
 from models.store import store_of
 from models.task import ExternalTask, new_reference
 from service import admission, dispatch
@@ -67,9 +65,7 @@ class SubmitResult:
 def find_task(session: Session, client: Client, correlation_id: str) -> ExternalTask | None:
     """The client's task with that correlation id. Correlation ids are unique per client only, so
     every lookup names the client: another tenant's task of the same name is never found."""
-    return session.scalar(
-        select(ExternalTask).where(ExternalTask.client_id == client.id, ExternalTask.correlation_id == correlation_id)
-    )
+    return store_of(session).submissions.find(session, client.id, correlation_id)
 
 
 def submit_task(
@@ -155,7 +151,9 @@ def _earlier(
 ) -> SubmitResult | None:
     """The task an earlier request made with this Idempotency-Key or correlation id, if any; a key
     used before with a different body raises :class:`IdempotencyConflict`."""
-    earlier = session.scalars(_earlier_statement(idempotency_key is not None), params).all()
+    earlier = store_of(session).submissions.earlier(
+        session, params["client_id"], params["correlation_id"], idempotency_key
+    )
     by_key = next((t for t in earlier if idempotency_key is not None and t.idempotency_key == idempotency_key), None)
     if by_key is not None:
         if by_key.request_fingerprint != req.fingerprint:
@@ -164,14 +162,3 @@ def _earlier(
     if earlier:
         return SubmitResult(earlier[0], created=False)
     return None
-
-
-@built_once
-def _earlier_statement(with_key: bool) -> Select[tuple[ExternalTask]]:
-    """:func:`submit_task`'s look for an earlier request, built once per shape. Hot statements are
-    built once and reused with bound parameters: building one (and its cache key) on every call
-    costs more CPU than running it."""
-    same = ExternalTask.correlation_id == bindparam("correlation_id")
-    if with_key:
-        same = or_(ExternalTask.idempotency_key == bindparam("key"), same)
-    return select(ExternalTask).where(ExternalTask.client_id == bindparam("client_id"), same)

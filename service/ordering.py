@@ -20,37 +20,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import ScalarSelect, Select, bindparam, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from core.outbox_states import ParkedReason
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import OutboxMessage
 from models.publishing import publish_after_commit
-from models.statements import built_once
 from models.store import store_of
-from models.store.outbox import holding
+from models.store.outbox import held_by as held_by  # a relay's start statement reads it (service.claims)
 
 #: ``parked_reason`` of a relay held until an earlier relay of its task is settled.
 AWAITING_EARLIER = ParkedReason.AWAITING_EARLIER.value
-
-
-def held_by() -> ScalarSelect[int]:
-    """``core.ordering.held_by`` as a subquery of a statement reading ``OutboxMessage``: the id of
-    the latest earlier relay of the same task still holding it, or NULL. Uses the unique
-    ``(task_id, sequence)`` index; other tasks' relays are never looked at."""
-    earlier = aliased(OutboxMessage)
-    return (
-        select(earlier.id)
-        .where(
-            earlier.task_id == OutboxMessage.task_id,
-            earlier.sequence < OutboxMessage.sequence,
-            holding(earlier),
-        )
-        .order_by(earlier.sequence.desc())
-        .limit(1)
-        .correlate(OutboxMessage)
-        .scalar_subquery()
-    )
 
 
 def hold(session: Session, row: OutboxMessage, earlier_id: int, now: datetime, recheck_s: float) -> bool:
@@ -93,18 +72,7 @@ def settled(session: Session, row: OutboxMessage, now: datetime, gap: str | None
     # Waited for, not skipped: a held relay may be locked by a webhook coalescing a progress report
     # into it, and passed over it would stall until the sweep's recheck. Nothing that locks a held
     # relay waits for this row meanwhile (a relay's start does not: :func:`hold`), so no circle.
-    waiting = session.scalars(
-        select(OutboxMessage)
-        .where(
-            OutboxMessage.task_id == row.task_id,
-            OutboxMessage.sequence > row.sequence,
-            OutboxMessage.parked_reason == AWAITING_EARLIER,
-            OutboxMessage.done_at.is_(None),
-        )
-        .order_by(OutboxMessage.sequence)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).all()
+    waiting = outbox.held_behind(session, row)
     for held in waiting:
         outbox.release_held(held)
     publish_after_commit(session, waiting)
@@ -115,15 +83,5 @@ def earlier_channel_rows(session: Session, row: OutboxMessage) -> list[datetime 
     queued or in flight now); None when there is none (rejections have no task)."""
     if row.task_id is None:
         return None
-    found = session.scalars(_earlier_channel_statement(), {"task_id": row.task_id, "id": row.id}).all()
-    return list(found) or None
-
-
-@built_once
-def _earlier_channel_statement() -> Select[tuple[datetime | None]]:
-    return select(OutboxMessage.next_attempt_at).where(
-        OutboxMessage.task_id == bindparam("task_id"),
-        OutboxMessage.kind == OutboxKind.CHANNEL,
-        OutboxMessage.id < bindparam("id"),
-        OutboxMessage.done_at.is_(None),
-    )
+    found = store_of(session).outbox.earlier_channel_due(session, row.task_id, row.id)
+    return found or None

@@ -19,12 +19,11 @@ import random
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, exists, func, select, text
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session
 
 from core.polling import poll_delay
-from models.messages import PENDING_CHECK, OutboxMessage
-from models.task import POLL_ARMED, ExternalTask
+from models.store import store_of
+from models.task import ExternalTask
 from service.checks import HINT, POLL, request_check
 
 _rng = random.SystemRandom()
@@ -34,20 +33,6 @@ def arm(task: ExternalTask, schedule: Sequence[float] | None, now: datetime, rng
     """The first poll of a job the vendor just took (the submit's answer), when its provider polls."""
     if schedule:
         task.poll_due_at = now + timedelta(seconds=poll_delay(schedule, 0, rng))
-
-
-def due_query(provider: str, now: datetime, cap: int) -> Select:
-    """The ids of at most ``cap`` due tasks of ``provider`` in fair order: each client's oldest due
-    first, every client's n-th before anyone's (n+1)-th. A subquery, since PostgreSQL locks no rows
-    of a query with a window function: the caller locks what it names."""
-    rank = func.row_number().over(partition_by=ExternalTask.client_id, order_by=ExternalTask.poll_due_at)
-    check_pending = exists().where(OutboxMessage.task_id == ExternalTask.id, text(PENDING_CHECK))
-    ranked = (
-        select(ExternalTask.id, ExternalTask.poll_due_at, rank.label("turn"))
-        .where(text(POLL_ARMED), ExternalTask.provider == provider, ExternalTask.poll_due_at <= now, ~check_pending)
-        .subquery()
-    )
-    return select(ranked.c.id).order_by(ranked.c.turn, ranked.c.poll_due_at, ranked.c.id).limit(cap)
 
 
 def claim_due(
@@ -60,26 +45,9 @@ def claim_due(
 ) -> list[ExternalTask]:
     """Claim up to ``cap`` due tasks of ``provider`` and write a check for each; each task's next
     poll is moved along the schedule (none without one: a ``confirm`` hint's follow-up is a one-off)."""
-    ids = list(session.scalars(due_query(provider, now, cap)))
-    if not ids:
-        return []
-    tasks = session.scalars(
-        select(ExternalTask)
-        .options(
-            load_only(
-                ExternalTask.id,
-                ExternalTask.correlation_id,
-                ExternalTask.client_id,
-                ExternalTask.poll_due_at,
-                ExternalTask.polls,
-            )
-        )
-        .where(ExternalTask.id.in_(ids), text(POLL_ARMED), ExternalTask.poll_due_at <= now)
-        .with_for_update(skip_locked=True, key_share=True)
-    ).all()
-    turn = {task_id: n for n, task_id in enumerate(ids)}
+    tasks = store_of(session).vendor_jobs.claim_due_polls(session, provider, now, cap)
     claimed = []
-    for task in sorted(tasks, key=lambda t: turn[t.id]):  # checks written in the fair order too
+    for task in tasks:  # checks written in the fair order too
         polled = bool(schedule)
         if request_check(session, task, POLL if polled else HINT, now) is None:  # one came meanwhile
             continue

@@ -23,13 +23,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.coalescing import Copy, Plan, copy_of, plan
 from core.ordering import PendingProgress, next_sequence
 from core.states import PROGRESS_CALLBACK, relays_progress
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask
 from service.outbox_rows import add_channel_event, add_event, add_relay, new_message_id
 from webhooks.events import Progress
@@ -123,22 +123,14 @@ def _pending(session: Session, task: ExternalTask) -> OutboxMessage | None:
     earlier relay whose settling waits on this task's lock) but passed over, as if sent."""
     if task.progress_outbox_id is None:
         return None
-    return session.scalar(
-        select(OutboxMessage)
-        .where(OutboxMessage.id == task.progress_outbox_id)
-        .with_for_update(key_share=True, skip_locked=True)
-    )
+    return store_of(session).outbox.lock_if_free(session, task.progress_outbox_id)
 
 
 def _twin(session: Session, relay: OutboxMessage) -> OutboxMessage | None:
     """The relay's channel event (the same ``message_id``; its row id is derived from it), locked as
     :func:`_pending` locks the relay: one being published right now is passed over, as if sent.
     Only tasks on a channel look: a client on HTTP alone pays no statement for it."""
-    return session.scalar(
-        select(OutboxMessage)
-        .where(OutboxMessage.message_id == row_message_id(relay.message_id), OutboxMessage.kind == OutboxKind.CHANNEL)
-        .with_for_update(skip_locked=True)
-    )
+    return store_of(session).outbox.lock_channel_copy(session, row_message_id(relay.message_id))
 
 
 def _as_pending(row: OutboxMessage | None, sequence: int | None = None) -> PendingProgress | None:

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select, text
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session
 
 from core.states import EventType
-from models.messages import MAX_MESSAGE_ID_CHARS, PUBLISH_COLUMNS, OutboxKind, OutboxMessage
+from models.messages import MAX_MESSAGE_ID_CHARS, OutboxMessage
 from models.publishing import publish_after_commit
-from models.task import AT_VENDOR, NOT_SUBMITTED, ExternalTask
+from models.store import store_of
+from models.store.vendor_jobs import (
+    quiet_query as quiet_query,  # the beat-safety test and bench/beat_jobs.py explain it
+)
 from service.incidents import IncidentKind, open_incident
 from service.vendor_events import EventResult, receive_event
 from webhooks.events import VendorEvent
@@ -29,32 +31,9 @@ class QuietTask:
     traceparent: str | None = None  # the task's: asking the vendor about it continues its trace
 
 
-def quiet_query(provider: str, quiet_s: int, now: datetime, batch: int) -> Select:
-    return (
-        select(ExternalTask)
-        .options(
-            load_only(
-                ExternalTask.id,
-                ExternalTask.correlation_id,
-                ExternalTask.vendor_job_id,
-                ExternalTask.checked_at,
-                ExternalTask.traceparent,
-            )
-        )
-        .where(
-            text(AT_VENDOR),
-            ExternalTask.provider == provider,
-            ExternalTask.checked_at <= now - timedelta(seconds=quiet_s),
-        )
-        .order_by(ExternalTask.checked_at)
-        .limit(batch)
-        .with_for_update(skip_locked=True, key_share=True)
-    )
-
-
 def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, batch: int) -> list[QuietTask]:
     """Tasks at the vendor with no news for ``quiet_s``, oldest first; claimed by moving checked_at."""
-    tasks = session.scalars(quiet_query(provider, quiet_s, now, batch)).all()
+    tasks = store_of(session).vendor_jobs.claim_quiet(session, provider, quiet_s, now, batch)
     for task in tasks:
         task.checked_at = now
     return [QuietTask(t.id, t.correlation_id, t.vendor_job_id, t.traceparent) for t in tasks if t.vendor_job_id]
@@ -62,35 +41,13 @@ def claim_quiet(session: Session, provider: str, quiet_s: int, now: datetime, ba
 
 def claim_unsubmitted(session: Session, quiet_s: int, now: datetime, batch: int) -> list[OutboxMessage]:
     """Tasks stuck in ``requested``: their submit rows, published again after commit (consumers are idempotent)."""
-    tasks = session.scalars(
-        select(ExternalTask)
-        .options(load_only(ExternalTask.id, ExternalTask.checked_at))
-        .where(
-            text(NOT_SUBMITTED),
-            ExternalTask.checked_at <= now - timedelta(seconds=quiet_s),
-            ExternalTask.dispatched_at.is_not(None),  # a queued task waits for its turn, not stuck
-        )
-        .order_by(ExternalTask.checked_at)
-        .limit(batch)
-        .with_for_update(skip_locked=True, key_share=True)
-    ).all()
+    vendor_jobs = store_of(session).vendor_jobs
+    tasks = vendor_jobs.claim_unsubmitted(session, quiet_s, now, batch)
     for task in tasks:
         task.checked_at = now
     if not tasks:
         return []
-    rows = list(
-        session.scalars(
-            select(OutboxMessage)
-            .options(load_only(*PUBLISH_COLUMNS))
-            .where(
-                OutboxMessage.task_id.in_([t.id for t in tasks]),
-                OutboxMessage.kind == OutboxKind.SUBMIT,
-                OutboxMessage.done_at.is_(None),
-                OutboxMessage.parked_reason.is_(None),
-                OutboxMessage.next_attempt_at.is_(None),  # a scheduled retry is not stuck
-            )
-        )
-    )
+    rows = vendor_jobs.open_submits(session, [t.id for t in tasks])
     publish_after_commit(session, rows)  # again: consumers are idempotent
     return rows
 

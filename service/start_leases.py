@@ -31,14 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from core.fair_share import VENDOR_CAPACITY
-from core.states import State
 from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
-from models.task import ExternalTask
 from service import dispatch
 
 #: the timeline entry of a task whose lost submission went back to its client's queue
@@ -89,24 +86,12 @@ def requeue_unstarted(session: Session, rows: Sequence[OutboxMessage], now: date
     }
     if not lost:
         return set()
-    found = session.execute(
-        select(ExternalTask.id, ExternalTask.provider, ExternalTask.client_id)
-        .where(
-            ExternalTask.id.in_(lost),
-            ExternalTask.state == State.REQUESTED.value,
-            ExternalTask.dispatched_at.is_not(None),
-        )
-        .with_for_update(skip_locked=True)
-    ).all()
+    vendor_jobs = store_of(session).vendor_jobs
+    found = vendor_jobs.lock_released_unsubmitted(session, list(lost))
     taken = [(task_id, provider, client) for task_id, provider, client in found if policy.cap(provider) is not None]
     if not taken:
         return set()
-    session.execute(
-        update(ExternalTask)
-        .where(ExternalTask.id.in_([task_id for task_id, _, _ in taken]))
-        .values(dispatched_at=None, wait_reason=VENDOR_CAPACITY),
-        execution_options={"synchronize_session": False},
-    )
+    vendor_jobs.unrelease(session, [task_id for task_id, _, _ in taken], VENDOR_CAPACITY)
     for task_id, _, _ in taken:
         row = lost[task_id]
         store_of(session).outbox.queue(row)

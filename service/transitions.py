@@ -10,10 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, bindparam, func, inspect, or_, select, update
+from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 
-from core.fair_share import RATE_LIMIT
 from core.states import RELAYED, TERMINAL, State, transition
 from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
@@ -65,26 +64,8 @@ def note_rate_limited(session: Session, task_id: int, now: datetime) -> None:
     """A released submission waits for a slot of its vendor's rate limit: the task says so until it
     reaches the vendor (``record_submission`` clears it), and its timeline says so once per wait.
     One UPDATE; the event only when the UPDATE changed the task."""
-    if session.execute(_NOTE_RATE_LIMITED, {"task_id": task_id}).first() is not None:
+    if store_of(session).vendor_jobs.note_rate_limited(session, task_id):
         store_of(session).timeline.add(session, task_id, "submit.rate_limited", now, {})
-
-
-_TASKS = ExternalTask.__table__
-
-
-assert isinstance(_TASKS, Table)
-
-
-_NOTE_RATE_LIMITED = (
-    update(_TASKS)
-    .where(
-        _TASKS.c.id == bindparam("task_id"),
-        _TASKS.c.state == State.REQUESTED.value,
-        or_(_TASKS.c.wait_reason.is_(None), _TASKS.c.wait_reason != RATE_LIMIT),
-    )
-    .values(wait_reason=RATE_LIMIT)
-    .returning(_TASKS.c.id)
-)
 
 
 def record_attempt_failure(
@@ -116,15 +97,7 @@ def settle_retry(session: Session, task: ExternalTask, finished: OutboxMessage) 
     becomes the earliest of the others, and ``last_error`` goes once none is left: a relay that
     needed one retry must not leave its task looking like it is still retrying.
     """
-    pending = session.scalar(
-        select(func.min(OutboxMessage.next_attempt_at)).where(
-            OutboxMessage.task_id == task.id,
-            OutboxMessage.id != finished.id,
-            OutboxMessage.done_at.is_(None),
-            OutboxMessage.next_attempt_at.is_not(None),
-            OutboxMessage.parked_reason.is_(None),  # a relay held for an earlier one is not retrying
-        )
-    )
+    pending = store_of(session).outbox.next_retry_at(session, task.id, finished.id)
     task.next_attempt_at = pending
     if pending is None:
         task.last_error = None

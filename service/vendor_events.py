@@ -11,14 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from core.deadlines import heartbeat_due
 from core.states import EventType, State, decide
 from models.attention import OrphanEvent
 from models.messages import OutboxKind, OutboxMessage
-from models.statements import built_once
 from models.store import store_of
 from models.task import ExternalTask
 from service.claims import lock_job, lock_task
@@ -67,8 +65,7 @@ def record_submission(
 
 def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
     """Events that overtook the submit response are applied now, in the order they arrived."""
-    params = {"source": task.provider, "job_id": task.vendor_job_id}
-    orphans = session.scalars(_open_orphans_statement(), params).all()
+    orphans = store_of(session).vendor_jobs.open_orphans(session, task.provider, task.vendor_job_id)
     out: list[OutboxMessage] = []
     for orphan in orphans:
         orphan.state = "resolved"
@@ -79,21 +76,6 @@ def bind_orphans(session: Session, task: ExternalTask, now: datetime) -> list[Ou
             )
         out += _apply(session, task, parse_event(orphan.payload), orphan.message_id, now, bound=True)[1]
     return out
-
-
-@built_once
-def _open_orphans_statement() -> Select[tuple[OrphanEvent]]:
-    """Built once, reused with bound parameters (as every statement of the hot paths here is):
-    building a statement and its cache key on every call cost more CPU than running it."""
-    return (
-        select(OrphanEvent)
-        .where(
-            OrphanEvent.source == bindparam("source"),
-            OrphanEvent.vendor_job_id == bindparam("job_id"),
-            OrphanEvent.state == "open",
-        )
-        .order_by(OrphanEvent.received_at, OrphanEvent.id)
-    )
 
 
 def _apply(
@@ -141,12 +123,7 @@ def first_time(session: Session, source: str, message_id: str, message_type: str
 def job_of_reference(session: Session, source: str, reference: str) -> str | None:
     """The vendor job id of this provider's task with our ``reference``: None when there is no such
     task, "" while its submit's answer is not recorded (an event naming the reference waits)."""
-    row = session.execute(
-        select(ExternalTask.vendor_job_id).where(ExternalTask.provider == source, ExternalTask.reference == reference)
-    ).first()
-    if row is None:
-        return None
-    return row[0] or ""
+    return store_of(session).vendor_jobs.job_of_reference(session, source, reference)
 
 
 def _note_duplicate(session: Session, message_id: str, event: VendorEvent, now: datetime, task_id: int | None) -> None:

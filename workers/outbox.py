@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
-from sqlalchemy import and_, func, or_, select
-from sqlalchemy.orm import load_only
 
-from core.outbox_states import SWEPT
 from foundation import tracing
 from models.db import Database
-from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
+from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
-from models.store.outbox import in_states
 from service.start_leases import requeue_unstarted
 
 log = logging.getLogger(__name__)
@@ -41,8 +37,6 @@ PUBLISH_RETRY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "i
 #: the kinds whose messages carry the stamp they were published under: a copy the row was published
 #: again since does nothing (``service.start_leases.superseded``)
 STAMPED = (OutboxKind.SUBMIT, OutboxKind.RELAY)
-#: what the sweep reads of a row: what publishing needs, and whether a submission ever started
-SWEEP_COLUMNS = (*PUBLISH_COLUMNS, OutboxMessage.attempts, OutboxMessage.deliveries, OutboxMessage.parked_reason)
 
 
 class Publisher:
@@ -102,34 +96,7 @@ class Publisher:
         ``SKIP LOCKED`` (a serialising ``BEGIN IMMEDIATE`` on SQLite), so two beats never both
         publish one row."""
         with self.db.transaction() as session:
-            rows = session.scalars(
-                select(OutboxMessage)
-                .options(load_only(*SWEEP_COLUMNS))
-                .where(
-                    # not done; parked rows wait for a person, queued ones for fair dispatch; a relay
-                    # held for an earlier one is rechecked when its next_attempt_at is due, should
-                    # its release have been missed (core.outbox_states.SWEPT)
-                    in_states(OutboxMessage, SWEPT),
-                    or_(
-                        # never published (broker down, crash after commit)
-                        and_(
-                            OutboxMessage.dispatched_at.is_(None),
-                            OutboxMessage.next_attempt_at.is_(None),
-                            OutboxMessage.created_at <= now - timedelta(seconds=grace_s),
-                        ),
-                        # a long wait held in the database, now due
-                        and_(OutboxMessage.dispatched_at.is_(None), OutboxMessage.next_attempt_at <= now),
-                        # out, but not started (or not finished) within its start lease: its worker died
-                        and_(OutboxMessage.dispatched_at.is_not(None), OutboxMessage.start_lease_until <= now),
-                        # published, but neither done nor retried within the lease: the message was lost
-                        func.coalesce(OutboxMessage.next_attempt_at, OutboxMessage.dispatched_at)
-                        <= now - timedelta(seconds=lease_s),
-                    ),
-                )
-                .order_by(OutboxMessage.id)
-                .limit(batch)
-                .with_for_update(skip_locked=True)
-            ).all()
+            rows = store_of(session).outbox.claim_for_sweep(session, now, grace_s, lease_s, batch)
             requeued = requeue_unstarted(session, rows, now)
             rows = [row for row in rows if row.id not in requeued]
             for row in rows:

@@ -18,6 +18,10 @@ session's and call its verbs, and never ask which database it is (``tests/unit/
 test_store_boundary.py`` counts the places that still do, outside this package, and holds the
 count down).
 
+``vendor_jobs`` (what the poll job, reconciliation, the start leases and vendor events ask of
+tasks at a vendor) and ``submissions`` (a client's task found again by its correlation id or
+Idempotency-Key) run the same statements on both databases: one class each.
+
 The other families (the tasks' own statements, the submit's admission, notices, endpoint health
 rows) still write from their modules; docs/architecture.md "The store" says
 what is where.
@@ -37,7 +41,9 @@ from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
 from models.store.reads import PostgresReads, Reads, SqliteReads
 from models.store.slots import PostgresSlots, Slots, SqliteSlots
+from models.store.submissions import Submissions
 from models.store.timeline import PostgresTimeline, SqliteTimeline, Timeline
+from models.store.vendor_jobs import VendorJobs
 
 #: the key of a session's store in its ``info`` (set by the sessionmaker of ``models.db.Database``)
 STORE = "liaison.store"
@@ -56,6 +62,8 @@ class Store:
     timeline: Timeline
     dispatch: FairDispatch
     rate_limits: RateLimits
+    vendor_jobs: VendorJobs
+    submissions: Submissions
 
 
 POSTGRESQL = Store(
@@ -68,6 +76,8 @@ POSTGRESQL = Store(
     PostgresTimeline(),
     FairDispatch(),
     PostgresRateLimits(),
+    vendor_jobs=VendorJobs(),
+    submissions=Submissions(),
 )
 SQLITE = Store(
     "sqlite",
@@ -79,6 +89,8 @@ SQLITE = Store(
     SqliteTimeline(),
     FairDispatch(),  # the same statements on both databases
     SqliteRateLimits(),
+    vendor_jobs=VendorJobs(),  # the same statements on both databases
+    submissions=Submissions(),  # the same statements on both databases
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 

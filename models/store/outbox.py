@@ -14,15 +14,29 @@ store (``models.store``) holds one, chosen when the database is built.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, Select, Table, Text, and_, bindparam, cast, insert, or_, select, update
-from sqlalchemy.orm import Session, aliased, defer
+from sqlalchemy import (
+    ColumnElement,
+    ScalarSelect,
+    Select,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.orm import Session, aliased, defer, load_only
 
-from core.outbox_states import HOLDING, SIGNATURES, ParkedReason, RowState
+from core.outbox_states import HOLDING, SIGNATURES, SWEPT, ParkedReason, RowState
 from models.leases import give_back, give_back_statement
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from models.statements import built_once
 from models.store.postgres_rows import insert_outbox_with, insert_task_with
 from models.store.publication import stamp
@@ -237,6 +251,103 @@ class OutboxRows:
         ``event`` (kind, detail) written when it was still open, its ``slots`` given back whether
         or not it was. None when it was done already."""
         raise NotImplementedError
+
+    # --- a task's callbacks in order, a progress report's copies, retries, the sweep: statements
+    # alike on both databases (``FOR UPDATE`` and ``SKIP LOCKED`` left out by SQLite's compiler)
+
+    def held_behind(self, session: Session, row: OutboxMessage) -> list[OutboxMessage]:
+        """The relays of ``row``'s task held until it is settled (later in sequence, awaiting an
+        earlier one, not done), locked and read afresh, in sequence order (``service.ordering.settled``).
+        Waited for, not skipped: a held relay may be locked by a webhook coalescing a progress
+        report into it, and passed over it would stall until the sweep's recheck."""
+        return list(
+            session.scalars(
+                select(OutboxMessage)
+                .where(
+                    OutboxMessage.task_id == row.task_id,
+                    OutboxMessage.sequence > row.sequence,
+                    OutboxMessage.parked_reason == ParkedReason.AWAITING_EARLIER.value,
+                    OutboxMessage.done_at.is_(None),
+                )
+                .order_by(OutboxMessage.sequence)
+                .with_for_update()
+                .execution_options(populate_existing=True)
+            ).all()
+        )
+
+    def earlier_channel_due(self, session: Session, task_id: int, row_id: int) -> list[datetime | None]:
+        """When the channel rows of task ``task_id`` before row ``row_id`` not yet done are next due
+        (None for one queued or in flight now); empty when there is none."""
+        return list(session.scalars(_earlier_channel_statement(), {"task_id": task_id, "id": row_id}).all())
+
+    def next_retry_at(self, session: Session, task_id: int, besides_id: int) -> datetime | None:
+        """The earliest retry of task ``task_id``'s rows other than ``besides_id`` (not done, not
+        held: a relay held for an earlier one is not retrying); None when none waits for one."""
+        return session.scalar(
+            select(func.min(OutboxMessage.next_attempt_at)).where(
+                OutboxMessage.task_id == task_id,
+                OutboxMessage.id != besides_id,
+                OutboxMessage.done_at.is_(None),
+                OutboxMessage.next_attempt_at.is_not(None),
+                OutboxMessage.parked_reason.is_(None),  # a relay held for an earlier one is not retrying
+            )
+        )
+
+    def lock_if_free(self, session: Session, outbox_id: int) -> OutboxMessage | None:
+        """Row ``outbox_id`` locked ``FOR NO KEY UPDATE``, unless another transaction holds it right
+        now (``SKIP LOCKED``: passed over, None): a task's latest progress relay, which its start
+        locks too (``service.progress``)."""
+        return session.scalar(
+            select(OutboxMessage).where(OutboxMessage.id == outbox_id).with_for_update(key_share=True, skip_locked=True)
+        )
+
+    def lock_channel_copy(self, session: Session, message_id: str) -> OutboxMessage | None:
+        """The channel row whose message id is ``message_id`` (a relay's copy: ``wire.channel_messages.
+        row_message_id``), locked unless another transaction holds it right now (``SKIP LOCKED``)."""
+        return session.scalar(
+            select(OutboxMessage)
+            .where(OutboxMessage.message_id == message_id, OutboxMessage.kind == OutboxKind.CHANNEL)
+            .with_for_update(skip_locked=True)
+        )
+
+    def claim_for_sweep(
+        self, session: Session, now: datetime, grace_s: int, lease_s: int, batch: int
+    ) -> list[OutboxMessage]:
+        """The outbox sweep's rows (``workers.outbox.Publisher.sweep``), at most ``batch``, in id
+        order, locked (``SKIP LOCKED``: two beats never both publish one row), with what publishing
+        reads and whether a submission ever started (:data:`SWEEP_COLUMNS`): rows in
+        ``core.outbox_states.SWEPT`` never published (older than ``grace_s``), whose held retry is
+        due, whose start lease ran out, or published but not done within ``lease_s``."""
+        return list(
+            session.scalars(
+                select(OutboxMessage)
+                .options(load_only(*SWEEP_COLUMNS))
+                .where(
+                    # not done; parked rows wait for a person, queued ones for fair dispatch; a relay
+                    # held for an earlier one is rechecked when its next_attempt_at is due, should
+                    # its release have been missed (core.outbox_states.SWEPT)
+                    in_states(OutboxMessage, SWEPT),
+                    or_(
+                        # never published (broker down, crash after commit)
+                        and_(
+                            OutboxMessage.dispatched_at.is_(None),
+                            OutboxMessage.next_attempt_at.is_(None),
+                            OutboxMessage.created_at <= now - timedelta(seconds=grace_s),
+                        ),
+                        # a long wait held in the database, now due
+                        and_(OutboxMessage.dispatched_at.is_(None), OutboxMessage.next_attempt_at <= now),
+                        # out, but not started (or not finished) within its start lease: its worker died
+                        and_(OutboxMessage.dispatched_at.is_not(None), OutboxMessage.start_lease_until <= now),
+                        # published, but neither done nor retried within the lease: the message was lost
+                        func.coalesce(OutboxMessage.next_attempt_at, OutboxMessage.dispatched_at)
+                        <= now - timedelta(seconds=lease_s),
+                    ),
+                )
+                .order_by(OutboxMessage.id)
+                .limit(batch)
+                .with_for_update(skip_locked=True)
+            ).all()
+        )
 
 
 class SqliteOutboxRows(OutboxRows):
@@ -475,3 +586,36 @@ def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
         .add_cte(give_back_statement().cte("slots_given_back"))
         .execution_options(populate_existing=True)
     )
+
+
+def held_by() -> ScalarSelect[int]:
+    """``core.ordering.held_by`` as a subquery of a statement reading ``OutboxMessage``: the id of
+    the latest earlier relay of the same task still holding it, or NULL. Uses the unique
+    ``(task_id, sequence)`` index; other tasks' relays are never looked at."""
+    earlier = aliased(OutboxMessage)
+    return (
+        select(earlier.id)
+        .where(
+            earlier.task_id == OutboxMessage.task_id,
+            earlier.sequence < OutboxMessage.sequence,
+            holding(earlier),
+        )
+        .order_by(earlier.sequence.desc())
+        .limit(1)
+        .correlate(OutboxMessage)
+        .scalar_subquery()
+    )
+
+
+@built_once
+def _earlier_channel_statement() -> Select[tuple[datetime | None]]:
+    return select(OutboxMessage.next_attempt_at).where(
+        OutboxMessage.task_id == bindparam("task_id"),
+        OutboxMessage.kind == OutboxKind.CHANNEL,
+        OutboxMessage.id < bindparam("id"),
+        OutboxMessage.done_at.is_(None),
+    )
+
+
+#: what the sweep reads of a row: what publishing needs, and whether a submission ever started
+SWEEP_COLUMNS = (*PUBLISH_COLUMNS, OutboxMessage.attempts, OutboxMessage.deliveries, OutboxMessage.parked_reason)
