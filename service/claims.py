@@ -171,7 +171,7 @@ def finish_delivered(
     """A delivered relay's record (the store's ``finish_delivered``; on PostgreSQL one statement, a
     data-modifying ``WITH``): what :func:`claim_finished` does, the timeline ``event`` (kind, detail)
     that ``service.transitions.finished`` would write next (pass it ``event_written=True``), and the
-    relay's ``slots`` given back (``models.leases.give_back``: they go whether or not the row was
+    relay's ``slots`` given back (``models.store.slots.give_back``: they go whether or not the row was
     still open). Three round trips in one for every callback on PostgreSQL."""
     return store_of(session).outbox.finish_delivered(session, outbox_id, now, event, slots, holder)
 

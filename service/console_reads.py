@@ -17,8 +17,9 @@ from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.audit import OperatorEvent
 from models.client import ApiKey, Client
-from models.endpoint_health import EndpointHealth, unhealthy
+from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
+from models.store import store_of
 from service import queries
 
 #: the most clients the clients' page lists
@@ -167,7 +168,7 @@ class EndpointsPage:
 
 def endpoints_page(session: Session, history_limit: int = 5) -> EndpointsPage:
     disabled = queries.disabled_endpoints(session)
-    failing = unhealthy(session)
+    failing = store_of(session).endpoint_health.unhealthy(session)
     history = {e.id: audit.history(session, "endpoint", e.id, limit=history_limit) for e in disabled}
     return EndpointsPage(disabled=disabled, unhealthy=failing, history=history)
 

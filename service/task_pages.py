@@ -17,8 +17,9 @@ from core.reasons import failure_reason
 from core.states import State
 from core.urls import strip_url
 from models.attention import Incident
-from models.endpoint_health import EndpointHealth, paused_endpoint
+from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxKind, OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask, TaskEvent
 from service import queries
 from service.console_reads import stored_text
@@ -147,7 +148,9 @@ def task_page(
     outbox = queries.task_outbox(session, task_id)
     letters = queries.task_dead_letters(session, task_id)
     incidents = queries.task_incidents(session, task, [row.id for row in outbox])
-    paused = paused_endpoint(session, task.client_id, task.callback_url or task.client.callback_url, now)
+    paused = store_of(session).endpoint_health.paused_endpoint(
+        session, task.client_id, task.callback_url or task.client.callback_url, now
+    )
     failing = [row for row in outbox if is_failing(row)]
     outcome_text = stored_text(session, ExternalTask.outcome, ExternalTask.id, task_id)
     return TaskPage(

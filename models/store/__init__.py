@@ -8,7 +8,9 @@ slot, on the database's clock), ``reads`` (the operators' views' and
 the gauges' reads each database answers its own way), ``slots`` (slots and leases: a relay's
 slots, and its start counted with them), ``timeline`` (a task's timeline entries: the one verb
 that writes one), ``dispatch`` (fair dispatch's counts, choices and release: one class, the same
-statements on both), ``publication`` (what a publication writes on a row, and what a session notes
+statements on both), ``endpoint_health`` (a callback endpoint's health row: a failure counted, the
+probe, the reset; one class), ``notices`` (notices to people: recorded, claimed, settled, muted; one
+class), ``publication`` (what a publication writes on a row, and what a session notes
 to publish: the publish hook, ``models.publishing``, stands on it) and ``postgres_rows``
 (PostgreSQL's one-statement writes of several rows, which with ``slots`` reaches into the ORM's
 bookkeeping to mark what they wrote). A :class:`Store` holds one of each, chosen once from the
@@ -18,9 +20,8 @@ session's and call its verbs, and never ask which database it is (``tests/unit/
 test_store_boundary.py`` counts the places that still do, outside this package, and holds the
 count down).
 
-The other families (the tasks' own statements, the submit's admission, notices, endpoint health
-rows) still write from their modules; docs/architecture.md "The store" says
-what is where.
+The other families (the tasks' own statements, the submit's admission) still write from their
+modules; docs/architecture.md "The store" says what is where.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from models.store.dispatch import FairDispatch
+from models.store.endpoint_health import EndpointHealthRows
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
+from models.store.notices import Notices
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
 from models.store.reads import PostgresReads, Reads, SqliteReads
@@ -56,6 +59,8 @@ class Store:
     timeline: Timeline
     dispatch: FairDispatch
     rate_limits: RateLimits
+    endpoint_health: EndpointHealthRows
+    notices: Notices
 
 
 POSTGRESQL = Store(
@@ -68,6 +73,8 @@ POSTGRESQL = Store(
     PostgresTimeline(),
     FairDispatch(),
     PostgresRateLimits(),
+    EndpointHealthRows(),  # the same statements on both databases
+    Notices(),  # the same statements on both databases
 )
 SQLITE = Store(
     "sqlite",
@@ -79,6 +86,8 @@ SQLITE = Store(
     SqliteTimeline(),
     FairDispatch(),  # the same statements on both databases
     SqliteRateLimits(),
+    EndpointHealthRows(),
+    Notices(),
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 

@@ -21,11 +21,11 @@ from sqlalchemy import ColumnElement, Select, Table, Text, and_, bindparam, cast
 from sqlalchemy.orm import Session, aliased, defer
 
 from core.outbox_states import HOLDING, SIGNATURES, ParkedReason, RowState
-from models.leases import give_back, give_back_statement
 from models.messages import OutboxKind, OutboxMessage
 from models.statements import built_once
 from models.store.postgres_rows import insert_outbox_with, insert_task_with
 from models.store.publication import stamp
+from models.store.slots import give_back, give_back_statement
 from models.store.timeline import add_entry
 from models.task import ExternalTask, TaskEvent
 
