@@ -2,8 +2,9 @@
 (``models.publishing``).
 
 Import the mapped classes from here or from their modules. The use cases that change the tables
-live one floor up, in ``service``; a table's module here keeps only its own rows' primitives (a
-lease's take and give-back, a notice's record and dispatch, an endpoint's health, beat's heartbeat).
+live one floor up, in ``service``; a table's module here keeps its table and its own rows'
+primitives (beat's heartbeat), or only what is read off its rows, its statements being the store's
+(a lease's take and give-back, a notice's record, an endpoint's health).
 ``models.store`` is the store: the statements behind domain verbs, a PostgreSQL and a SQLite class
 per table family, chosen once when the database is built (``models.db.Database.store``).
 ``models.read_models`` are the read models: what the views, the CLI and the gauges read, one module

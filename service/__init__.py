@@ -10,8 +10,8 @@ a submission (``intake``), a state change (``transitions``), what vendors tell u
 (``vendor_events``), the lifecycle beyond the happy path (``lifecycle``, ``probes``,
 ``reconciliation``, ``orphans``), repair (``dead_letters``, ``operator_actions``), fair dispatch
 (``admission``, ``dispatch``), callbacks in order (``ordering``, ``progress``), credentials, incidents
-and retention. What the views, the CLI and the gauges read is not here: the read models are a room
-of their own, ``models.read_models``.
+and the notices they cause (``notices``: beat's dispatch), retention. What the views, the CLI and
+the gauges read is not here: the read models are a room of their own, ``models.read_models``.
 
 Callers (the Flask app, the CLI, the workers) import the module they need; nothing here imports
 them, a web framework or a broker.

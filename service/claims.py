@@ -171,7 +171,7 @@ def finish_delivered(
     """A delivered relay's record (the store's ``finish_delivered``; on PostgreSQL one statement, a
     data-modifying ``WITH``): what :func:`claim_finished` does, the timeline ``event`` (kind, detail)
     that ``service.transitions.finished`` would write next (pass it ``event_written=True``), and the
-    relay's ``slots`` given back (``models.leases.give_back``: they go whether or not the row was
+    relay's ``slots`` given back (``models.store.slots.give_back``: they go whether or not the row was
     still open). Three round trips in one for every callback on PostgreSQL."""
     return store_of(session).outbox.finish_delivered(session, outbox_id, now, event, slots, holder)
 
@@ -219,7 +219,7 @@ def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
     """The relay's start in one statement, one result row: the row locked and everything
     :class:`RelayClaim` holds. Whether the client has a disabled or a failing endpoint is an
     ``EXISTS`` each, so the row stays one however many of either a client has: the relay then looks
-    up its own URL's and origin's row (:func:`disabled_endpoint`, ``models.endpoint_health.find``),
+    up its own URL's and origin's row (:func:`disabled_endpoint`, ``models.store.endpoint_health``'s ``find``),
     one row at most each, only when there is any. (Joined instead, a client's disabled URLs times its
     failing ones came back with every start: 410 × 410 made 168,100 rows.) The task's payload is not
     read: the outbox row carries the callback's body. None when the row is gone or already done."""

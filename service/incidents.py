@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, object_session
 
 from core.notifications import OPENED, RESOLVED
 from models.attention import Incident
-from models.notifications import record_notice
+from models.store import store_of
 
 
 class IncidentKind:
@@ -83,8 +83,8 @@ def resolve_incident(incident: Incident, now: datetime, note: str | None = None)
 
 
 def _notify(session: Session, incident: Incident, phase: str, now: datetime) -> None:
-    """People hear of an incident's opening and resolution once each (models.notifications)."""
-    record_notice(
+    """People hear of an incident's opening and resolution once each (models.store.notices)."""
+    store_of(session).notices.record(
         session,
         kind=incident.kind,
         subject=incident.subject,

@@ -20,7 +20,7 @@ from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
 from models.db import Database
 from models.messages import DeadLetter, OutboxMessage
-from models.notifications import NotificationMute, mute, unmute
+from models.notifications import NotificationMute
 from models.read_models.lists import DeadLetterFilter
 from models.store import store_of
 from models.task import ExternalTask
@@ -307,7 +307,7 @@ def mute_notifications(
     whether it is new (a kind muted already keeps its first mute). ``by`` names the person; without
     it, the actor (the CLI's login) does."""
     with db.transaction() as session:
-        created = mute(session, kind, by or actor, note, now)
+        created = store_of(session).notices.mute(session, kind, by or actor, note, now)
         row = session.get(NotificationMute, kind)
         assert row is not None  # just inserted, or there before
     return row, created
@@ -315,6 +315,6 @@ def mute_notifications(
 
 def unmute_notifications(db: Database, kind: str, now: datetime, actor: str = UNKNOWN_ACTOR) -> None:
     with db.transaction() as session:
-        if not unmute(session, kind):
+        if not store_of(session).notices.unmute(session, kind):
             raise NotFoundError(f"notifications of {kind!r} are not muted")
     log.info("notifications of %s unmuted by %s", kind, actor)

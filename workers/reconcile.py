@@ -16,7 +16,7 @@ from datetime import datetime
 from core.classify import Failure
 from core.errors import CallError, PermanentError
 from foundation import tracing
-from models.leases import lease
+from models.store.slots import lease
 from service.isolation import ROW_ERRORS, record_row_failure
 from service.reconciliation import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
 from workers.limiter import RateLimited

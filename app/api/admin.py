@@ -33,10 +33,9 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.session import db_session
 from core.urls import strip_url
 from models.base import utcnow
-from models.endpoint_health import unhealthy
-from models.notifications import mutes
 from models.read_models import lists
 from models.read_models.lists import DeadLetterFilter
+from models.store import store_of
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
     Ambiguous,
@@ -162,8 +161,10 @@ def list_endpoints() -> Response:
 @bp.get("/callback-endpoints/health")
 def list_endpoint_health() -> Response:
     """Every client callback origin failing, paused or probing; each resumes by itself when it answers."""
-    now = utcnow()
-    return jsonify({"items": [endpoint_health_body(h, now) for h in unhealthy(db_session())]})
+    now, session = utcnow(), db_session()
+    return jsonify(
+        {"items": [endpoint_health_body(h, now) for h in store_of(session).endpoint_health.unhealthy(session)]}
+    )
 
 
 @bp.post("/callback-endpoints/enable")
@@ -230,7 +231,8 @@ def reconcile_now() -> tuple[Response, int]:
 
 @bp.get("/notification-mutes")
 def list_mutes() -> Response:
-    return jsonify({"items": [mute_body(m) for m in mutes(db_session())]})
+    session = db_session()
+    return jsonify({"items": [mute_body(m) for m in store_of(session).notices.mutes(session)]})
 
 
 @bp.put("/notification-mutes/<kind>")

@@ -29,8 +29,8 @@ from foundation import tracing
 from foundation.logging import bind
 from models.base import utcnow
 from models.client import Client
-from models.endpoint_health import paused_endpoint
 from models.read_models import lists
+from models.store import store_of
 from models.task import ExternalTask
 from service import claims, intake
 from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
@@ -179,7 +179,9 @@ def get_task(correlation_id: str) -> Response:
     body = task_body(task)
     body["timeline"], body["timeline_next_cursor"] = timeline_page(session, task.id, TIMELINE_CAP)
     url = task.callback_url or current_client().callback_url
-    body["callbacks_waiting"] = callbacks_waiting_body(paused_endpoint(session, task.client_id, url, utcnow()))
+    body["callbacks_waiting"] = callbacks_waiting_body(
+        store_of(session).endpoint_health.paused_endpoint(session, task.client_id, url, utcnow())
+    )
     return jsonify(body)
 
 

@@ -15,9 +15,9 @@ from core.classify import Fault
 from core.urls import strip_url
 from models.base import utcnow
 from models.messages import DEAD_LETTER_KINDS
-from models.notifications import mutes
 from models.read_models import lists
 from models.read_models.lists import DeadLetterFilter
+from models.store import store_of
 from service.incidents import IncidentKind
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
@@ -233,7 +233,7 @@ def notifications() -> None:
 def nt_mutes(as_json: bool) -> None:
     """Muted incident kinds."""
     with liaison().db.transaction() as session:
-        rows = [mute_body(m) for m in mutes(session)]
+        rows = [mute_body(m) for m in store_of(session).notices.mutes(session)]
     emit(rows, ["kind", "muted_by", "muted_at", "note"], as_json, "nothing is muted")
 
 

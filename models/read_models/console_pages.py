@@ -17,9 +17,10 @@ from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.audit import OperatorEvent
 from models.client import ApiKey, Client
-from models.endpoint_health import EndpointHealth, unhealthy
+from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxMessage
 from models.read_models import lists
+from models.store import store_of
 
 #: the most clients the clients' page lists
 CLIENTS_LIMIT = 1000
@@ -167,7 +168,7 @@ class EndpointsPage:
 
 def endpoints_page(session: Session, history_limit: int = 5) -> EndpointsPage:
     disabled = lists.disabled_endpoints(session)
-    failing = unhealthy(session)
+    failing = store_of(session).endpoint_health.unhealthy(session)
     history = {e.id: audit.history(session, "endpoint", e.id, limit=history_limit) for e in disabled}
     return EndpointsPage(disabled=disabled, unhealthy=failing, history=history)
 

@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session, defer
 
 from core.urls import strip_url
 from models.attention import Incident
-from models.endpoint_health import EndpointHealth, paused_endpoint
+from models.endpoint_health import EndpointHealth
 from models.messages import DeadLetter, OutboxKind, OutboxMessage
 from models.read_models import lists
 from models.read_models.console_pages import stored_text
+from models.store import store_of
 from models.task import ExternalTask, TaskEvent
 
 #: the timeline events that set a task's ``last_error`` (``service.transitions.record_attempt_failure``,
@@ -130,7 +131,9 @@ def task_page(session: Session, task_id: int, now: datetime, timeline_limit: int
     outbox = lists.task_outbox(session, task_id)
     letters = lists.task_dead_letters(session, task_id)
     incidents = lists.task_incidents(session, task, [row.id for row in outbox])
-    paused = paused_endpoint(session, task.client_id, task.callback_url or task.client.callback_url, now)
+    paused = store_of(session).endpoint_health.paused_endpoint(
+        session, task.client_id, task.callback_url or task.client.callback_url, now
+    )
     failing = [row for row in outbox if is_failing(row)]
     outcome_text = stored_text(session, ExternalTask.outcome, ExternalTask.id, task_id)
     return TaskPage(

@@ -8,7 +8,9 @@ slot, on the database's clock), ``reads`` (what the read models,
 ``models.read_models``, ask where each database answers its own way), ``slots`` (slots and leases: a relay's
 slots, and its start counted with them), ``timeline`` (a task's timeline entries: the one verb
 that writes one), ``dispatch`` (fair dispatch's counts, choices and release: one class, the same
-statements on both), ``publication`` (what a publication writes on a row, and what a session notes
+statements on both), ``endpoint_health`` (a callback endpoint's health row: a failure counted, the
+probe, the reset; one class), ``notices`` (notices to people: recorded, claimed, settled, muted; one
+class), ``publication`` (what a publication writes on a row, and what a session notes
 to publish: the publish hook, ``models.publishing``, stands on it) and ``postgres_rows``
 (PostgreSQL's one-statement writes of several rows, which with ``slots`` reaches into the ORM's
 bookkeeping to mark what they wrote). A :class:`Store` holds one of each, chosen once from the
@@ -22,9 +24,8 @@ count down).
 tasks at a vendor) and ``submissions`` (a client's task found again by its correlation id or
 Idempotency-Key) run the same statements on both databases: one class each.
 
-The other families (the tasks' own statements, the submit's admission, notices, endpoint health
-rows) still write from their modules; docs/architecture.md "The store" says
-what is where.
+The other families (the tasks' own statements, the submit's admission) still write from their
+modules; docs/architecture.md "The store" says what is where.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from models.store.dispatch import FairDispatch
+from models.store.endpoint_health import EndpointHealthRows
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
+from models.store.notices import Notices
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
 from models.store.reads import PostgresReads, Reads, SqliteReads
@@ -64,6 +67,8 @@ class Store:
     rate_limits: RateLimits
     vendor_jobs: VendorJobs
     submissions: Submissions
+    endpoint_health: EndpointHealthRows
+    notices: Notices
 
 
 POSTGRESQL = Store(
@@ -78,6 +83,8 @@ POSTGRESQL = Store(
     PostgresRateLimits(),
     vendor_jobs=VendorJobs(),
     submissions=Submissions(),
+    endpoint_health=EndpointHealthRows(),  # the same statements on both databases
+    notices=Notices(),  # the same statements on both databases
 )
 SQLITE = Store(
     "sqlite",
@@ -91,6 +98,8 @@ SQLITE = Store(
     SqliteRateLimits(),
     vendor_jobs=VendorJobs(),  # the same statements on both databases
     submissions=Submissions(),  # the same statements on both databases
+    endpoint_health=EndpointHealthRows(),
+    notices=Notices(),
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 

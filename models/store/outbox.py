@@ -35,11 +35,11 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased, defer, load_only
 
 from core.outbox_states import HOLDING, SIGNATURES, SWEPT, ParkedReason, RowState
-from models.leases import give_back, give_back_statement
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from models.statements import built_once
 from models.store.postgres_rows import insert_outbox_with, insert_task_with
 from models.store.publication import stamp
+from models.store.slots import give_back, give_back_statement
 from models.store.timeline import add_entry
 from models.task import ExternalTask, TaskEvent
 

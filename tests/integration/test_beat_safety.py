@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, insert, select, text
 
-from models import OutboxMessage, ProcessedMessage, TaskEvent, leases
+from models import OutboxMessage, ProcessedMessage, TaskEvent
 from models.base import utcnow
+from models.store import slots as leases
 from service.lifecycle import DEADLINES, due_query, escalate_due
 from service.probes import silent_query
 from service.reconciliation import quiet_query

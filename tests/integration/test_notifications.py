@@ -20,8 +20,8 @@ from sqlalchemy import select
 from core.notifications import DigestRule
 from models.attention import Incident
 from models.base import utcnow
-from models.notifications import Routes, dispatch
 from service.incidents import IncidentKind, open_incident
+from service.notices import Routes, dispatch
 from tests.integration import services
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import Stack

@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from models.base import utcnow
 from models.db import Database
-from models.leases import Lease, give_back, release
+from models.leases import Lease
 from models.messages import OutboxMessage
 from models.store import store_of
+from models.store.slots import give_back, release
 from service.claims import take_relay_slots
 from service.outbox_rows import new_message_id
 from tests.integration import services

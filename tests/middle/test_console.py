@@ -26,8 +26,8 @@ from foundation.settings import Settings
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import utcnow
-from models.endpoint_health import record_failure
 from models.messages import DeadLetter
+from models.store import store_of
 from models.task import ExternalTask, TaskEvent
 from service.dead_letters import dead_letter, disable_endpoint
 from service.transitions import record_attempt_failure
@@ -99,7 +99,9 @@ def world(app: Flask) -> dict[str, int]:
         waiting = at_vendor(session, shop, "order-waiting", job_id="job-nobody-yet", now=now)
         disable_endpoint(session, shop.id, "https://shop.example/gone", "410 Gone", now)
         for _ in range(HealthPolicy().failures_to_pause):
-            record_failure(session, shop.id, "https://slow.example", "read timeout <b>x</b>", now, HealthPolicy())
+            store_of(session).endpoint_health.record_failure(
+                session, shop.id, "https://slow.example", "read timeout <b>x</b>", now, HealthPolicy()
+            )
         session.flush()
         ids["retrying"], ids["dead"], ids["done"], ids["waiting"] = retrying.task.id, dead.task.id, done.id, waiting.id
         ids["letter"] = session.scalars(select(DeadLetter.id)).one()
@@ -274,7 +276,9 @@ def test_a_waiting_task_says_why_on_its_page(signed_in: tuple[FlaskClient, str])
     assert "submit.queued" in last and 'id="callbacks-waiting"' not in last
     with _ctx(client.application).db.transaction() as session:  # its callback endpoint fails, and is paused
         for _ in range(HealthPolicy().failures_to_pause):
-            record_failure(session, busy.id, "https://shop.example", "answered 503", utcnow(), HealthPolicy())
+            store_of(session).endpoint_health.record_failure(
+                session, busy.id, "https://shop.example", "answered 503", utcnow(), HealthPolicy()
+            )
     assert 'id="callbacks-waiting"' in client.get(f"/console/tasks/{ids[0]}").text
 
 

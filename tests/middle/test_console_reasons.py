@@ -18,9 +18,9 @@ from core.endpoint_health import HealthPolicy
 from core.states import EventType
 from models.attention import Incident
 from models.base import utcnow
-from models.endpoint_health import record_failure
 from models.heartbeats import record_tick
 from models.messages import DeadLetter
+from models.store import store_of
 from models.task import ExternalTask
 from service.dead_letters import dead_letter
 from service.vendor_events import receive_event
@@ -72,7 +72,9 @@ def test_one_timestamp_format_and_ages_with_units(
         shop = new_client(session, "shop", callback_url="https://slow.example/cb")
         task = submit(session, shop, "order-paused", now=now - timedelta(hours=3)).task
         for _ in range(HealthPolicy().failures_to_pause):
-            record_failure(session, shop.id, "https://slow.example", "read timeout", now, HealthPolicy())
+            store_of(session).endpoint_health.record_failure(
+                session, shop.id, "https://slow.example", "read timeout", now, HealthPolicy()
+            )
         session.flush()
         task_id = task.id
     page = client.get(f"/console/tasks/{task_id}").text

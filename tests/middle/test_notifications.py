@@ -11,9 +11,10 @@ from sqlalchemy import func, select
 from core.notifications import DigestRule
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
-from models.notifications import DISPATCHED, MUTED, PENDING, UNROUTED, Dispatched, Notification, Routes, dispatch
+from models.notifications import DISPATCHED, MUTED, PENDING, UNROUTED, Notification
 from service.dead_letters import dead_letter
 from service.incidents import IncidentKind, open_incident, resolve_open
+from service.notices import Dispatched, Routes, dispatch
 from service.operator_actions import mute_notifications, unmute_notifications, update_incident
 from tests.middle.builders import NOW
 

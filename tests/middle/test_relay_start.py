@@ -17,8 +17,8 @@ from core.endpoint_health import HealthPolicy
 from core.states import EventType
 from models.attention import Incident
 from models.db import Database
-from models.endpoint_health import find, record_failure, record_success
 from models.messages import OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask
 from service import claims
 from service.dead_letters import disable_endpoint, enable_endpoint, url_hash
@@ -65,10 +65,14 @@ def test_a_client_with_many_disabled_and_failing_endpoints_starts_a_relay_with_o
         for i in range(MANY):  # one origin, 410 paths, each answering 410 Gone
             disable_endpoint(session, client_id, f"https://shop.example/cb/{i}", "answered 410 Gone", later(i))
         for i in range(MANY):  # 410 origins found down once each
-            record_failure(session, client_id, f"https://h{i}.shop.example", "503", later(i), POLICY, outbox_id)
+            store_of(session).endpoint_health.record_failure(
+                session, client_id, f"https://h{i}.shop.example", "503", later(i), POLICY, outbox_id
+            )
         # one origin down often enough to pause it
         for n in range(3):
-            record_failure(session, client_id, "https://shop.example", "503", later(500 + n), POLICY, outbox_id)
+            store_of(session).endpoint_health.record_failure(
+                session, client_id, "https://shop.example", "503", later(500 + n), POLICY, outbox_id
+            )
 
     with db.transaction() as session:
         found = session.execute(claims._relay_statement(), {"outbox_id": outbox_id}).all()
@@ -80,9 +84,9 @@ def test_a_client_with_many_disabled_and_failing_endpoints_starts_a_relay_with_o
         # what the relay reads next, for its own URL and origin: one row at most each
         assert claims.disabled_endpoint(session, client_id, url_hash("https://shop.example/cb/7"))
         assert not claims.disabled_endpoint(session, client_id, url_hash(f"https://shop.example/cb/{MANY}"))
-        health = find(session, client_id, "https://shop.example")
+        health = store_of(session).endpoint_health.find(session, client_id, "https://shop.example")
         assert health is not None and health.pauses == 1 and health.paused_by == outbox_id
-        assert find(session, client_id, "https://elsewhere.example") is None
+        assert store_of(session).endpoint_health.find(session, client_id, "https://elsewhere.example") is None
         assert sum(seen.values()) == 5
         # 410 URLs disabled: one open incident for the client, its detail counting them
         [incident] = _incidents(session)
@@ -96,11 +100,13 @@ def test_a_healthy_client_starts_a_relay_with_nothing_to_look_up(db: Database) -
         claim = claims.claim_relay(session, outbox_id)
         assert claim is not None and not claim.any_disabled and not claim.any_unhealthy
         # a client's endpoint that answered again (failures 0) is not failing
-        record_failure(session, _client_of(session, outbox_id), "https://shop.example", "503", NOW, POLICY)
+        store_of(session).endpoint_health.record_failure(
+            session, _client_of(session, outbox_id), "https://shop.example", "503", NOW, POLICY
+        )
     with db.transaction() as session:
-        health = find(session, _client_of(session, outbox_id), "https://shop.example")
+        health = store_of(session).endpoint_health.find(session, _client_of(session, outbox_id), "https://shop.example")
         assert health is not None
-        record_success(session, health.id, later(1))
+        store_of(session).endpoint_health.record_success(session, health.id, later(1))
     with db.transaction() as session:
         claim = claims.claim_relay(session, outbox_id)
         assert claim is not None and not claim.any_unhealthy

@@ -13,9 +13,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from core.notifications import DigestRule
 from models.base import utcnow
-from models.notifications import Routes
-from models.notifications import dispatch as dispatch_notices
 from service import dispatch
+from service.notices import Routes
+from service.notices import dispatch as dispatch_notices
 from service.orphans import flag_stale_orphans
 from service.retention import Retention, prune
 from service.retention import prune_processed_messages as prune_inbox

@@ -1,6 +1,6 @@
 """liaison.notify: send one message to people (an email, or a chat post) from its outbox row.
 
-The message was rendered when beat dispatched it (``models.notifications``): the row carries all
+The message was rendered when beat dispatched it (``service.notices``): the row carries all
 the task sends, so a retry sends the same words. It is retried like any outbound call, and a
 message that cannot be sent is dead-lettered with a ``notification_failed`` incident, which is
 never itself notified.

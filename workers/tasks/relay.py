@@ -20,18 +20,10 @@ from core.urls import strip_url
 from foundation import metrics
 from models.base import utcnow
 from models.client import Client
-from models.endpoint_health import (
-    EndpointHealth,
-    claim_probe,
-    find,
-    hand_on_probe,
-    origin_hash,
-    record_failure,
-    record_success,
-)
-from models.leases import give_back, release
+from models.endpoint_health import EndpointHealth, origin_hash
 from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
+from models.store.slots import release
 from service import claims, start_leases, transitions
 from service.dead_letters import disable_endpoint, park, url_hash
 from service.ordering import hold
@@ -132,7 +124,7 @@ class Relay(OutboxTask[Callback, int]):
         self.origin = origin_of(url)  # None for a URL the outbound guard will refuse anyway
         hashed = origin_hash(self.origin) if self.origin is not None else None
         if self.any_unhealthy and self.origin is not None:  # one row at most: this origin's
-            found = find(session, client.id, self.origin)
+            found = store_of(session).endpoint_health.find(session, client.id, self.origin)
             self.health = found if found is not None and found.failures > 0 else None
         if self.health is not None and (paused := self._paused(ctx, session, row, self.health, now)):
             return paused
@@ -165,7 +157,7 @@ class Relay(OutboxTask[Callback, int]):
             return ""
         if admission.verdict is Verdict.PROBE:
             assert admission.health.probe_until is not None
-            if claim_probe(session, health.id, now, admission.health.probe_until):
+            if store_of(session).endpoint_health.claim_probe(session, health.id, now, admission.health.probe_until):
                 self.probe_until = admission.health.probe_until
                 log.info("callback endpoint %s: probing it after a pause", health.origin)
                 metrics.relay_delivery("probe")
@@ -255,10 +247,10 @@ class Relay(OutboxTask[Callback, int]):
             session, row, now, "relay.delivered", event_written=event_written, type=payload["type"], status=result
         )
         if self.slots:  # given back with the outcome: no transaction of its own
-            give_back(session, self.slots, self.holder)
+            store_of(session).slots.give_back(session, self.slots, self.holder)
             self.slots = []
         if self.health is not None:  # it had failed: it answers again
-            record_success(session, self.health.id, now)
+            store_of(session).endpoint_health.record_success(session, self.health.id, now)
             log.info("callback endpoint %s of client %s answers again", self.health.origin, attempt.work.client_id)
         metrics.relay_delivery("delivered", metrics.since(payload.get("occurred_at")))
         return "delivered"
@@ -279,7 +271,7 @@ class Relay(OutboxTask[Callback, int]):
 
     def _hand_on_probe(self, session: Session) -> None:
         if self.probe_until is not None and self.health is not None:
-            hand_on_probe(session, self.health.id, self.probe_until)
+            store_of(session).endpoint_health.hand_on_probe(session, self.health.id, self.probe_until)
             self.probe_until = None
 
     def note_failure(self, ctx: Liaison, session: Session, attempt: Attempt[Callback], exc: CallError) -> None:
@@ -293,7 +285,7 @@ class Relay(OutboxTask[Callback, int]):
         if signal_of(exc.status, exc.failure) is Signal.REJECTED:
             self._hand_on_probe(session)
             return
-        row, paused = record_failure(
+        row, paused = store_of(session).endpoint_health.record_failure(
             session,
             attempt.work.client_id,
             self.origin,
