@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
+from models.store.attention import Attention
 from models.store.dispatch import FairDispatch
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
+from models.store.lifecycle import PostgresTaskLifecycle, SqliteTaskLifecycle, TaskLifecycle
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
@@ -56,6 +58,8 @@ class Store:
     timeline: Timeline
     dispatch: FairDispatch
     rate_limits: RateLimits
+    lifecycle: TaskLifecycle
+    attention: Attention
 
 
 POSTGRESQL = Store(
@@ -68,6 +72,8 @@ POSTGRESQL = Store(
     PostgresTimeline(),
     FairDispatch(),
     PostgresRateLimits(),
+    PostgresTaskLifecycle(),
+    Attention(),
 )
 SQLITE = Store(
     "sqlite",
@@ -79,6 +85,8 @@ SQLITE = Store(
     SqliteTimeline(),
     FairDispatch(),  # the same statements on both databases
     SqliteRateLimits(),
+    SqliteTaskLifecycle(),
+    Attention(),  # the same statements on both databases
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
