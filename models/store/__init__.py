@@ -18,6 +18,11 @@ session's and call its verbs, and never ask which database it is (``tests/unit/
 test_store_boundary.py`` counts the places that still do, outside this package, and holds the
 count down).
 
+``lifecycle``: a task's life off the happy path (deadlines' and heartbeats' claims, a cancel's
+look-ups, a pending check, a bulk replay's task locks, which SQLite needs none of); ``attention``:
+what needs a person (dead letters a bulk replay takes, incidents by their open key, orphans left
+unbound, disabled callback endpoints and their parked relays; one class, the same statements on both).
+
 The other families (the tasks' own statements, the submit's admission, notices, endpoint health
 rows) still write from their modules; docs/architecture.md "The store" says
 what is where.
