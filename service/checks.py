@@ -15,8 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session
 
 from core.states import TERMINAL
 from models.messages import OutboxKind, OutboxMessage
@@ -42,13 +41,7 @@ class HintResult(StrEnum):
 
 
 def pending_check(session: Session, task_id: int) -> OutboxMessage | None:
-    return session.scalar(
-        select(OutboxMessage)
-        .options(load_only(OutboxMessage.id, OutboxMessage.deliveries))
-        .where(
-            OutboxMessage.task_id == task_id, OutboxMessage.kind == OutboxKind.CHECK, OutboxMessage.done_at.is_(None)
-        )
-    )
+    return store_of(session).lifecycle.pending_check(session, task_id)
 
 
 def request_check(session: Session, task: ExternalTask, reason: str, now: datetime) -> OutboxMessage | None:
@@ -64,21 +57,7 @@ def hint(session: Session, provider: str, job_id: str, now: datetime) -> HintRes
     """A ``confirm`` hint naming ``job_id``: one check of its task. An unknown job is answered and
     forgotten (no orphan is kept: a hint proves nothing, and storing what anyone may send would be
     unbounded); a hint that overtook the submit's answer is covered by the next poll or reconciliation."""
-    task = session.scalar(
-        select(ExternalTask)
-        .options(
-            load_only(
-                ExternalTask.id,
-                ExternalTask.correlation_id,
-                ExternalTask.state,
-                ExternalTask.provider,
-                ExternalTask.vendor_job_id,
-                ExternalTask.poll_due_at,
-            )
-        )
-        .where(ExternalTask.provider == provider, ExternalTask.vendor_job_id == job_id)
-        .with_for_update(key_share=True)
-    )
+    task = store_of(session).lifecycle.task_for_hint(session, provider, job_id)
     if task is None:
         return HintResult.UNKNOWN_JOB
     if task.state in TERMINAL:

@@ -7,7 +7,6 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.classify import Fault
@@ -229,11 +228,7 @@ def url_hash(url: str) -> str:
 
 
 def _endpoint(session: Session, client_id: int, url: str) -> CallbackEndpoint | None:
-    return session.scalar(
-        select(CallbackEndpoint).where(
-            CallbackEndpoint.client_id == client_id, CallbackEndpoint.url_hash == url_hash(url)
-        )
-    )
+    return store_of(session).attention.endpoint(session, client_id, url_hash(url))
 
 
 def _incident_subject(client_id: int) -> str:
@@ -249,14 +244,7 @@ def _legacy_incident_subject(client_id: int, hashed: str) -> str:
 
 
 def _disabled_count(session: Session, client_id: int) -> int:
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(CallbackEndpoint)
-            .where(CallbackEndpoint.client_id == client_id, CallbackEndpoint.disabled_at.is_not(None))
-        )
-        or 0
-    )
+    return store_of(session).attention.disabled_count(session, client_id)
 
 
 def endpoint_disabled(session: Session, client_id: int, url: str) -> bool:
@@ -303,15 +291,7 @@ def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -
     URL is still disabled (a sibling that differs only in its query) simply parks again.
     """
     shown = strip_url(url)
-    endpoints = session.scalars(
-        select(CallbackEndpoint)
-        .where(
-            CallbackEndpoint.client_id == client_id,
-            CallbackEndpoint.url == shown,
-            CallbackEndpoint.disabled_at.is_not(None),
-        )
-        .with_for_update()
-    ).all()
+    endpoints = store_of(session).attention.disabled_endpoints(session, client_id, shown)
     if not endpoints:
         raise NotReplayable("that callback endpoint is not disabled")
     for endpoint in endpoints:
@@ -325,18 +305,7 @@ def enable_endpoint(session: Session, client_id: int, url: str, now: datetime) -
         )
     if _disabled_count(session, client_id) == 0:  # the client's incident stays open while any is disabled
         resolve_open(session, IncidentKind.ENDPOINT_DISABLED, _incident_subject(client_id), now, "endpoints re-enabled")
-    rows = session.scalars(
-        select(OutboxMessage)
-        .join(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
-        .where(
-            OutboxMessage.parked_reason == PARKED_ENDPOINT_GONE,
-            OutboxMessage.target == shown,
-            OutboxMessage.done_at.is_(None),
-            ExternalTask.client_id == client_id,
-        )
-        .order_by(OutboxMessage.id)
-        .with_for_update(of=OutboxMessage)
-    ).all()
+    rows = store_of(session).attention.parked_relays(session, client_id, shown)
     for row in rows:
         store_of(session).outbox.unpark(row)
     publish_after_commit(session, rows)

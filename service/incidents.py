@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, object_session
 
 from core.notifications import OPENED, RESOLVED
@@ -52,18 +50,16 @@ def open_incident(
     """The open incident for (kind, subject), created if there is none. Concurrent openers meet at
     the unique ``open_key``: the loser's savepoint rolls back and it returns the winner's row."""
     key = _open_key(kind, subject)
-    existing = session.scalar(select(Incident).where(Incident.open_key == key))
+    attention = store_of(session).attention
+    existing = attention.open_incident(session, key)
     if existing is not None:
         existing.detail = detail
         return existing
     incident = Incident(
         kind=kind, subject=subject, open_key=key, detail=detail, opened_at=now, correlation_id=correlation_id
     )
-    try:
-        with session.begin_nested():
-            session.add(incident)
-    except IntegrityError:
-        return session.scalars(select(Incident).where(Incident.open_key == key)).one()
+    if (added := attention.add_incident(session, incident)) is not incident:
+        return added  # a concurrent opener's
     _notify(session, incident, OPENED, now)
     return incident
 
@@ -98,6 +94,6 @@ def _notify(session: Session, incident: Incident, phase: str, now: datetime) -> 
 
 
 def resolve_open(session: Session, kind: str, subject: str, now: datetime, note: str) -> None:
-    incident = session.scalar(select(Incident).where(Incident.open_key == _open_key(kind, subject)))
+    incident = store_of(session).attention.open_incident(session, _open_key(kind, subject))
     if incident is not None:
         resolve_incident(incident, now, note)

@@ -1,28 +1,28 @@
 """The task lifecycle beyond the happy path: cancellation and deadlines.
 
-Beat jobs call these inside one transaction per batch. Every query repeats a partial index's
-predicate (``models.task``) so it touches only rows that can be due, and claims them with
-``FOR NO KEY UPDATE SKIP LOCKED`` (SQLite: the transaction's ``BEGIN IMMEDIATE``), so two beats, or a
-run overlapping the next, never act on one row twice. NO KEY: a plain ``FOR UPDATE`` would also
-skip every task that another transaction is merely referencing (inserting a TaskEvent takes a key
-share lock on its task), leaving it out of this run for no reason. Reconciliation's claims are in
+Beat jobs call these inside one transaction per batch. Every claim (the store's:
+``models.store.lifecycle``) repeats a partial index's predicate (``models.task``) so it touches
+only rows that can be due, and claims them with ``FOR NO KEY UPDATE SKIP LOCKED`` (SQLite: the
+transaction's ``BEGIN IMMEDIATE``), so two beats, or a run overlapping the next, never act on one
+row twice. NO KEY: a plain ``FOR UPDATE`` would also skip every task that another transaction is
+merely referencing (inserting a TaskEvent takes a key share lock on its task), leaving it out of
+this run for no reason. Reconciliation's claims are in
 ``service.reconciliation``, orphan events' handling in ``service.orphans``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 
-from sqlalchemy import Select, select, text, update
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session
 
 from core.deadlines import HEARTBEAT, RetryAtDeadline, VendorAnswer, at_deadline, at_heartbeat, retry_past_deadline
 from core.states import TERMINAL, State
-from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
-from models.task import AWAITING_ACCEPTANCE, AWAITING_COMPLETION, ExternalTask, TaskEvent
+from models.messages import OutboxKind, OutboxMessage
+from models.store import store_of
+from models.store.lifecycle import DEADLINES, DeadlineRule, due_deadlines_query
+from models.task import ExternalTask
 from service.claims import lock_task
 from service.errors import ServiceError
 from service.incidents import IncidentKind, open_incident
@@ -61,11 +61,7 @@ def cancel_key_first_time(session: Session, client_id: int, task: ExternalTask, 
     source = f"cancel:{client_id}"
     if first_time(session, source, key, bound_to, now):
         return True
-    used_for = session.scalar(
-        select(ProcessedMessage.message_type).where(
-            ProcessedMessage.source == source, ProcessedMessage.message_id == key
-        )
-    )
+    used_for = store_of(session).lifecycle.cancel_key_use(session, source, key)
     if used_for not in (bound_to, LEGACY_CANCEL_TYPE):
         raise CancelKeyReused("this Idempotency-Key was already used to cancel another task")
     return False
@@ -74,9 +70,6 @@ def cancel_key_first_time(session: Session, client_id: int, task: ExternalTask, 
 #: In a submit row's payload: an attempt went out and no answer came back, and ``find`` could not
 #: settle it (it failed, or was rate-limited): the vendor may hold a job we have no id for.
 UNSETTLED = "unsettled"
-#: The timeline entry of a cancel that waits for the submit's outcome: its ``reason`` is the one the
-#: task is canceled with once the vendor says it holds no job (:func:`cancel_unsubmitted`).
-CANCEL_REQUESTED_EVENT = f"state.{State.CANCEL_REQUESTED.value}"
 
 
 def note_unsettled(row: OutboxMessage) -> None:
@@ -92,15 +85,7 @@ def unanswered_submit(session: Session, task: ExternalTask) -> OutboxMessage | N
     the vendor has answered every attempt, or none was made. The caller holds the task's lock,
     which a delivery's start takes too, so a start either committed before this reads or sees the
     cancel."""
-    row = session.scalar(
-        select(OutboxMessage)
-        .where(
-            OutboxMessage.task_id == task.id,
-            OutboxMessage.kind == OutboxKind.SUBMIT,
-            OutboxMessage.done_at.is_(None),
-        )
-        .limit(1)
-    )
+    row = store_of(session).lifecycle.open_submit(session, task.id)
     if row is None or not (row.deliveries > 0 or row.payload.get(UNSETTLED)):
         return None
     return row
@@ -137,12 +122,7 @@ def request_cancel(session: Session, task: ExternalTask, reason: str, now: datet
 def cancel_unsubmitted(session: Session, row: OutboxMessage, task: ExternalTask, now: datetime) -> list[OutboxMessage]:
     """A ``cancel_requested`` task's unanswered submit is settled: the vendor holds no job for it
     (``find`` said so). Its submit row ends and the task is canceled, freeing its vendor slot."""
-    detail = session.scalar(
-        select(TaskEvent.detail)
-        .where(TaskEvent.task_id == task.id, TaskEvent.kind == CANCEL_REQUESTED_EVENT)
-        .order_by(TaskEvent.id.desc())
-        .limit(1)
-    )
+    detail = store_of(session).lifecycle.cancel_request(session, task.id)
     reason = str((detail or {}).get("reason") or "canceled before the vendor answered")
     mark_done(session, row, now, "submit.canceled", reason="the vendor holds no job for it")
     task.outcome = {"canceled": reason}
@@ -152,46 +132,11 @@ def cancel_unsubmitted(session: Session, row: OutboxMessage, task: ExternalTask,
 # --- Deadlines ---
 
 
-@dataclass(frozen=True)
-class DeadlineRule:
-    name: str
-    column: Any
-    escalated: str
-    predicate: str
-
-
-DEADLINES = (
-    DeadlineRule("acceptance", ExternalTask.acceptance_deadline, "acceptance_escalated_at", AWAITING_ACCEPTANCE),
-    DeadlineRule("execution", ExternalTask.execution_deadline, "execution_escalated_at", AWAITING_COMPLETION),
-)
-
-
-#: What the deadline check reads of a task: never ``input`` or ``outcome``, which are the caller's
-#: and the vendor's data, possibly large, and (rows stored before their limits existed) possibly too
-#: deep to decode at all.
-DEADLINE_COLUMNS = (
-    ExternalTask.id,
-    ExternalTask.correlation_id,
-    ExternalTask.state,
-    ExternalTask.vendor_job_id,
-    ExternalTask.acceptance_deadline,
-    ExternalTask.execution_deadline,
-    ExternalTask.on_deadline,
-    ExternalTask.relay_seq,  # the escalation's callback takes the next number
-    ExternalTask.acceptance_escalated_at,
-    ExternalTask.execution_escalated_at,
-)
-
-
-def due_query(rule: DeadlineRule, now: datetime, batch: int) -> Select:
-    return (
-        select(ExternalTask)
-        .options(load_only(*DEADLINE_COLUMNS))
-        .where(text(rule.predicate), rule.column <= now)
-        .order_by(rule.column)
-        .limit(batch)
-        .with_for_update(skip_locked=True, key_share=True)
-    )
+# The deadlines (``DEADLINES``: each one's column, escalation mark and partial index's predicate),
+# what their check reads of a task and the claim of the due ones are the store's
+# (``models.store.lifecycle``); the claim's statement keeps its name here for EXPLAIN's readers
+# (``bench/beat_jobs.py``, ``tests/integration/test_beat_safety.py``).
+due_query = due_deadlines_query
 
 
 def escalate(
@@ -282,7 +227,7 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
     """
     escalated, rows = 0, []
     for rule in DEADLINES:
-        due = session.scalars(due_query(rule, now, batch)).all()
+        due = store_of(session).lifecycle.due_deadlines(session, rule, now, batch)
         for task in due:
             task_id, correlation_id = task.id, task.correlation_id
             ok, out = in_savepoint(
@@ -292,12 +237,7 @@ def escalate_due(session: Session, now: datetime, batch: int) -> tuple[int, list
                 rows += out or []
                 escalated += 1
             else:
-                session.execute(
-                    update(ExternalTask)
-                    .where(ExternalTask.id == task_id)
-                    .values({rule.escalated: now})
-                    .execution_options(synchronize_session=False)
-                )
+                store_of(session).lifecycle.mark_escalated(session, task_id, rule, now)
     return escalated, rows
 
 

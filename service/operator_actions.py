@@ -10,16 +10,15 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.classify import Fault
 from core.urls import strip_url
 from models import audit
-from models.attention import CallbackEndpoint, Incident, OrphanEvent
+from models.attention import Incident, OrphanEvent
 from models.client import Client
 from models.db import Database
-from models.messages import DeadLetter, OutboxMessage
+from models.messages import DeadLetter
 from models.notifications import NotificationMute
 from models.read_models.lists import DeadLetterFilter
 from models.store import store_of
@@ -47,7 +46,7 @@ class Ambiguous(LookupError):
 
 
 def client_named(session: Session, name: str) -> Client:
-    client = session.scalar(select(Client).where(Client.name == name))
+    client = store_of(session).attention.client_named(session, name)
     if client is None:
         raise NotFoundError(f"no client named {name!r}")
     return client
@@ -56,7 +55,7 @@ def client_named(session: Session, name: str) -> Client:
 def _one_client(client_ids: set[int], session: Session, what: str) -> int:
     """The one client among ``client_ids``; operators must name it when there are several."""
     if len(client_ids) > 1:
-        names = sorted(session.scalars(select(Client.name).where(Client.id.in_(client_ids))))
+        names = store_of(session).attention.client_names(session, client_ids)
         raise Ambiguous(f"{what} belongs to {len(names)} clients ({', '.join(names)}): name one with the client option")
     return next(iter(client_ids))
 
@@ -66,10 +65,8 @@ def task_for_operator(
 ) -> ExternalTask:
     """The task with that correlation id, for operators. Correlation ids are unique per client only:
     the client must be named when more than one has a task of that name."""
-    query = select(ExternalTask).where(ExternalTask.correlation_id == correlation_id)
-    if client_name is not None:
-        query = query.where(ExternalTask.client_id == client_named(session, client_name).id)
-    tasks = session.scalars(query.limit(50)).all()
+    client_id = client_named(session, client_name).id if client_name is not None else None
+    tasks = store_of(session).lifecycle.tasks_named(session, correlation_id, client_id, 50)
     if not tasks:
         raise NotFoundError(f"no task {correlation_id}" + (f" for client {client_name!r}" if client_name else ""))
     client_id = _one_client({t.client_id for t in tasks}, session, f"correlation id {correlation_id!r}")
@@ -112,15 +109,9 @@ def replay_matching(
     while limit is None or replayed < limit:
         size = batch if limit is None else min(batch, limit - replayed)
         with db.transaction() as session:
-            query = flt.apply(select(DeadLetter), now)
-            if not caller_fault:
-                query = query.where(DeadLetter.fault != Fault.CALLER)
-            letters = session.scalars(
-                query.where(DeadLetter.id > after_id)
-                .order_by(DeadLetter.id)
-                .limit(size)
-                .with_for_update(skip_locked=True)
-            ).all()
+            letters = store_of(session).attention.letters_to_replay(
+                session, flt, now, after_id, size, caller_fault=caller_fault
+            )
             _lock_tasks_of(session, letters)
             for letter in letters:
                 after_id = letter.id
@@ -153,10 +144,9 @@ def bulk_includes_caller_fault(flt: DeadLetterFilter) -> bool:
 def caller_fault_matching(session: Session, flt: DeadLetterFilter, now: datetime) -> int:
     """How many open letters of the caller's fault the filter matches: what a bulk replay warns of
     (when it takes them) or leaves (when it does not)."""
-    query = DeadLetterFilter(**{**flt.__dict__, "state": "open"}).apply(
-        select(func.count()).select_from(DeadLetter), now
+    return store_of(session).attention.count_caller_fault(
+        session, DeadLetterFilter(**{**flt.__dict__, "state": "open"}), now
     )
-    return int(session.scalar(query.where(DeadLetter.fault == Fault.CALLER)) or 0)
 
 
 def _lock_tasks_of(session: Session, letters: Sequence[DeadLetter]) -> None:
@@ -164,14 +154,7 @@ def _lock_tasks_of(session: Session, letters: Sequence[DeadLetter]) -> None:
     submission is released under the dispatch lock (``service.dispatch.requeue``), whose holder must
     never wait on a task, as the batch's next replay would otherwise."""
     outbox_ids = [letter.outbox_id for letter in letters if letter.outbox_id is not None]
-    if outbox_ids and not store_of(session).locks.serialises_writers:
-        task_ids = select(OutboxMessage.task_id).where(OutboxMessage.id.in_(outbox_ids))
-        session.execute(
-            select(ExternalTask.id)
-            .where(ExternalTask.id.in_(task_ids))
-            .order_by(ExternalTask.id)
-            .with_for_update(key_share=True)
-        ).all()
+    store_of(session).lifecycle.lock_for_replay(session, outbox_ids)
 
 
 def discard_one(db: Database, letter_id: int, now: datetime, actor: str = UNKNOWN_ACTOR) -> DeadLetter:
@@ -210,26 +193,15 @@ def enable_callback_endpoint(
     """Re-enable a client's disabled endpoint (the client may be left out when only one has that URL
     disabled) and publish its parked relays; returns how many were released."""
     with db.transaction() as session:
+        attention = store_of(session).attention
         if client_name is not None:
             client_id = client_named(session, client_name).id
         else:
-            client_ids = set(
-                session.scalars(
-                    select(CallbackEndpoint.client_id).where(
-                        CallbackEndpoint.url == strip_url(url), CallbackEndpoint.disabled_at.is_not(None)
-                    )
-                )
-            )
+            client_ids = attention.clients_disabling(session, strip_url(url))
             if not client_ids:
                 raise NotReplayable("that callback endpoint is not disabled")
             client_id = _one_client(client_ids, session, f"the disabled endpoint {strip_url(url)}")
-        endpoint_ids = session.scalars(
-            select(CallbackEndpoint.id).where(
-                CallbackEndpoint.client_id == client_id,
-                CallbackEndpoint.url == strip_url(url),
-                CallbackEndpoint.disabled_at.is_not(None),
-            )
-        ).all()
+        endpoint_ids = attention.disabled_endpoint_ids(session, client_id, strip_url(url))
         released = enable_endpoint(session, client_id, url, now)
         for endpoint_id in endpoint_ids:
             audit.record(session, "endpoint", endpoint_id, "enabled", actor, now, released=len(released))

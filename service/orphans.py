@@ -3,13 +3,13 @@ attach one to a task by hand, or discard it."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 from models.attention import OrphanEvent
 from models.messages import OutboxMessage
+from models.store import store_of
 from models.task import ExternalTask
 from service.dead_letters import NotReplayable
 from service.incidents import IncidentKind, open_incident, resolve_open
@@ -20,17 +20,10 @@ from service.vendor_events import bind_orphans
 def flag_stale_orphans(session: Session, now: datetime, window_s: int, batch: int) -> int:
     """Open an incident for each orphan unbound past the window. The event's type is read in SQL
     (``payload->>'type'``): the payload holds the vendor's outcome, which is not loaded."""
-    found = session.execute(
-        select(OrphanEvent.id, OrphanEvent.source, OrphanEvent.vendor_job_id, OrphanEvent.payload["type"].as_string())
-        .where(
-            text("state = 'open' AND flagged_at IS NULL"), OrphanEvent.received_at <= now - timedelta(seconds=window_s)
-        )
-        .order_by(OrphanEvent.received_at)
-        .limit(batch)
-        .with_for_update(skip_locked=True)
-    ).all()
+    attention = store_of(session).attention
+    found = attention.stale_orphans(session, now, window_s, batch)
+    attention.flag_orphans(session, [orphan_id for orphan_id, *_ in found], now)
     for orphan_id, source, job_id, event_type in found:
-        session.execute(update(OrphanEvent).where(OrphanEvent.id == orphan_id).values(flagged_at=now))
         open_incident(
             session,
             IncidentKind.ORPHAN_UNBOUND,

@@ -7,13 +7,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, select, text
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session
 
 from core.deadlines import HEARTBEAT, VendorAnswer, at_deadline, at_heartbeat, heartbeat_due, still_awaited
 from models.messages import OutboxMessage
-from models.store.outbox import WITHOUT_PAYLOAD
-from models.task import HEARTBEAT_ARMED, ExternalTask
+from models.store import store_of
+from models.store.lifecycle import heartbeats_due_query
+from models.task import ExternalTask
 from service.lifecycle import ask_vendor, escalate
 from service.outbox_rows import add_event
 from service.reconciliation import apply_snapshot
@@ -23,42 +23,19 @@ from service.transitions import mark_done
 def lock_task_without_payload(session: Session, task_id: int) -> ExternalTask:
     """The task, row-locked, without its input or outcome: a probe reads neither (a final answer
     brings its own outcome), and rows stored before their limits may not even decode."""
-    return session.scalars(
-        select(ExternalTask)
-        .options(*WITHOUT_PAYLOAD)
-        .where(ExternalTask.id == task_id)
-        .with_for_update(key_share=True)
-        .execution_options(populate_existing=True)
-    ).one()
+    return store_of(session).lifecycle.lock_without_payload(session, task_id)
 
 
-def silent_query(now: datetime, batch: int) -> Select:
-    """Tasks at the vendor whose heartbeat is due, on ``ix_external_tasks_heartbeat_due`` alone
-    (the predicate repeats the partial index's), claimed like every beat claim."""
-    return (
-        select(ExternalTask)
-        .options(
-            load_only(
-                ExternalTask.id,
-                ExternalTask.correlation_id,
-                ExternalTask.state,
-                ExternalTask.vendor_job_id,
-                ExternalTask.on_deadline,
-                ExternalTask.heartbeat_due_at,
-            )
-        )
-        .where(text(HEARTBEAT_ARMED), ExternalTask.heartbeat_due_at <= now)
-        .order_by(ExternalTask.heartbeat_due_at)
-        .limit(batch)
-        .with_for_update(skip_locked=True, key_share=True)
-    )
+#: the heartbeat check's claim, as a statement (for EXPLAIN's readers: ``bench/beat_jobs.py``,
+#: ``tests/integration/test_beat_safety.py``); :func:`claim_silent` calls the store's verb
+silent_query = heartbeats_due_query
 
 
 def claim_silent(session: Session, now: datetime, batch: int) -> tuple[int, list[OutboxMessage]]:
     """No vendor event for ``heartbeat_timeout_s``: ask the vendor (a probe). The heartbeat is
     disarmed while the probe is out (so the next run does not ask again); the vendor's next event,
     or its answer that the job is still open, arms it again."""
-    tasks = session.scalars(silent_query(now, batch)).all()
+    tasks = store_of(session).lifecycle.heartbeats_due(session, now, batch)
     rows: list[OutboxMessage] = []
     for task in tasks:
         due_at = task.heartbeat_due_at

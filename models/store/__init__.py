@@ -24,6 +24,11 @@ count down).
 tasks at a vendor) and ``submissions`` (a client's task found again by its correlation id or
 Idempotency-Key) run the same statements on both databases: one class each.
 
+``lifecycle``: a task's life off the happy path (deadlines' and heartbeats' claims, a cancel's
+look-ups, a pending check, a bulk replay's task locks, which SQLite needs none of); ``attention``:
+what needs a person (dead letters a bulk replay takes, incidents by their open key, orphans left
+unbound, disabled callback endpoints and their parked relays; one class, the same statements on both).
+
 The other families (the tasks' own statements, the submit's admission) still write from their
 modules; docs/architecture.md "The store" says what is where.
 """
@@ -35,9 +40,11 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
+from models.store.attention import Attention
 from models.store.dispatch import FairDispatch
 from models.store.endpoint_health import EndpointHealthRows
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
+from models.store.lifecycle import PostgresTaskLifecycle, SqliteTaskLifecycle, TaskLifecycle
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
 from models.store.notices import Notices
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
@@ -69,6 +76,8 @@ class Store:
     submissions: Submissions
     endpoint_health: EndpointHealthRows
     notices: Notices
+    lifecycle: TaskLifecycle
+    attention: Attention
 
 
 POSTGRESQL = Store(
@@ -85,6 +94,8 @@ POSTGRESQL = Store(
     submissions=Submissions(),
     endpoint_health=EndpointHealthRows(),  # the same statements on both databases
     notices=Notices(),  # the same statements on both databases
+    lifecycle=PostgresTaskLifecycle(),
+    attention=Attention(),
 )
 SQLITE = Store(
     "sqlite",
@@ -100,6 +111,8 @@ SQLITE = Store(
     submissions=Submissions(),  # the same statements on both databases
     endpoint_health=EndpointHealthRows(),
     notices=Notices(),
+    lifecycle=SqliteTaskLifecycle(),
+    attention=Attention(),  # the same statements on both databases
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
