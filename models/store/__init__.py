@@ -18,8 +18,12 @@ session's and call its verbs, and never ask which database it is (``tests/unit/
 test_store_boundary.py`` counts the places that still do, outside this package, and holds the
 count down).
 
-The other families (the tasks' own statements, the submit's admission, notices, endpoint health
-rows) still write from their modules; docs/architecture.md "The store" says
+Also ``admission`` (the submit's client lock, and its load counted under it), ``retention`` (what
+pruning finds due, exports and deletes, kind by kind, in batches: one class) and ``credentials``
+(clients and their API keys, console sessions, callback tokens: one class).
+
+The other families (the tasks' own statements, notices, endpoint health rows) still write from
+their modules; docs/architecture.md "The store" says
 what is where.
 """
 
@@ -30,12 +34,15 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
+from models.store.admission import ClientAdmission, PostgresAdmission, SqliteAdmission
+from models.store.credentials import Credentials
 from models.store.dispatch import FairDispatch
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
 from models.store.reads import PostgresReads, Reads, SqliteReads
+from models.store.retention import Pruning
 from models.store.slots import PostgresSlots, Slots, SqliteSlots
 from models.store.timeline import PostgresTimeline, SqliteTimeline, Timeline
 
@@ -56,6 +63,9 @@ class Store:
     timeline: Timeline
     dispatch: FairDispatch
     rate_limits: RateLimits
+    admission: ClientAdmission
+    retention: Pruning
+    credentials: Credentials
 
 
 POSTGRESQL = Store(
@@ -68,6 +78,9 @@ POSTGRESQL = Store(
     PostgresTimeline(),
     FairDispatch(),
     PostgresRateLimits(),
+    PostgresAdmission(),
+    Pruning(),
+    Credentials(),
 )
 SQLITE = Store(
     "sqlite",
@@ -79,6 +92,9 @@ SQLITE = Store(
     SqliteTimeline(),
     FairDispatch(),  # the same statements on both databases
     SqliteRateLimits(),
+    SqliteAdmission(),
+    Pruning(),  # the same statements on both databases
+    Credentials(),  # the same statements on both databases
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
