@@ -37,8 +37,8 @@ from sqlalchemy import event, text
 
 from models.base import utcnow
 from models.db import Database
+from models.store.retention import due_query
 from service.retention import KINDS, Retention, prune
-from service.retention_kinds import due_query
 from tests.integration.stack import migrate
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"

@@ -4,7 +4,7 @@ random and unguessable (``secrets.token_urlsafe(32)``). Only its SHA-256 is stor
 table gives no one a token. A row authenticates events of its own task only, and only until the task
 is final (``service.ingress``). Each submit attempt adds one (a vendor that kept the first attempt's
 URL, having honoured the Idempotency-Key, still reaches the task); they go with the task
-(``service.retention`` finds every table that points at a task)."""
+(retention finds every table that points at a task: ``models.store.retention``)."""
 
 from __future__ import annotations
 

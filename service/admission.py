@@ -18,17 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import BigInteger, Select, and_, bindparam, case, func, select, text
 from sqlalchemy.orm import Session
 
 from core.fair_share import CLIENT_BACKLOG, CONCURRENCY_KEY, VENDOR_CAPACITY, DispatchPolicy, rank
 from foundation import metrics
 from models.client import Client
-from models.statements import built_once
 from models.store import store_of
-from models.task import OPEN, ExternalTask
+from models.task import ExternalTask
 from service.dispatch import lock_releases, policy_of, release_lock_key
 
 
@@ -46,42 +43,29 @@ class Load:
 def load(session: Session, provider: str, client_id: int, *, count_open: bool) -> Load:
     """The client's :class:`Load`, before a new task of ``provider`` is inserted: its locks
     (:func:`_lock`), then one statement (the cap's count and the window's in one scan of the
-    client's open tasks), which :func:`admit` then decides under."""
+    client's open tasks: ``models.store.admission``), which :func:`admit` then decides under."""
     policy = policy_of(session)
-    params = {"provider": provider, "client_id": client_id}
     _lock(session, provider, client_id, policy, lock_client=count_open)
+    admission = store_of(session).admission
     if policy is None:
-        return Load(open_tasks=session.scalar(_client_open(), params) or 0) if count_open else Load()
+        return Load(open_tasks=admission.count_open(session, client_id)) if count_open else Load()
     if not count_open:
-        on_the_way, waiting = session.execute(_client_counts(), params).one()
-        return Load(on_the_way, waiting)
-    on_the_way, waiting, open_tasks = session.execute(_client_load(), params).one()
-    return Load(on_the_way, waiting, open_tasks)
+        return Load(*admission.queue_load(session, provider, client_id))
+    return Load(*admission.load(session, provider, client_id))
 
 
 def _lock(session: Session, provider: str, client_id: int, policy: DispatchPolicy | None, *, lock_client: bool) -> None:
-    """On PostgreSQL, what the load is read under: the client's row lock when its open tasks are
-    counted against its cap, and the dispatch lock when a policy decides (``service.dispatch``),
-    in that order and in one statement when both are taken.
-
-    The row lock (``FOR NO KEY UPDATE``) makes a client's concurrent submits count one after
-    another, so the cap is exact: two racing requests cannot both see ``cap - 1``. It costs nothing
-    across clients, and task inserts (which only take ``KEY SHARE`` on the client) from other
-    transactions do not wait on it. The count cannot go in the locking statement: it would read the
-    snapshot taken before the lock was granted (PostgreSQL re-checks only the locked row), and miss
-    the task the lock's previous holder just committed. SQLite's ``BEGIN IMMEDIATE`` serialises
-    writers already: nothing to take (its ``SELECT`` took no lock, and cost a statement)."""
-    if store_of(session).locks.serialises_writers:
-        return
+    """What the load is read under: the client's row lock when its open tasks are counted against
+    its cap (``models.store.admission``: a client's concurrent submits count one after another, so
+    the cap is exact), and the dispatch lock when a policy decides (``service.dispatch``), in that
+    order and in one statement when both are taken. SQLite's ``BEGIN IMMEDIATE`` serialises writers
+    already: its store takes nothing."""
     if not lock_client:
         if policy is not None:
             lock_releases(session, provider, client_id, policy)
         return
-    if policy is None:
-        session.execute(_LOCK_CLIENT, {"client_id": client_id})
-        return
-    key = release_lock_key(provider, client_id, policy)
-    session.execute(_LOCK_CLIENT_THEN_RELEASES, {"client_id": client_id, "key": key})
+    key = None if policy is None else release_lock_key(provider, client_id, policy)
+    store_of(session).admission.lock_client(session, client_id, key)
 
 
 @dataclass(frozen=True)
@@ -129,45 +113,3 @@ def released(session: Session, task: ExternalTask, client: Client) -> None:
     """The new task :func:`admit` released under a policy is in (not a replay's): it waited for nothing."""
     if policy_of(session) is not None:
         metrics.dispatch_wait(task.provider, client.name, 0.0)
-
-
-# --- statements, built once ---------------------------------------------------------------------
-
-_LOCK_CLIENT = select(Client.id).where(Client.id == bindparam("client_id")).with_for_update(key_share=True)
-#: the row lock, then the dispatch lock: MATERIALIZED keeps the order (the locked row is produced
-#: before the outer SELECT calls the function on it), the order every submit has always taken them in
-_LOCKED_CLIENT = _LOCK_CLIENT.cte("locked_client").prefix_with("MATERIALIZED")
-_LOCK_CLIENT_THEN_RELEASES = select(func.pg_advisory_xact_lock(bindparam("key", type_=BigInteger))).select_from(
-    _LOCKED_CLIENT
-)
-
-
-@built_once
-def _client_counts() -> Select[Any]:
-    """(on its way, waiting) of one client for one provider: its window and its queue."""
-    released = "dispatched_at IS NOT NULL"
-    return select(
-        func.coalesce(func.sum(text(f"CASE WHEN {released} THEN 1 ELSE 0 END")), 0),
-        func.coalesce(func.sum(text(f"CASE WHEN {released} THEN 0 ELSE 1 END")), 0),
-    ).where(
-        ExternalTask.provider == bindparam("provider"),
-        ExternalTask.client_id == bindparam("client_id"),
-        text("state = 'requested'"),
-    )
-
-
-@built_once
-def _client_load() -> Select[Any]:
-    """:func:`_client_counts` and the client's open tasks, in one scan of those (the partial index
-    of its open tasks: its requested ones are among them)."""
-    requested = and_(ExternalTask.provider == bindparam("provider"), text("state = 'requested'"))
-    on_the_way = case((and_(requested, ExternalTask.dispatched_at.is_not(None)), 1), else_=0)
-    waiting = case((and_(requested, ExternalTask.dispatched_at.is_(None)), 1), else_=0)
-    return select(func.coalesce(func.sum(on_the_way), 0), func.coalesce(func.sum(waiting), 0), func.count()).where(
-        ExternalTask.client_id == bindparam("client_id"), text(OPEN)
-    )
-
-
-@built_once
-def _client_open() -> Select[Any]:
-    return select(func.count()).where(ExternalTask.client_id == bindparam("client_id"), text(OPEN))

@@ -8,12 +8,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.states import State
 from models.callback_tokens import CallbackToken
-from models.task import ExternalTask
+from models.store import store_of
 from webhooks.schemes import token_digest
 
 
@@ -34,9 +33,5 @@ class TokenTask:
 
 def task_of(session: Session, provider: str, digest: str) -> TokenTask | None:
     """The task whose token has ``digest``, if it is ``provider``'s; None for a token nobody issued."""
-    row = session.execute(
-        select(ExternalTask.state, ExternalTask.vendor_job_id)
-        .join(CallbackToken, CallbackToken.task_id == ExternalTask.id)
-        .where(CallbackToken.digest == digest, ExternalTask.provider == provider)
-    ).first()
-    return None if row is None else TokenTask(State(row.state), row.vendor_job_id)
+    found = store_of(session).credentials.token_task(session, provider, digest)
+    return None if found is None else TokenTask(State(found[0]), found[1])

@@ -13,11 +13,10 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from models.console_sessions import ConsoleSession
 from models.db import Database
+from models.store import store_of
 
 
 def _hash(session_id: str) -> str:
@@ -28,34 +27,22 @@ def open_session(db: Database, operator: str, now: datetime, lifetime_s: int) ->
     """A new session for ``operator``; returns its id (for the cookie only). Removes expired ones."""
     session_id = secrets.token_urlsafe(32)
     with db.transaction() as session:
-        session.execute(delete(ConsoleSession).where(ConsoleSession.expires_at <= now))
-        session.add(
-            ConsoleSession(
-                id_hash=_hash(session_id),
-                operator=operator,
-                created_at=now,
-                expires_at=now + timedelta(seconds=lifetime_s),
-            )
-        )
+        expires_at = now + timedelta(seconds=lifetime_s)
+        store_of(session).credentials.open_console_session(session, _hash(session_id), operator, now, expires_at)
     return session_id
 
 
 def live_operator(session: Session, session_id: str, now: datetime) -> str | None:
     """The operator of a session still open and not expired; None for any other id."""
-    return session.scalar(
-        select(ConsoleSession.operator).where(
-            ConsoleSession.id_hash == _hash(session_id), ConsoleSession.expires_at > now
-        )
-    )
+    return store_of(session).credentials.console_operator(session, _hash(session_id), now)
 
 
 def end_session(db: Database, session_id: str) -> None:
     with db.transaction() as session:
-        session.execute(delete(ConsoleSession).where(ConsoleSession.id_hash == _hash(session_id)))
+        store_of(session).credentials.end_console_session(session, _hash(session_id))
 
 
 def end_operator_sessions(db: Database, operator: str) -> int:
     """Sign ``operator`` out everywhere: every session under that name; returns how many."""
     with db.transaction() as session:
-        result = session.execute(delete(ConsoleSession).where(ConsoleSession.operator == operator))
-    return int(getattr(result, "rowcount", 0) or 0)
+        return store_of(session).credentials.end_console_sessions_of(session, operator)

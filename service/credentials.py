@@ -8,13 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from core.origins import MAX_ORIGINS, BadOrigin, normalize_origin, within
 from models.base import utcnow
 from models.client import ApiKey, Client, display_prefix, generate_api_key, hash_api_key
-from models.statements import built_once
+from models.store import store_of
 from webhooks.signing import generate_secret
 from wire.channel_messages import CHANNELS, channel_name_problem
 
@@ -52,8 +51,7 @@ class NewKey:
 
 
 def find_client(session: Session, name: str, *, lock: bool = False) -> Client:
-    query = select(Client).where(Client.name == name)
-    client = session.scalar(query.with_for_update() if lock else query)
+    client = store_of(session).credentials.client_named(session, name, lock=lock)
     if client is None:
         raise ClientNotFound(f"no client named {name!r}")
     return client
@@ -61,23 +59,13 @@ def find_client(session: Session, name: str, *, lock: bool = False) -> Client:
 
 def clients(session: Session) -> list[Client]:
     """Every client, by name."""
-    return list(session.scalars(select(Client).order_by(Client.name)))
+    return store_of(session).credentials.clients(session)
 
 
 def authenticate(session: Session, api_key: str) -> Client | None:
     """The client owning this key if the key is live (neither retired nor revoked): one lookup on
     the unique ``key_hash`` index. A disabled client is returned; refusing it is the caller's."""
-    return session.scalar(_authenticate_statement(), {"key_hash": hash_api_key(api_key)})
-
-
-@built_once
-def _authenticate_statement() -> Select[tuple[Client]]:
-    """Built once (every API request runs it): building a statement costs more than running it."""
-    return (
-        select(Client)
-        .join(ApiKey, ApiKey.client_id == Client.id)
-        .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.retired_at.is_(None), ApiKey.revoked_at.is_(None))
-    )
+    return store_of(session).credentials.client_of_key(session, hash_api_key(api_key))
 
 
 def _add_key(session: Session, client: Client, now: datetime) -> NewKey:
@@ -93,7 +81,7 @@ def create_client(
 ) -> tuple[Client, NewKey, str]:
     """A new client with one API key and one callback secret: (client, key, secret)."""
     now = now or utcnow()
-    if session.scalar(select(Client.id).where(Client.name == name)) is not None:
+    if store_of(session).credentials.name_taken(session, name):
         raise CredentialError(f"a client named {name!r} exists already")
     normalized = _registrable(callback_url, _normalized(origins))
     secret = generate_secret()
@@ -118,11 +106,7 @@ def set_channel(client: Client, channel: str | None) -> None:
 
 def keys(session: Session, client: Client) -> list[ApiKey]:
     """Every key of the client, newest first (retired and revoked ones too)."""
-    return list(
-        session.scalars(
-            select(ApiKey).where(ApiKey.client_id == client.id).order_by(ApiKey.created_at.desc(), ApiKey.id.desc())
-        )
-    )
+    return store_of(session).credentials.keys_of(session, client.id)
 
 
 def live_keys(session: Session, client: Client) -> list[ApiKey]:
@@ -212,5 +196,4 @@ def change_origins(client: Client, add: tuple[str, ...] = (), remove: tuple[str,
 
 def clients_on_channel(session: Session, channel: str) -> list[tuple[int, str]]:
     """(id, name) of every client whose tasks' events go to ``channel`` (``amqp`` or ``redis``)."""
-    rows = session.execute(select(Client.id, Client.name).where(Client.channel == channel).order_by(Client.id))
-    return [(id_, name) for id_, name in rows]
+    return store_of(session).credentials.clients_on_channel(session, channel)

@@ -1,9 +1,9 @@
 """Retention: finished work is deleted once it has been quiet for its kind's retention (beat, hourly),
 touching only due rows, on an index, in small batches, each batch one short transaction.
 
-What is due for each kind, and what removing it takes, is ``service.retention_kinds`` (nothing open
-is ever removed); the export of what a batch removes, ``service.retention_export``. This module is
-the run: how long each kind is kept, and the batches, one transaction each.
+What is due for each kind, and what removing it takes, is the store's (``models.store.retention``:
+nothing open is ever removed); the export of what a batch removes, ``service.retention_export``.
+This module is the run: how long each kind is kept, and the batches, one transaction each.
 
 Two runs at once (two beats, or beat and ``liaison prune``) are harmless: on PostgreSQL each batch
 locks its rows ``FOR UPDATE SKIP LOCKED``, so the runs take disjoint batches and a task a worker
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from foundation.settings import Settings
 from models.db import Database
+from models.store import store_of
 from service.retention_export import append_export, export_lines
-from service.retention_kinds import due_query, remove
 
 PRUNE_BATCH = 1000
 DAY_S = 86400
@@ -84,11 +84,12 @@ def prune_kind(
     removed = 0
     while True:
         with db.transaction() as session:
-            ids = session.scalars(due_query(kind, cutoff, batch)).all()
+            pruning = store_of(session).retention
+            ids = pruning.due(session, kind, cutoff, batch)
             if ids:
                 if export_dir is not None:
                     append_export(export_dir, kind, now.date(), export_lines(session, kind, ids))
-                remove(session, kind, ids)
+                pruning.remove(session, kind, ids)
         removed += len(ids)
         if progress is not None and ids:
             progress(removed)

@@ -19,11 +19,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models.task import ExternalTask
-from service.retention_kinds import TABLES, task_dependents
+from models.store import store_of
 
 
 class ExportFailed(Exception):
@@ -40,21 +38,15 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"cannot export a {type(value).__name__}")
 
 
-def _rows(session: Session, table: Any, column: Any, ids: Sequence[int]) -> list[dict[str, Any]]:
-    return [dict(row) for row in session.execute(select(table).where(column.in_(ids))).mappings()]
-
-
 def export_lines(session: Session, kind: str, ids: Sequence[int]) -> list[str]:
     """One JSON line per removed row; a task's line carries every row that belongs to it, by table."""
+    pruning = store_of(session).retention
     if kind != "tasks":
-        table = TABLES[kind]
-        return [json.dumps({"kind": kind, "row": r}, default=_jsonable) for r in _rows(session, table, table.c.id, ids)]
-    tasks = _rows(session, ExternalTask.__table__, ExternalTask.__table__.c.id, ids)
-    owned: dict[int, dict[str, list[dict[str, Any]]]] = {t["id"]: {} for t in tasks}
-    for column in task_dependents():
-        for row in _rows(session, column.table, column, ids):
-            owned[row[column.key]].setdefault(column.table.name, []).append(row)
-    return [json.dumps({"kind": kind, "row": t, "belongs": owned[t["id"]]}, default=_jsonable) for t in tasks]
+        return [json.dumps({"kind": kind, "row": r}, default=_jsonable) for r in pruning.rows(session, kind, ids)]
+    return [
+        json.dumps({"kind": kind, "row": task, "belongs": belongs}, default=_jsonable)
+        for task, belongs in pruning.tasks_with_rows(session, ids)
+    ]
 
 
 def append_export(directory: Path, kind: str, day: date, lines: Iterable[str]) -> None:

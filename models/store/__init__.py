@@ -29,8 +29,13 @@ look-ups, a pending check, a bulk replay's task locks, which SQLite needs none o
 what needs a person (dead letters a bulk replay takes, incidents by their open key, orphans left
 unbound, disabled callback endpoints and their parked relays; one class, the same statements on both).
 
-The other families (the tasks' own statements, the submit's admission) still write from their
-modules; docs/architecture.md "The store" says what is where.
+Also ``admission`` (the submit's client lock, and its load counted under it), ``retention`` (what
+pruning finds due, exports and deletes, kind by kind, in batches: one class) and ``credentials``
+(clients and their API keys, console sessions, callback tokens: one class).
+
+
+The tasks' own statements (their writes through the ORM's unit of work) are the one family still
+written from its modules; docs/architecture.md "The store" says what is where.
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
+from models.store.admission import ClientAdmission, PostgresAdmission, SqliteAdmission
 from models.store.attention import Attention
+from models.store.credentials import Credentials
 from models.store.dispatch import FairDispatch
 from models.store.endpoint_health import EndpointHealthRows
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
@@ -50,6 +57,7 @@ from models.store.notices import Notices
 from models.store.outbox import OutboxRows, PostgresOutboxRows, SqliteOutboxRows
 from models.store.rate_limits import PostgresRateLimits, RateLimits, SqliteRateLimits
 from models.store.reads import PostgresReads, Reads, SqliteReads
+from models.store.retention import Pruning
 from models.store.slots import PostgresSlots, Slots, SqliteSlots
 from models.store.submissions import Submissions
 from models.store.timeline import PostgresTimeline, SqliteTimeline, Timeline
@@ -78,6 +86,9 @@ class Store:
     notices: Notices
     lifecycle: TaskLifecycle
     attention: Attention
+    admission: ClientAdmission
+    retention: Pruning
+    credentials: Credentials
 
 
 POSTGRESQL = Store(
@@ -96,6 +107,9 @@ POSTGRESQL = Store(
     notices=Notices(),  # the same statements on both databases
     lifecycle=PostgresTaskLifecycle(),
     attention=Attention(),
+    admission=PostgresAdmission(),
+    retention=Pruning(),
+    credentials=Credentials(),
 )
 SQLITE = Store(
     "sqlite",
@@ -113,6 +127,9 @@ SQLITE = Store(
     notices=Notices(),
     lifecycle=SqliteTaskLifecycle(),
     attention=Attention(),  # the same statements on both databases
+    admission=SqliteAdmission(),
+    retention=Pruning(),  # the same statements on both databases
+    credentials=Credentials(),  # the same statements on both databases
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 

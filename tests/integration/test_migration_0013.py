@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.cli import alembic_config
 from core.fair_share import DispatchPolicy
 from models.store import store_of
-from service import admission, dispatch
+from service import dispatch
 from tests.integration.migrations import rows
 
 NOW = "2026-12-01 06:00:00"
@@ -65,7 +65,6 @@ def test_0013_marks_tasks_in_flight_released(migration_url: str) -> None:
         assert dispatch.queued_pairs(session) == []  # nothing waits: nothing is released twice
         assert dispatch.release(session, "sim", 1, datetime.now(UTC)) == 0
         # the requested task fills the client's window of 1; three are open at the vendor (its cap)
-        params = {"provider": "sim", "client_id": 1}
-        assert tuple(session.execute(admission._client_counts(), params).one()) == (1, 0)
+        assert store_of(session).admission.queue_load(session, "sim", 1) == (1, 0)
         assert store_of(session).dispatch.open_at_vendor(session, "sim") == 3
     engine.dispose()

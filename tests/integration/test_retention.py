@@ -23,10 +23,10 @@ from sqlalchemy.orm import Session
 from models import DeadLetter, ExternalTask, Incident, OrphanEvent, OutboxMessage, ProcessedMessage, TaskEvent
 from models.base import Base, utcnow
 from models.notifications import Notification
+from models.store.retention import due_query, task_dependents
 from service.credentials import authenticate
 from service.retention import KINDS, Retention, prune
 from service.retention_export import ExportFailed
-from service.retention_kinds import due_query, task_dependents
 from tests.integration.stack import Stack
 from tests.support.concurrency import twice_at_once
 

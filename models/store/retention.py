@@ -1,6 +1,11 @@
-"""What retention may remove, kind by kind: the query that finds a kind's due rows and the
-statements that delete them (and, for a task, every row that belongs to it). ``service.retention``
-runs them in batches.
+"""What retention may remove, kind by kind (``service.retention`` runs it in batches): the query
+that finds a kind's due rows, the rows a batch is about to remove (its export,
+``service.retention_export``) and the statements that delete them (for a task, with every row that
+belongs to it).
+
+Both databases run the same statements (``FOR UPDATE SKIP LOCKED`` is PostgreSQL's; SQLite's
+compiler leaves it out, and its ``BEGIN IMMEDIATE`` runs batches one after the other), so one class
+serves both stores.
 
 What "finished" means for each kind (nothing open is ever removed):
 
@@ -23,11 +28,14 @@ What "finished" means for each kind (nothing open is ever removed):
 
 Each query locks the rows it returns ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so two runs at once
 take disjoint batches and a task a worker holds is skipped, not waited for.
+
+The tables are looked up in the metadata by name when a statement is built (``models/__init__``
+has mapped every one by then), so a kind is a name and the table modules need not be imported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -38,20 +46,26 @@ from core.states import TERMINAL
 from models.attention import Incident, OrphanEvent
 from models.base import Base
 from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
-from models.notifications import PENDING, Notification
 from models.task import FINISHED, ExternalTask
 
 FINAL_STATES = sorted(state.value for state in TERMINAL)
+#: a notice not yet settled (``models.notifications.PENDING``; the contract test holds them equal)
+NOTICE_PENDING = "pending"
 
-#: the table of every kind but ``tasks`` (a task takes the rows that belong to it along)
-TABLES: Mapping[str, Table] = {
-    "outbox": OutboxMessage.__table__,  # type: ignore[dict-item]
-    "dead_letters": DeadLetter.__table__,  # type: ignore[dict-item]
-    "incidents": Incident.__table__,  # type: ignore[dict-item]
-    "notifications": Notification.__table__,  # type: ignore[dict-item]
-    "orphans": OrphanEvent.__table__,  # type: ignore[dict-item]
-    "processed_messages": ProcessedMessage.__table__,  # type: ignore[dict-item]
+#: the table of every kind but ``tasks`` (a task takes the rows that belong to it along), by name
+TABLE_NAMES = {
+    "outbox": OutboxMessage.__tablename__,
+    "dead_letters": DeadLetter.__tablename__,
+    "incidents": Incident.__tablename__,
+    "notifications": "notifications",
+    "orphans": OrphanEvent.__tablename__,
+    "processed_messages": ProcessedMessage.__tablename__,
 }
+
+
+def table_of(kind: str) -> Table:
+    """The table of ``kind`` (any kind but ``tasks``)."""
+    return Base.metadata.tables[TABLE_NAMES[kind]]
 
 
 def task_dependents() -> list[Column[Any]]:
@@ -64,6 +78,47 @@ def task_dependents() -> list[Column[Any]]:
             if fk.column.table.name == ExternalTask.__tablename__ and fk.parent is not found[0]:
                 found.append(fk.parent)
     return found
+
+
+class Pruning:
+    """Retention's verbs, alike on both databases."""
+
+    def due(self, session: Session, kind: str, cutoff: datetime, batch: int) -> list[int]:
+        """The ids of up to ``batch`` rows of ``kind`` due for removal (finished before ``cutoff``),
+        oldest first, locked for the rest of the transaction (PostgreSQL: rows another transaction
+        holds are skipped)."""
+        return list(session.scalars(due_query(kind, cutoff, batch)))
+
+    def rows(self, session: Session, kind: str, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The rows ``ids`` of ``kind`` (any kind but ``tasks``), column by column: what the export writes."""
+        table = table_of(kind)
+        return _rows(session, table, table.c.id, ids)
+
+    def tasks_with_rows(
+        self, session: Session, ids: Sequence[int]
+    ) -> list[tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]]:
+        """The tasks ``ids``, each with every row that belongs to it by table name (:func:`task_dependents`):
+        one statement for the tasks, one per table that points at them."""
+        tasks = _rows(session, ExternalTask.__table__, ExternalTask.__table__.c.id, ids)
+        owned: dict[int, dict[str, list[dict[str, Any]]]] = {t["id"]: {} for t in tasks}
+        for column in task_dependents():
+            for row in _rows(session, column.table, column, ids):
+                owned[row[column.key]].setdefault(column.table.name, []).append(row)
+        return [(task, owned[task["id"]]) for task in tasks]
+
+    def remove(self, session: Session, kind: str, ids: Sequence[int]) -> None:
+        """Delete the rows ``ids`` of ``kind`` (a task with every row that belongs to it, those first)."""
+        if kind != "tasks":
+            table = table_of(kind)
+            session.execute(delete(table).where(table.c.id.in_(ids)))
+            return
+        for column in task_dependents():
+            session.execute(delete(column.table).where(column.in_(ids)))
+        session.execute(delete(ExternalTask).where(ExternalTask.id.in_(ids)))
+
+
+def _rows(session: Session, table: Any, column: Any, ids: Sequence[int]) -> list[dict[str, Any]]:
+    return [dict(row) for row in session.execute(select(table).where(column.in_(ids))).mappings()]
 
 
 # --- what is due, per kind -------------------------------------------------------------------------
@@ -130,10 +185,11 @@ def due_query(kind: str, cutoff: datetime, batch: int) -> Select[tuple[int]]:
         query = select(Incident.id).where(Incident.resolved_at < cutoff).order_by(Incident.resolved_at)
         return query.limit(batch).with_for_update(skip_locked=True)
     if kind == "notifications":
+        notices = table_of(kind)
         query = (
-            select(Notification.id)
-            .where(Notification.dispatched_at < cutoff, Notification.state != PENDING)
-            .order_by(Notification.dispatched_at)
+            select(notices.c.id)
+            .where(notices.c.dispatched_at < cutoff, notices.c.state != NOTICE_PENDING)
+            .order_by(notices.c.dispatched_at)
         )
         return query.limit(batch).with_for_update(skip_locked=True)
     if kind == "orphans":
@@ -151,14 +207,3 @@ def due_query(kind: str, cutoff: datetime, batch: int) -> Select[tuple[int]]:
         )
         return query.limit(batch).with_for_update(skip_locked=True)
     raise ValueError(f"unknown retention kind {kind!r}")
-
-
-def remove(session: Session, kind: str, ids: Sequence[int]) -> None:
-    """Delete the rows of ``kind`` (a task with every row that belongs to it)."""
-    if kind != "tasks":
-        table = TABLES[kind]
-        session.execute(delete(table).where(table.c.id.in_(ids)))
-        return
-    for column in task_dependents():
-        session.execute(delete(column.table).where(column.in_(ids)))
-    session.execute(delete(ExternalTask).where(ExternalTask.id.in_(ids)))
