@@ -35,6 +35,7 @@ from core.urls import strip_url
 from models.base import utcnow
 from models.endpoint_health import unhealthy
 from models.notifications import mutes
+from runtime.context import liaison
 from service import queries
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
@@ -54,7 +55,6 @@ from service.operator_actions import (
     update_incident,
 )
 from service.queries import DeadLetterFilter
-from workers.runtime import liaison
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
 bp.before_request(require_admin)

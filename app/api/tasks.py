@@ -31,10 +31,10 @@ from models.base import utcnow
 from models.client import Client
 from models.endpoint_health import paused_endpoint
 from models.task import ExternalTask
+from runtime.context import Liaison, liaison
 from service import claims, intake, queries
 from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from wire.bounded_json import InvalidJson, TooDeep, strict_loads
-from workers.runtime import Liaison, liaison
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 

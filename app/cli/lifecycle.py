@@ -11,11 +11,11 @@ from flask.cli import AppGroup, with_appcontext
 from app.api.representation import orphan_body
 from app.cli.output import cli_actor, emit, json_option
 from models.base import utcnow
+from runtime.context import liaison
 from service import queries
 from service.operator_actions import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
-from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

@@ -16,6 +16,7 @@ from core.urls import strip_url
 from models.base import utcnow
 from models.messages import DEAD_LETTER_KINDS
 from models.notifications import mutes
+from runtime.context import liaison
 from service import queries
 from service.incidents import IncidentKind
 from service.operator_actions import (
@@ -34,7 +35,6 @@ from service.operator_actions import (
     update_incident,
 )
 from service.queries import DeadLetterFilter
-from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

@@ -9,9 +9,9 @@ from flask.cli import AppGroup
 from app.api.representation import operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
 from core.states import State
+from runtime.context import liaison
 from service import queries, task_pages
 from service.operator_actions import Ambiguous, NotFoundError, client_named, task_for_operator
-from workers.runtime import liaison
 
 #: ``tasks show`` prints at most this many timeline events by default, the newest (as the console)
 TIMELINE_LIMIT = 500

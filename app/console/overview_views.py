@@ -19,8 +19,8 @@ from core.states import State
 from models.base import utcnow
 from models.heartbeats import beat_liveness
 from models.messages import DEAD_LETTER_KINDS
+from runtime.context import liaison
 from service import overview, queries
-from workers.runtime import liaison
 
 
 @bp.get("/", endpoint="overview")

@@ -19,9 +19,9 @@ from core.classify import Fault
 from core.states import TERMINAL, State
 from models.base import utcnow
 from models.task import ExternalTask
+from runtime.context import liaison
 from service import queries, task_pages
 from service.operator_actions import CALLER_FAULT_WARNING, NotFoundError, cancel_task, client_named, replay_one
-from workers.runtime import liaison
 
 #: a task page shows at most this many timeline events (the newest are kept)
 TIMELINE_LIMIT = 500

@@ -31,6 +31,7 @@ from foundation.logging import bind, clear
 from models.base import utcnow
 from models.client import Client
 from models.messages import MAX_MESSAGE_ID_CHARS
+from runtime.context import Liaison
 from service import claims, credentials, intake, outbox_rows
 from service.lifecycle import AlreadyFinal, request_cancel
 from service.vendor_events import first_time
@@ -42,7 +43,6 @@ from wire.channel_messages import (
     parse_command,
     rejection,
 )
-from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 #: A database that does not answer: the command is tried again after this pause.

@@ -20,16 +20,16 @@ from models.client import Client
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.task import ExternalTask
+from runtime.limiter import DatabaseLimiter
 from service.claims import lock_task
 from service.credentials import set_channel
 from service.transitions import move
 from tests.middle.builders import new_client
 from webhooks.signing import generate_secret
 from wire.channel_messages import CANCEL_TASK, SUBMIT_TASK, row_message_id
-from workers.limiter import DatabaseLimiter
 
 if TYPE_CHECKING:
-    from workers.runtime import Liaison
+    from runtime.context import Liaison
 
 
 @dataclass

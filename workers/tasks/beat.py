@@ -15,6 +15,7 @@ from core.notifications import DigestRule
 from models.base import utcnow
 from models.notifications import Routes
 from models.notifications import dispatch as dispatch_notices
+from runtime.context import liaison
 from service import dispatch
 from service.orphans import flag_stale_orphans
 from service.retention import Retention, prune
@@ -22,7 +23,6 @@ from service.retention import prune_processed_messages as prune_inbox
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.polling import poll as run_poll
 from workers.reconcile import reconcile as run_reconcile
-from workers.runtime import liaison
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
