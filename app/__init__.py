@@ -20,11 +20,13 @@ from app.observability import tracing
 from foundation.settings import ConfigError, Settings, database_pooler_from_env, database_url_from_env
 from models import publishing
 from models.db import Database
+from runtime.context import Liaison
+from runtime.limiter import build_limiter
+from runtime.outbox import Publisher
 from service import dispatch
-from workers.limiter import build_limiter
-from workers.outbox import Publisher
+from workers.call_slots import CallSlots
+from workers.channels import ChannelPublisher
 from workers.providers import build_providers
-from workers.runtime import Liaison
 
 #: What ``liaison db upgrade`` reads when another setting is wrong: where the database is, and how.
 DATABASE_ONLY = ("DATABASE_URL", "LIAISON_VAR_DIR", "LIAISON_DATABASE_POOLER")
@@ -76,6 +78,8 @@ def create_app(settings: Settings | None = None, celery_config: dict | None = No
         providers=build_providers(settings, limiter),
         publisher=publisher,
         limiter=limiter,
+        channels=ChannelPublisher(settings),  # connects on first use
+        call_slots=CallSlots(),
     )
 
     errors.init_app(app)

@@ -10,8 +10,8 @@ from flask import g, request
 from app.errors import Forbidden, NotFound, Unauthorized
 from app.session import db_session
 from models.client import Client
+from runtime.context import liaison
 from service.credentials import authenticate
-from workers.runtime import liaison
 
 #: what each bearer token is called when it is missing: the credential the caller must send
 API_KEY, ADMIN_TOKEN, METRICS_TOKEN = "API key", "LIAISON_ADMIN_TOKEN", "LIAISON_METRICS_TOKEN"

@@ -27,7 +27,7 @@ from werkzeug.exceptions import HTTPException
 from app import session
 from app.observability.migrations import missing_schema, pending_message, pending_migrations
 from models.db import database_unavailable
-from workers.runtime import liaison
+from runtime.context import liaison
 
 log = logging.getLogger(__name__)
 PROBLEM = "application/problem+json"

@@ -15,7 +15,7 @@ from core.rate_limit import Limit, retry_after_header
 from foundation import metrics
 from foundation.settings import Settings
 from models.client import Client
-from workers.limiter import DatabaseLimiter, Limiter
+from runtime.limiter import DatabaseLimiter, Limiter
 
 
 def submit_limit(settings: Settings, client: Client) -> Limit:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Flask, g
 from sqlalchemy.orm import Session
 
-from workers.runtime import liaison
+from runtime.context import liaison
 
 
 def db_session() -> Session:

@@ -36,9 +36,9 @@ from app.consumers.vendor_queues import VendorEventConsumer
 from foundation.provider_settings import ProviderSettings
 from foundation.settings import Settings
 from models.messages import ProcessedMessage
+from runtime.provider import SubmitJob
 from webhooks.signing import generate_secret
 from workers.providers.amqp import AmqpProvider
-from workers.providers.base import SubmitJob
 
 
 def _figures(name: str, seconds: list[float]) -> str:

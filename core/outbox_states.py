@@ -97,7 +97,7 @@ NOT_DONE: frozenset[RowState] = frozenset(RowState) - FINISHED
 HOLDING: frozenset[RowState] = frozenset(
     {RowState.UNSENT, RowState.PUBLISHED, RowState.HELD, RowState.AWAITING_EARLIER}
 )
-#: what the outbox sweep may publish once due (``workers.outbox``): the same rows
+#: what the outbox sweep may publish once due (``runtime.outbox``): the same rows
 SWEPT: frozenset[RowState] = HOLDING
 #: waiting in the database for something other than time: a person, or fair dispatch
 WAITING_UNPUBLISHED: frozenset[RowState] = frozenset({RowState.QUEUED, RowState.PARKED})

@@ -5,7 +5,7 @@ this session hook, not the call sites: every new ``OutboxMessage`` flushed in a 
 in ``session.info``, and so is an existing row a function re-arms (a replayed dead letter, relays
 released by a re-enabled endpoint, a stuck submit re-driven) through :func:`publish_after_commit`.
 When the outermost transaction commits, the noted rows that are still in the database are handed
-to the publisher the composition root installed (``workers.outbox.Publisher.publish``); after a
+to the publisher the composition root installed (``runtime.outbox.Publisher.publish``); after a
 rollback nothing is. A row added in a savepoint that rolled back is left out too.
 
 Every row to be published is stamped ``dispatched_at`` *in its own transaction* (new rows before

@@ -10,7 +10,7 @@ healthy call takes plus ``LIAISON_START_LEASE_MARGIN_S``: its worker died (SIGKI
 lost) with the message. On Redis such a message comes back only after the 12 h visibility timeout;
 RabbitMQ gives it back when the connection closes, and the lease changes nothing there.
 
-The sweep re-publishes such a row (``workers.outbox.Publisher.sweep``) with a new stamp. A copy of
+The sweep re-publishes such a row (``runtime.outbox.Publisher.sweep``) with a new stamp. A copy of
 the old message that turns up later (a broker that gave it back after all, or one only slow in a
 backlog) is *superseded* (:func:`superseded`): it carries the stamp it was published under, and
 does nothing once the row carries another, so an early re-drive never leaves two live copies.

@@ -93,6 +93,25 @@ class Command:
     traceparent: str | None = None
 
 
+@dataclass(frozen=True)
+class ChannelEvent:
+    """One event bound for a client's channel, as the channel task hands it to the sender
+    (``workers.channels``): which broker, whose, signed with which secrets, and its body."""
+
+    channel: str  # amqp | redis
+    client: str
+    secrets: list[str]
+    body: dict[str, Any]  # carries its message_id and type
+
+    @property
+    def message_id(self) -> str:
+        return str(self.body["message_id"])
+
+    @property
+    def type(self) -> str:
+        return str(self.body["type"])
+
+
 class CommandRefused(ValueError):
     """A command that cannot be taken as it is: answered by a ``task.rejected`` event.
     ``status`` is the HTTP status the same request would have had."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import kombu.exceptions
@@ -29,28 +28,12 @@ from core.errors import TransientError
 from foundation import tracing
 from foundation.settings import Settings
 from webhooks.signing import sign
-from wire.channel_messages import AMQP, REDIS, events_exchange, events_stream, routing_key
+from wire.channel_messages import AMQP, REDIS, ChannelEvent, events_exchange, events_stream, routing_key
 from workers.delivery import encode
 
 #: Anything the brokers' clients raise: a vhost refusing us while RabbitMQ restarts is an AMQPError
 #: (530 NOT_ALLOWED) that kombu does not wrap.
 BROKER_ERRORS = (OSError, kombu.exceptions.KombuError, AMQPError, redis.RedisError)
-
-
-@dataclass(frozen=True)
-class ChannelEvent:
-    channel: str  # amqp | redis
-    client: str
-    secrets: list[str]
-    body: dict[str, Any]  # carries its message_id and type
-
-    @property
-    def message_id(self) -> str:
-        return str(self.body["message_id"])
-
-    @property
-    def type(self) -> str:
-        return str(self.body["type"])
 
 
 def signed(event: ChannelEvent, now_ts: float) -> tuple[bytes, dict[str, str]]:

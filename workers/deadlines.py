@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from runtime.context import Liaison
 from service.lifecycle import escalate_due
 from service.probes import claim_silent
-from workers.runtime import Liaison
 
 
 def check_deadlines(

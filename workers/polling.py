@@ -14,8 +14,8 @@ import math
 from datetime import datetime
 
 from foundation import metrics
+from runtime.context import Liaison
 from service.polling import claim_due
-from workers.runtime import Liaison
 
 #: how often beat runs the poll job (beat_schedule.py), and so how much a run may claim
 POLL_INTERVAL_S = 5.0

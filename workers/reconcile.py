@@ -17,11 +17,11 @@ from core.classify import Failure
 from core.errors import CallError, PermanentError
 from foundation import tracing
 from models.store.slots import lease
+from runtime.context import Liaison
+from runtime.limiter import RateLimited
+from runtime.provider import JobSnapshot, Provider
 from service.isolation import ROW_ERRORS, record_row_failure
 from service.reconciliation import QuietTask, apply_snapshot, claim_quiet, claim_unsubmitted, unknown_job
-from workers.limiter import RateLimited
-from workers.providers.base import JobSnapshot, Provider
-from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 NOT_FOUND = 404

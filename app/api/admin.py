@@ -36,6 +36,7 @@ from models.base import utcnow
 from models.read_models import lists
 from models.read_models.lists import DeadLetterFilter
 from models.store import store_of
+from runtime.context import liaison
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
     Ambiguous,
@@ -53,7 +54,6 @@ from service.operator_actions import (
     unmute_notifications,
     update_incident,
 )
-from workers.runtime import liaison
 
 bp = Blueprint("admin", __name__, url_prefix="/admin/v1")
 bp.before_request(require_admin)

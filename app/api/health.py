@@ -15,7 +15,7 @@ from app.observability.web import business_collector
 from foundation import metrics
 from models.base import utcnow
 from models.heartbeats import beat_liveness
-from workers.runtime import liaison
+from runtime.context import liaison
 
 bp = Blueprint("health", __name__)
 

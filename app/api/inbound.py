@@ -16,8 +16,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from app.errors import ApiError, BadRequest, Conflict, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType
 from app.session import db_session
 from foundation import tracing
+from runtime.context import liaison
 from service import ingress
-from workers.runtime import liaison
 
 bp = Blueprint("webhooks", __name__, url_prefix="/webhooks")
 

@@ -8,6 +8,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app import commands
 from app.api.contract import CancelTask, validated
 from app.api.representation import (
     TIMELINE_CAP,
@@ -18,10 +19,10 @@ from app.api.representation import (
     task_body,
     timeline_entry,
 )
-from app.api.validation import CORRELATION_ID, parse_submit, valid_idempotency_key
+from app.api.validation import CORRELATION_ID, valid_idempotency_key
 from app.auth import current_client
-from app.errors import BadRequest, Conflict, NotFound, TooManyRequests, UnsupportedMediaType, ValidationFailed
-from app.limits import check_submit_rate, max_open_tasks, refusals_commit, retake_after_rollback
+from app.errors import BadRequest, Conflict, NotFound, UnsupportedMediaType, ValidationFailed
+from app.limits import check_submit_rate, refusals_commit, retake_after_rollback
 from app.session import db_session
 from core.states import State
 from core.trace_context import trace_id_of, valid_traceparent
@@ -32,10 +33,10 @@ from models.client import Client
 from models.read_models import lists
 from models.store import store_of
 from models.task import ExternalTask
+from runtime.context import Liaison, liaison
 from service import claims, intake
 from service.lifecycle import AlreadyFinal, CancelKeyReused, cancel_key_first_time, request_cancel
 from wire.bounded_json import InvalidJson, TooDeep, strict_loads
-from workers.runtime import Liaison, liaison
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
@@ -86,43 +87,20 @@ def submit() -> tuple[Response, int] | tuple[Response, int, dict[str, str]]:
 
 
 def _submit(ctx: Liaison, client: Client, session: Session) -> intake.SubmitResult:
-    """Parse the request and record its task (or find the one it made before). A refusal raises
-    its 4xx (``app.limits.refusals_commit`` commits the slot it took); nothing is rolled back but
-    the loser of a race with its own identical request, whose retry (its slot taken again) answers
-    with the winner's task."""
+    """Read the request and record its task (or find the one it made before) through the one way in
+    for domain apps' commands (``app.commands``). A refusal raises its 4xx (``app.limits.refusals_commit``
+    commits the slot it took); nothing is rolled back but the loser of a race with its own identical
+    request, whose retry (its slot taken again) answers with the winner's task."""
     key = valid_idempotency_key(request.headers.get("Idempotency-Key"))
     now = utcnow()
-    req = parse_submit(
-        json_body(deep_field="input"),
-        providers=ctx.settings.providers,
-        default_provider=ctx.settings.default_provider,
-        client_callback_url=client.callback_url,
-        now=now,
-        client_callback_origins=client.callback_origins,
-        input_limits=ctx.settings.input_limits,
-        outbound_allow=ctx.settings.outbound_allow,
-        client_channel=client.channel,
-    )
+    body = json_body(deep_field="input")
     # The trace the task continues: the submit's own server span with tracing on, else the caller's
     # header as received (an invalid one is absent, never a 4xx: W3C Trace Context).
     traceparent = tracing.current_traceparent() or valid_traceparent(request.headers.get("traceparent"))
     bind(trace_id=trace_id_of(traceparent))
 
     def record() -> intake.SubmitResult:
-        try:
-            result = intake.submit_task(
-                session,
-                client,
-                req,
-                key,
-                now,
-                max_open_tasks=max_open_tasks(ctx.settings, client),
-                traceparent=traceparent,
-            )
-        except intake.IdempotencyConflict as exc:  # the client's own key: names nothing of another tenant
-            raise Conflict(str(exc)) from None
-        except intake.OpenTasksCapReached as exc:
-            raise TooManyRequests(str(exc), limit="max_open_tasks", max_open_tasks=exc.cap) from None
+        result = commands.submit(ctx.settings, session, client, body, key, now, traceparent)
         session.commit()
         return result
 

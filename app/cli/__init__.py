@@ -20,7 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app import startup
 from app.cli import channel_commands, clients, lifecycle, maintenance, providers, repair, tasks, vendor_events
 from app.observability.migrations import alembic_config, missing_schema, pending_message, pending_migrations
-from workers.runtime import liaison
+from runtime.context import liaison
 
 #: Commands that need only the database URL, so they run while other settings are still wrong.
 DATABASE_ONLY = ("db",)

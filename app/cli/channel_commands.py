@@ -10,8 +10,8 @@ from app import startup
 from app.consumers.command_readers import AmqpCommandConsumer, RedisCommandConsumer
 from app.consumers.domain_commands import channel_clients
 from app.consumers.running import run_until_stopped
+from runtime.context import liaison
 from wire.channel_messages import AMQP, REDIS
-from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

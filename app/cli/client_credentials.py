@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from app.cli.output import echo_json, emit, json_option
 from models.base import utcnow
 from models.client import ApiKey, Client
+from runtime.context import liaison
 from service import credentials
-from workers.runtime import liaison
 
 T = TypeVar("T")
 

@@ -19,9 +19,9 @@ from core.outbound_guard import Refused, check_offline
 from core.urls import strip_url
 from models.base import utcnow
 from models.client import Client
+from runtime.context import liaison
 from service import client_limits, credentials
 from service.client_limits import LimitsChange
-from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

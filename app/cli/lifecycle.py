@@ -12,10 +12,10 @@ from app.api.representation import orphan_body
 from app.cli.output import cli_actor, emit, json_option
 from models.base import utcnow
 from models.read_models import lists
+from runtime.context import liaison
 from service.operator_actions import Ambiguous, NotFoundError, NotReplayable, attach_orphan_to, discard_orphan_one
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.reconcile import reconcile as run_reconcile
-from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

@@ -19,10 +19,10 @@ from app.cli.output import json_option
 from app.observability.migrations import alembic_config
 from models.base import utcnow
 from models.heartbeats import beat_liveness
+from runtime.context import liaison
 from service.retention import KINDS, Retention
 from service.retention import prune as prune_all
 from service.retention_export import ExportFailed
-from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

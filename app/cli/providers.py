@@ -24,9 +24,9 @@ from foundation.option_reading import by_attr
 from foundation.options import ConfigError
 from foundation.provider_settings import ProviderSettings
 from foundation.setting_table import OPTIONS
+from runtime.context import liaison
+from runtime.limiter import RateLimited
 from webhooks.schemes import CONFIRM
-from workers.limiter import RateLimited
-from workers.runtime import liaison
 
 #: What ``check`` exits with when the vendor could not be asked or its answer was refused.
 EXIT_VENDOR = 1

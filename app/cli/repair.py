@@ -18,6 +18,7 @@ from models.messages import DEAD_LETTER_KINDS
 from models.read_models import lists
 from models.read_models.lists import DeadLetterFilter
 from models.store import store_of
+from runtime.context import liaison
 from service.incidents import IncidentKind
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
@@ -34,7 +35,6 @@ from service.operator_actions import (
     unmute_notifications,
     update_incident,
 )
-from workers.runtime import liaison
 
 
 def register(group: AppGroup) -> None:

@@ -10,8 +10,8 @@ from app.api.representation import operator_task_body, task_body
 from app.cli.output import emit, emit_one, json_option
 from core.states import State
 from models.read_models import lists, task_page
+from runtime.context import liaison
 from service.operator_actions import Ambiguous, NotFoundError, client_named, task_for_operator
-from workers.runtime import liaison
 
 #: ``tasks show`` prints at most this many timeline events by default, the newest (as the console)
 TIMELINE_LIMIT = 500

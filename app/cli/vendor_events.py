@@ -9,7 +9,7 @@ from flask.cli import AppGroup, with_appcontext
 from app import startup
 from app.consumers.running import run_until_stopped
 from app.consumers.vendor_queues import VendorEventConsumer, amqp_providers
-from workers.runtime import liaison
+from runtime.context import liaison
 
 
 def register(group: AppGroup) -> None:

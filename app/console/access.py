@@ -28,8 +28,8 @@ from werkzeug.wrappers import Response as BaseResponse
 from app.errors import BadRequest, NotFound
 from app.session import db_session
 from models.base import utcnow
+from runtime.context import liaison
 from service import console_sessions
-from workers.runtime import liaison
 
 COOKIE = "liaison_console"
 PATH = "/console"

@@ -18,9 +18,9 @@ from app.errors import ApiError, Conflict, NotFound, ValidationFailed
 from app.session import db_session
 from core.urls import strip_url
 from models.base import utcnow
+from runtime.context import liaison
 from service.operator_actions import Ambiguous, NotFoundError, NotReplayable
 from wire.bounded_json import InvalidJson, strict_loads
-from workers.runtime import liaison
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
 bp.before_request(access.load_session)

@@ -17,6 +17,7 @@ from core.classify import Fault
 from models.base import utcnow
 from models.messages import DeadLetter
 from models.read_models import console_pages, lists
+from runtime.context import liaison
 from service.operator_actions import (
     CALLER_FAULT_WARNING,
     bulk_includes_caller_fault,
@@ -25,7 +26,6 @@ from service.operator_actions import (
     replay_matching,
     replay_one,
 )
-from workers.runtime import liaison
 
 AGES = [("", "any"), ("300", "5 minutes"), ("3600", "1 hour"), ("86400", "1 day"), ("604800", "7 days")]
 #: the most one replay-matching form replays (the CLI and the admin API take larger batches)

@@ -20,7 +20,7 @@ from models.base import utcnow
 from models.heartbeats import beat_liveness
 from models.messages import DEAD_LETTER_KINDS
 from models.read_models import lists, overview
-from workers.runtime import liaison
+from runtime.context import liaison
 
 
 @bp.get("/", endpoint="overview")

@@ -10,7 +10,7 @@ from flask import render_template
 from app.api.provider_summary import provider_bodies
 from app.console.blueprint import bp
 from foundation import metrics
-from workers.runtime import liaison
+from runtime.context import liaison
 
 
 @bp.get("/providers")

@@ -21,9 +21,9 @@ from core.states import TERMINAL, State
 from models.base import utcnow
 from models.read_models import lists, task_page
 from models.task import ExternalTask
+from runtime.context import liaison
 from service.operator_actions import CALLER_FAULT_WARNING, NotFoundError, cancel_task, client_named, replay_one
 from wire.bounded_json import InvalidJson, strict_loads
-from workers.runtime import liaison
 
 #: a task page shows at most this many timeline events (the newest are kept)
 TIMELINE_LIMIT = 500

@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.consumers.domain_commands import REFRESH_S, RETRY_PAUSE_S, ChannelClient, as_bytes, channel_clients, take
 from core.queue_types import queue_arguments
 from foundation import metrics
+from runtime.context import Liaison
 from wire.broker_messages import header_items
 from wire.channel_messages import (
     AMQP,
@@ -33,7 +34,6 @@ from wire.channel_messages import (
     command_stream,
     text_field,
 )
-from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 

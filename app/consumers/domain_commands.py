@@ -2,15 +2,15 @@
 
 One command is one transaction: its MessageId recorded in the inbox (``ProcessedMessage``, source
 ``channel:<client>``: a second delivery, or a resend, changes nothing), then exactly what
-``POST /api/v1/tasks`` or ``POST …/cancel`` does — the same parser (``app.api.validation``), the
-same limits (body size, depth, the submit rate and the open-task cap) — or, for a command that
-cannot be taken, a ``task.rejected`` event in the outbox naming it and the problem the HTTP request
-would have had. Never a silent drop. The message is acked only after that transaction committed; a
-database that does not answer leaves it unacked (RabbitMQ redelivers it, Redis keeps it pending
-and it is read again).
+``POST /api/v1/tasks`` or ``POST …/cancel`` does — a submit through the same way in
+(``app.commands``: the API's parser, the service's intake), the same limits (body size, depth, the
+submit rate and the open-task cap) — or, for a command that cannot be taken, a ``task.rejected``
+event in the outbox naming it and the problem the HTTP request would have had. Never a silent drop.
+The message is acked only after that transaction committed; a database that does not answer leaves
+it unacked (RabbitMQ redelivers it, Redis keeps it pending and it is read again).
 
 The channels are read by ``app.consumers.command_readers``. This module sits with the composition
-roots (``app``): it uses the API's parser and limits.
+roots (``app``): it uses the API's way in (``app.commands``) and limits.
 """
 
 from __future__ import annotations
@@ -22,15 +22,16 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.validation import parse_submit
+from app import commands
 from app.errors import ApiError
-from app.limits import check_submit_rate, max_open_tasks
+from app.limits import check_submit_rate
 from core.trace_context import valid_traceparent
 from foundation import tracing
 from foundation.logging import bind, clear
 from models.base import utcnow
 from models.client import Client
 from models.messages import MAX_MESSAGE_ID_CHARS
+from runtime.context import Liaison
 from service import claims, credentials, intake, outbox_rows
 from service.lifecycle import AlreadyFinal, request_cancel
 from service.vendor_events import first_time
@@ -42,7 +43,6 @@ from wire.channel_messages import (
     parse_command,
     rejection,
 )
-from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 #: A database that does not answer: the command is tried again after this pause.
@@ -192,32 +192,17 @@ def _take(
             return reject(409, str(exc), None, correlation_id)
         return Handled("cancel_requested", command.message_id, correlation_id)
     try:
-        req = parse_submit(
-            command.body,
-            providers=settings.providers,
-            default_provider=settings.default_provider,
-            client_callback_url=client.callback_url,
-            now=now,
-            client_callback_origins=client.callback_origins,
-            input_limits=settings.input_limits,
-            outbound_allow=settings.outbound_allow,
-            client_channel=client.channel,
-        )
-        result = intake.submit_task(
+        result = commands.submit(
+            settings,
             session,
             client,
-            req,
+            command.body,
             command.idempotency_key,
             now,
-            max_open_tasks=max_open_tasks(settings, client),
-            traceparent=tracing.current_traceparent() or command.traceparent,
+            tracing.current_traceparent() or command.traceparent,
         )
-    except ApiError as exc:
+    except ApiError as exc:  # the status, title and errors the HTTP request would have had
         return reject(exc.status, str(exc), exc.errors, correlation_id)
-    except intake.IdempotencyConflict as exc:
-        return reject(409, str(exc), None, correlation_id)
-    except intake.OpenTasksCapReached as exc:
-        return reject(429, str(exc), None, correlation_id)
     outcome = "submitted" if result.created else "replayed"
     return Handled(outcome, command.message_id, result.task.correlation_id)
 

@@ -30,11 +30,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from foundation.logging import bind, clear
 from foundation.provider_settings import ProviderSettings
+from runtime.context import Liaison
 from service import ingress
 from service.ingress import Received, Refused
 from wire.broker_messages import header_items
 from workers.providers.amqp import reply_queues
-from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 #: A database that does not answer: the message goes back after this pause, not in a hot loop.

@@ -22,7 +22,7 @@ from foundation import metrics
 from foundation.logging import bind, clear
 from foundation.metrics import PUBLISHED_AT_HEADER
 
-#: Tasks whose first argument is an outbox id (see ``workers.outbox.TASK_FOR_KIND``).
+#: Tasks whose first argument is an outbox id (see ``runtime.outbox.TASK_FOR_KIND``).
 OUTBOX_TASKS = frozenset({"liaison.submit", "liaison.relay", "liaison.cancel", "liaison.probe", "liaison.check"})
 
 

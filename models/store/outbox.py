@@ -313,7 +313,7 @@ class OutboxRows:
     def claim_for_sweep(
         self, session: Session, now: datetime, grace_s: int, lease_s: int, batch: int
     ) -> list[OutboxMessage]:
-        """The outbox sweep's rows (``workers.outbox.Publisher.sweep``), at most ``batch``, in id
+        """The outbox sweep's rows (``runtime.outbox.Publisher.sweep``), at most ``batch``, in id
         order, locked (``SKIP LOCKED``: two beats never both publish one row), with what publishing
         reads and whether a submission ever started (:data:`SWEEP_COLUMNS`): rows in
         ``core.outbox_states.SWEPT`` never published (older than ``grace_s``), whose held retry is

@@ -47,7 +47,7 @@ _SQLITE = _statements(
 
 
 class RateLimits:
-    """A key's slot taken in the caller's transaction (``workers.limiter.DatabaseLimiter``)."""
+    """A key's slot taken in the caller's transaction (``runtime.limiter.DatabaseLimiter``)."""
 
     #: the take and the refused call's read, with this database's clock
     statements: ClassVar[tuple[TextClause, TextClause]]

@@ -19,8 +19,8 @@ import time
 
 from core.rate_limit import Limit
 from models.db import Database
-from workers.limiter import DatabaseLimiter, Limiter, RateLimited, RedisLimiter
-from workers.providers.base import JobSnapshot, SubmitJob
+from runtime.limiter import DatabaseLimiter, Limiter, RateLimited, RedisLimiter
+from runtime.provider import JobSnapshot, SubmitJob
 from workers.providers.limited import RateLimitedProvider
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from core.retry_policy import RetryPolicy
 from models.messages import OutboxMessage
-from workers.runtime import Liaison, liaison
+from runtime.context import Liaison, liaison
 from workers.tasks.attempt import Attempt, OutboxTask, run
 
 

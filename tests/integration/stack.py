@@ -29,7 +29,7 @@ from webhooks.signing import generate_secret
 
 if TYPE_CHECKING:
     from models.db import Database
-    from workers.runtime import Liaison
+    from runtime.context import Liaison
 
 #: One per test session, shared by every app liaison_env configures (gunicorn ones included).
 METRICS_TOKEN = "test-metrics-token-" + uuid.uuid4().hex

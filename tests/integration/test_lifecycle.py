@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from models import ExternalTask, OrphanEvent, OutboxMessage
 from models.base import utcnow
+from runtime.provider import JobSnapshot
 from service import claims, vendor_events
 from service.lifecycle import escalate_due
 from service.orphans import flag_stale_orphans
@@ -24,7 +25,6 @@ from tests.integration.stack import Stack
 from tests.integration.webhook_client import post_event
 from tests.support.concurrency import twice_at_once
 from webhooks.events import EventType, VendorEvent
-from workers.providers.base import JobSnapshot
 from workers.reconcile import reconcile
 
 SILENT = {"drop": ["job.accepted", "job.completed"]}

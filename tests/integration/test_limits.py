@@ -24,11 +24,11 @@ from core.rate_limit import EPSILON_S, Decision, Limit
 from models.client import Client
 from models.messages import OutboxMessage
 from models.task import ExternalTask, TaskEvent
+from runtime.limiter import RateLimited
 from tests.integration import services
 from tests.integration.conftest import PAIRS, _stack
 from tests.integration.stack import METRICS_AUTH, Stack, migrate
 from tests.support.servers import ServerThread
-from workers.limiter import RateLimited
 from workers.providers import RateLimitedProvider
 
 pytestmark = pytest.mark.integration
@@ -353,7 +353,7 @@ def test_the_provider_rate_limit_holds_across_two_worker_processes(
 def test_redis_and_the_database_decide_alike(postgres_url: str) -> None:
     """The Lua script and the Python GCRA give the same decisions for the same sequence."""
     from models.db import Database
-    from workers.limiter import DatabaseLimiter, RedisLimiter
+    from runtime.limiter import DatabaseLimiter, RedisLimiter
 
     services.require(services.REDIS_URL, "Redis")
     migrate(postgres_url)
@@ -404,7 +404,7 @@ def test_a_caller_queued_behind_a_keys_holder_takes_its_slot_at_the_time_it_gets
     and commits. Three slots in half a second are within the limit: B must get its own."""
     from models.db import Database
     from models.rate_limits import RateLimitState
-    from workers.limiter import DatabaseLimiter
+    from runtime.limiter import DatabaseLimiter
 
     db = Database(database_url)
     limiter = DatabaseLimiter(db)  # no clock injected: as deployed
@@ -462,8 +462,8 @@ def test_a_redis_caller_delayed_on_its_way_takes_its_slot_at_the_time_it_reaches
     takes one more; then B's arrives. Three slots in half a second are within the limit."""
     from urllib.parse import urlsplit
 
+    from runtime.limiter import RedisLimiter
     from tests.support.tcp_proxy import TcpProxy
-    from workers.limiter import RedisLimiter
 
     services.require(services.REDIS_URL, "Redis")
     url = urlsplit(services.REDIS_URL)
@@ -509,7 +509,7 @@ def _server_time(limiter: Any) -> float:
 def test_a_limiter_whose_redis_is_down_fails_open() -> None:
     """A Redis outage must not turn submits into 500s (the outbox promises they succeed while the
     broker is down): the call is allowed, and a warning logged."""
-    from workers.limiter import RedisLimiter
+    from runtime.limiter import RedisLimiter
 
     limiter = RedisLimiter(f"redis://127.0.0.1:{services.free_port()}/0", prefix="liaison:rate:down:")
     try:

@@ -209,7 +209,7 @@ CALL_BUDGET = {"sqlite": 8_250, "postgresql": 6_400}
 TRACE_CALLS = bool(os.environ.get("LIAISON_TRACE_CALLS"))
 #: the packages counted (the first folder under site-packages), and Liaison's own, for call sites
 COUNTED = ("sqlalchemy", "psycopg")
-OURS = ("app", "core", "foundation", "models", "service", "webhooks", "wire", "workers")
+OURS = ("app", "core", "foundation", "models", "runtime", "service", "webhooks", "wire", "workers")
 _SITE = "site-packages/"
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 

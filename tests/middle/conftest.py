@@ -5,7 +5,7 @@ runs in milliseconds.
 
 A test that asks for ``published`` gets the one publish path the app has: the session hook of
 :mod:`models.publishing`, installed on the test's database as ``create_app`` installs it, hands
-every committed outbox row to the real :class:`workers.outbox.Publisher` over the stub broker. So
+every committed outbox row to the real :class:`runtime.outbox.Publisher` over the stub broker. So
 a test reads what went out after commit; no call site publishes by hand.
 
 The schema is migrated once per session (the same Alembic scripts production runs, which
@@ -28,7 +28,7 @@ from sqlalchemy import event
 from models import publishing
 from models.db import Database
 from models.messages import OutboxMessage
-from workers.outbox import Publisher
+from runtime.outbox import Publisher
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -66,7 +66,7 @@ def db(migrated_template: Path, tmp_path: Path) -> Iterator[Database]:
 
 @dataclass
 class RecordingCelery:
-    """Stands in for the Celery app behind :class:`workers.outbox.Publisher`: records each message
+    """Stands in for the Celery app behind :class:`runtime.outbox.Publisher`: records each message
     instead of sending it. ``down`` makes every send fail the way a broker outage does."""
 
     sent: list[tuple[str, int]] = field(default_factory=list)

@@ -20,16 +20,16 @@ from models.client import Client
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.task import ExternalTask
+from runtime.limiter import DatabaseLimiter
 from service.claims import lock_task
 from service.credentials import set_channel
 from service.transitions import move
 from tests.middle.builders import new_client
 from webhooks.signing import generate_secret
 from wire.channel_messages import CANCEL_TASK, SUBMIT_TASK, row_message_id
-from workers.limiter import DatabaseLimiter
 
 if TYPE_CHECKING:
-    from workers.runtime import Liaison
+    from runtime.context import Liaison
 
 
 @dataclass
@@ -115,6 +115,24 @@ def test_the_open_task_cap_and_the_submit_rate_apply_as_over_http(rig, db: Datab
     outcomes = [submit(ctx, client, f"r-{n}") for n in range(3)]
     assert outcomes.count("rejected") >= 2  # a burst of one: the rest wait for the rate
     assert any("submit rate limit" in r.payload["title"] for r in rows(db, OutboxKind.CHANNEL))
+
+
+def test_a_reused_idempotency_key_is_refused_as_over_http(rig, db: Database) -> None:
+    """The same way in as ``POST /api/v1/tasks`` (``app.commands.submit``): the same key with the same
+    body finds the task; with another body it is the API's 409, its detail as the rejection's title."""
+
+    def keyed(message_id: str, cid: str) -> str:
+        body = json.dumps({"correlation_id": cid, "input": {"a": 1}}).encode()
+        return take(ctx, client, message_id, SUBMIT_TASK, body, idempotency_key="k-1").outcome
+
+    ctx, client = rig
+    assert keyed("m-1", "o-1") == "submitted"
+    assert keyed("m-2", "o-1") == "replayed"
+    assert keyed("m-3", "o-2") == "rejected"
+    (conflict,) = [r.payload for r in rows(db, OutboxKind.CHANNEL)]
+    assert (conflict["command_message_id"], conflict["status"]) == ("m-3", 409)
+    assert conflict["title"] == "Idempotency-Key was already used with a different body"
+    assert conflict["errors"] == [] and conflict["correlation_id"] == "o-2"
 
 
 def test_a_cancel_is_taken_like_the_api(rig, db: Database) -> None:

@@ -1,4 +1,4 @@
-"""``workers.outbox.Publisher``: publishing after commit, and the sweep's choice of rows (grace,
+"""``runtime.outbox.Publisher``: publishing after commit, and the sweep's choice of rows (grace,
 held retries, lease, parked and done rows), with the broker replaced by a recorder."""
 
 from __future__ import annotations

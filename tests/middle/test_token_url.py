@@ -16,11 +16,11 @@ from sqlalchemy import func, select
 from foundation.logging import redact
 from foundation.provider_settings import ProviderSettings
 from models import CallbackToken, ExternalTask, ProcessedMessage
+from runtime.provider import SubmitJob
 from service import callback_tokens
 from tests.middle.apps import in_process_app
 from tests.middle.builders import NOW, at_vendor, new_client, submit
 from webhooks.schemes import token_digest
-from workers.providers.base import SubmitJob
 from workers.providers.rest import RestProvider
 
 TOKEN_URL = {"LIAISON_PROVIDER_SIM_WEBHOOK_SCHEME": "token-url", "LIAISON_PROVIDER_SIM_WEBHOOK_SECRETS": ""}

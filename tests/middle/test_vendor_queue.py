@@ -21,7 +21,7 @@ from webhooks.signing import generate_secret, sign
 from wire.broker_messages import encode, header_items
 
 if TYPE_CHECKING:
-    from workers.runtime import Liaison
+    from runtime.context import Liaison
 
 SECRET = generate_secret()
 

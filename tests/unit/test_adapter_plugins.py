@@ -22,11 +22,11 @@ from foundation.options import ConfigError
 from foundation.provider_settings import ProviderSettings
 from liaison_acme.adapter import AcmeAdapter
 from liaison_acme.fake_vendor import FakeAcme
+from runtime.provider import JobSnapshot, SubmitJob
 from webhooks.events import EventTooLarge, MalformedEvent, Parsed, Progress, VendorEvent, bounded
 from webhooks.schemes import Verified
 from wire.bounded_json import JsonLimits
 from workers.providers import ADAPTERS, conformance
-from workers.providers.base import JobSnapshot, SubmitJob
 from workers.providers.plugin import PluginProvider, VendorHttp
 
 V = "LIAISON_PROVIDER_ACME_"

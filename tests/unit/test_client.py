@@ -377,7 +377,9 @@ def test_the_client_imports_nothing_of_the_server() -> None:
         ).stdout.replace("'", '"')
     )
     assert "liaison_client" in loaded and "standardwebhooks" in loaded
-    assert not {"app", "models", "workers", "webhooks", "simulator", "flask", "sqlalchemy", "celery"} & set(loaded)
+    assert not {"app", "models", "workers", "runtime", "webhooks", "simulator", "flask", "sqlalchemy", "celery"} & set(
+        loaded
+    )
 
 
 def test_a_long_timeline_is_read_a_page_at_a_time_from_the_tasks_cursor() -> None:

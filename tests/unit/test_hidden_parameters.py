@@ -16,7 +16,19 @@ from models.db import Database
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "https://hooks.example/cb?token=tok-5e1f9a"
 #: the code that runs in production: every package but the tests and the benchmarks
-APP_CODE = ("app", "core", "foundation", "models", "service", "webhooks", "workers", "wire", "migrations", "simulator")
+APP_CODE = (
+    "app",
+    "core",
+    "foundation",
+    "models",
+    "runtime",
+    "service",
+    "webhooks",
+    "workers",
+    "wire",
+    "migrations",
+    "simulator",
+)
 
 
 def test_a_database_error_does_not_show_its_bound_values(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The floor plan holds: every import points down (docs/architecture.md#layers).
 
 The contracts live in pyproject.toml (``[tool.importlinter]``); ``lint-imports`` checks every
-import in the nine packages (the eight layers and the client), direct or through others. The two
+import in the ten packages (the nine layers and the client), direct or through others. The two
 top-level modules import-linter cannot take as roots (celeryconfig.py, beat_schedule.py) are
 checked here, and so is the promise the layering exists for: importing the pure core loads
 nothing but the standard library.
@@ -40,6 +40,7 @@ HEAVY = (
     "prometheus_client",
     "models",
     "service",
+    "runtime",
     "workers",
     "app",
     "foundation",
@@ -69,6 +70,7 @@ def _project_imports(path: Path) -> set[str]:
     return names & {
         "app",
         "workers",
+        "runtime",
         "service",
         "webhooks",
         "wire",

@@ -81,7 +81,7 @@ def test_the_distribution_holds_what_the_server_reads_at_run_time(built: Path) -
     assert {"app/migrations/env.py", "app/migrations/script.py.mako", "app/docs/asyncapi.yaml"} <= files
     assert {"celeryconfig.py", "beat_schedule.py", "app/cli/main.py"} <= files
     tops = {f.split("/", 1)[0] for f in files}
-    assert tops == {"app", "workers", "service", "models", "foundation", "webhooks", "wire", "core"} | {
+    assert tops == {"app", "workers", "runtime", "service", "models", "foundation", "webhooks", "wire", "core"} | {
         "celeryconfig.py",
         "beat_schedule.py",
     }

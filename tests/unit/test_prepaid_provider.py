@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from core.rate_limit import Decision, Limit
-from workers.limiter import RateLimited
-from workers.providers.base import JobSnapshot, SubmitJob
+from runtime.limiter import RateLimited
+from runtime.provider import JobSnapshot, SubmitJob
 from workers.providers.limited import RateLimitedProvider
 
 

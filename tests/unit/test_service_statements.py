@@ -31,7 +31,11 @@ MAX_DATABASE_FLAGS = 1
 
 
 def modules() -> list[Path]:
-    return sorted((ROOT / "service").glob("*.py")) + sorted((ROOT / "workers").rglob("*.py"))
+    return (
+        sorted((ROOT / "service").glob("*.py"))
+        + sorted((ROOT / "runtime").rglob("*.py"))  # the outbox sweep, the limiter (moved from workers/)
+        + sorted((ROOT / "workers").rglob("*.py"))
+    )
 
 
 def counts(source: str) -> tuple[Counter[str], int]:

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("app", "workers", "service", "models", "foundation", "webhooks", "wire", "core")
+PACKAGES = ("app", "workers", "runtime", "service", "models", "foundation", "webhooks", "wire", "core")
 STORE = ROOT / "models" / "store"
 
 #: the outbox row's lifecycle columns (core.outbox_states: its states are read off the first four)

@@ -1,8 +1,8 @@
-"""External systems: the Provider protocol (``base``) and the adapters that speak to real vendors
-(``rest``, ``amqp``, ``http``; ``plugin``: an adapter written in Python), each behind the shared rate
-limit (``limited``).
+"""External systems: the adapters that speak to real vendors (``rest``, ``amqp``, ``http``;
+``plugin``: an adapter written in Python), each behind the shared rate limit (``limited``). The
+contract they keep, the Provider protocol, is ``runtime.provider``.
 
-Callers import :func:`adapter` / ``build_providers`` (the runtime builds one per configured
+Callers import :func:`adapter` / ``build_providers`` (the composition root builds one per configured
 provider) and the protocol's types; an adapter's own module is for its tests."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Callable
 from core.rate_limit import Limit
 from foundation.provider_settings import ProviderSettings
 from foundation.settings import Settings
-from workers.limiter import Limiter
+from runtime.limiter import Limiter
+from runtime.provider import JobSnapshot, Provider, SubmitJob
 from workers.providers import plugin
 from workers.providers.amqp import AmqpProvider
-from workers.providers.base import JobSnapshot, Provider, SubmitJob
 from workers.providers.http_profile import HttpProfileProvider
 from workers.providers.limited import RateLimitedProvider
 from workers.providers.rest import RestProvider

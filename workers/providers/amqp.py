@@ -30,6 +30,7 @@ from core.queue_types import CLASSIC, queue_arguments
 from foundation import tracing
 from foundation.metrics import timed_provider_call
 from foundation.provider_settings import ProviderSettings
+from runtime.provider import JobSnapshot, SubmitJob
 from webhooks.signing import SignatureError, verify
 from wire.bounded_json import JsonLimits
 from wire.broker_messages import (
@@ -42,7 +43,6 @@ from wire.broker_messages import (
     status_command,
     submit_command,
 )
-from workers.providers.base import JobSnapshot, SubmitJob
 
 #: Broker errors that mean the command did not reach RabbitMQ (or its fate is unknown, after sending).
 BROKER_ERRORS = (

@@ -34,11 +34,11 @@ from core.errors import PermanentError, TransientError, UncertainError
 from core.outbound_guard import AllowList
 from core.states import EventType
 from foundation.provider_settings import ProviderSettings
+from runtime.provider import SubmitJob
 from webhooks.events import MalformedEvent, Parsed, bounded
 from webhooks.schemes import Verified
 from webhooks.signing import SignatureError, StaleTimestamp
 from wire.bounded_json import JsonLimits
-from workers.providers.base import SubmitJob
 from workers.providers.plugin import PluginProvider, build
 
 #: The event kinds a fake vendor can write a body for (``LoopbackVendor.event``).

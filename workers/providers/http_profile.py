@@ -17,6 +17,7 @@ from core.classify import Failure
 from core.errors import PermanentError, TransientError
 from foundation.metrics import timed_provider_call
 from foundation.provider_settings import ProviderSettings
+from runtime.provider import JobSnapshot, SubmitJob
 from wire.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
 from wire.json_pointer import PointerMissing, resolve
 from wire.profiles import (
@@ -29,7 +30,6 @@ from wire.profiles import (
     render_query,
 )
 from workers.http import call
-from workers.providers.base import JobSnapshot, SubmitJob
 from workers.providers.rest import JOB_ID
 
 #: How deep an answer may nest around the outcome: a vendor's envelope (``{"data": {"result": …}}``).

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session
 
 from core.rate_limit import Decision, Limit
-from workers.limiter import Limiter, RateLimited
-from workers.providers.base import JobSnapshot, Provider, SubmitJob
+from runtime.limiter import Limiter, RateLimited
+from runtime.provider import JobSnapshot, Provider, SubmitJob
 
 
 def provider_key(name: str) -> str:

@@ -38,12 +38,12 @@ from core.states import EventType
 from foundation.adapter_plugins import GROUP, AdapterContext, HttpCaller
 from foundation.metrics import timed_provider_call
 from foundation.provider_settings import ProviderSettings
+from runtime.provider import JobSnapshot, SubmitJob
 from webhooks.events import MalformedEvent, Parsed, Progress, VendorEvent
 from webhooks.schemes import Verified
 from webhooks.signing import HeaderItems, SignatureError, StaleTimestamp
 from wire.bounded_json import InvalidJson, JsonLimits, check_bounds
 from workers.http import call
-from workers.providers.base import JobSnapshot, SubmitJob
 from workers.providers.rest import JOB_ID, STATUSES
 
 __all__ = [
@@ -83,7 +83,7 @@ class VendorAdapter(Protocol):
 
     name: str
 
-    # --- outbound: as workers.providers.base.Provider ---
+    # --- outbound: as runtime.provider.Provider ---
 
     def submit(self, job: SubmitJob) -> str:
         """Start the job, idempotent on ``job.reference`` (send it as the vendor's idempotency key, or

@@ -12,9 +12,9 @@ from core.classify import Failure
 from core.errors import PermanentError
 from foundation.metrics import timed_provider_call
 from foundation.provider_settings import ProviderSettings
+from runtime.provider import JobSnapshot, SubmitJob
 from wire.bounded_json import InvalidJson, JsonLimits, TooDeep, check_bounds, strict_loads
 from workers.http import call
-from workers.providers.base import JobSnapshot, SubmitJob
 
 STATUSES = frozenset({"queued", "running", "succeeded", "failed", "canceled"})
 #: A vendor's job id as we record it: a short printable token (it goes into request paths and the

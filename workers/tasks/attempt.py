@@ -47,10 +47,10 @@ from models.base import utcnow
 from models.db import database_unavailable
 from models.messages import OutboxMessage
 from models.store import store_of
+from runtime.context import Liaison
+from runtime.limiter import RateLimited
 from service import claims, start_leases
 from service.dead_letters import count_delivery
-from workers.limiter import RateLimited
-from workers.runtime import Liaison
 from workers.tasks.outcomes import retry_or_dead_letter, time_limit_reached, wait_for_slot
 
 log = logging.getLogger(__name__)

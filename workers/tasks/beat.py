@@ -13,6 +13,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from core.notifications import DigestRule
 from models.base import utcnow
+from runtime.context import liaison
 from service import dispatch
 from service.notices import Routes
 from service.notices import dispatch as dispatch_notices
@@ -22,7 +23,6 @@ from service.retention import prune_processed_messages as prune_inbox
 from workers.deadlines import check_deadlines as run_check_deadlines
 from workers.polling import poll as run_poll
 from workers.reconcile import reconcile as run_reconcile
-from workers.runtime import liaison
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

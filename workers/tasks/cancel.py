@@ -11,10 +11,10 @@ from core.errors import CallError, PermanentError
 from core.retry_policy import RetryPolicy
 from models.base import utcnow
 from models.messages import OutboxMessage
+from runtime.context import Liaison, liaison
 from service import claims, transitions
 from workers.policies import provider_policy
 from workers.providers import Provider
-from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, run
 from workers.tasks.outcomes import provider_of
 from workers.tasks.vendor_call import VendorCall

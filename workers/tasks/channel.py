@@ -28,11 +28,11 @@ from models.base import utcnow
 from models.client import Client
 from models.messages import OutboxMessage
 from models.store import store_of
+from runtime.context import Liaison, liaison
 from service import claims, transitions
 from service.ordering import earlier_channel_rows
-from workers.channels import ChannelEvent
+from wire.channel_messages import ChannelEvent
 from workers.policies import relay_policy
-from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, ComeBackLater, OutboxTask, run
 
 #: How soon a row held behind an earlier one of its task looks again.

@@ -18,11 +18,11 @@ from core.states import TERMINAL
 from foundation import metrics
 from models.base import utcnow
 from models.messages import OutboxMessage
+from runtime.context import Liaison, liaison
+from runtime.provider import JobSnapshot
 from service import checks
 from service.probes import lock_task_without_payload
 from workers.providers import Provider
-from workers.providers.base import JobSnapshot
-from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, run
 from workers.tasks.job_status_call import JobStatusCall
 

@@ -7,10 +7,10 @@ from sqlalchemy.orm import Session
 
 from models.messages import OutboxMessage
 from models.task import ExternalTask
+from runtime.context import Liaison
+from runtime.provider import JobSnapshot
 from service import claims
 from service.probes import lock_task_without_payload
-from workers.providers.base import JobSnapshot
-from workers.runtime import Liaison
 from workers.tasks.vendor_call import VendorCall
 
 

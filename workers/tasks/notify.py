@@ -18,10 +18,10 @@ from core.errors import CallError, PermanentError
 from core.notifications import CHAT, EMAIL
 from models.base import utcnow
 from models.messages import OutboxMessage
+from runtime.context import Liaison, liaison
 from service import transitions
 from workers.notifiers import email, post_chat, send_email
 from workers.policies import notify_policy
-from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, OutboxTask, run
 
 

@@ -26,11 +26,11 @@ from models.base import utcnow
 from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
 from models.task import ExternalTask
+from runtime.context import Liaison
+from runtime.limiter import RateLimited
 from service import claims, start_leases, transitions
 from service.dead_letters import dead_letter
 from service.lifecycle import note_unsettled, retry_past_deadline_of
-from workers.limiter import RateLimited
-from workers.runtime import Liaison
 
 log = logging.getLogger(__name__)
 _rng = Random()

@@ -17,10 +17,10 @@ from core.errors import CallError, PermanentError
 from core.retry_policy import RetryPolicy
 from models.base import utcnow
 from models.messages import OutboxMessage
+from runtime.context import Liaison, liaison
+from runtime.provider import JobSnapshot
 from service.probes import lock_task_without_payload, settle_probe, skip_probe
 from workers.providers import Provider
-from workers.providers.base import JobSnapshot
-from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, run
 from workers.tasks.job_status_call import JobStatusCall
 

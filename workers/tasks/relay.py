@@ -24,12 +24,12 @@ from models.endpoint_health import EndpointHealth, origin_hash
 from models.messages import OutboxKind, OutboxMessage
 from models.store import store_of
 from models.store.slots import release
+from runtime.context import Liaison, liaison
 from service import claims, start_leases, transitions
 from service.dead_letters import disable_endpoint, park, url_hash
 from service.ordering import hold
 from workers.delivery import deliver
 from workers.policies import relay_policy
-from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, ComeBackLater, OutboxTask, run
 
 GONE = 410

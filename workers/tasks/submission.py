@@ -13,13 +13,13 @@ from foundation import metrics
 from models.base import utcnow
 from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask
+from runtime.context import Liaison, liaison
+from runtime.limiter import RateLimited
 from service import callback_tokens, claims, lifecycle, polling, start_leases, transitions, vendor_events
 from webhooks.schemes import TOKEN_URL
 from wire.bounded_json import InvalidJson
-from workers.limiter import RateLimited
 from workers.policies import provider_policy
 from workers.providers import Provider, SubmitJob
-from workers.runtime import Liaison, liaison
 from workers.tasks.attempt import Attempt, run
 from workers.tasks.outcomes import provider_of
 from workers.tasks.vendor_call import VendorCall

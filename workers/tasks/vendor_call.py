@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 from foundation import metrics
 from models.messages import OutboxMessage
 from models.task import ExternalTask
+from runtime.context import Liaison
 from workers.providers import Provider, RateLimitedProvider
-from workers.runtime import Liaison
 from workers.tasks.attempt import Attempt, ComeBackLater, OutboxTask
 
 #: A call finding its vendor's slots taken comes back after this, plus up to as much again at random

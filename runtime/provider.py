@@ -1,5 +1,8 @@
 """The contract every external-system adapter keeps (docs/design.md §5). Adapters raise the
-``core.errors`` tree, so the core never sees a vendor's own exception types."""
+``core.errors`` tree, so the core never sees a vendor's own exception types.
+
+Here, below the worker edge, so the runtime context and the CLI's ``providers check`` know a
+provider by this contract alone; the adapters themselves are ``workers.providers``."""
 
 from __future__ import annotations
 
