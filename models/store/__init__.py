@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
+from models.store.claims import Claims, PostgresClaims, SqliteClaims
 from models.store.dispatch import FairDispatch
 from models.store.inbox import Inbox, PostgresInbox, SqliteInbox
 from models.store.locks import Locks, PostgresLocks, SqliteLocks
@@ -56,6 +57,7 @@ class Store:
     timeline: Timeline
     dispatch: FairDispatch
     rate_limits: RateLimits
+    claims: Claims
 
 
 POSTGRESQL = Store(
@@ -68,6 +70,7 @@ POSTGRESQL = Store(
     PostgresTimeline(),
     FairDispatch(),
     PostgresRateLimits(),
+    PostgresClaims(),
 )
 SQLITE = Store(
     "sqlite",
@@ -79,6 +82,7 @@ SQLITE = Store(
     SqliteTimeline(),
     FairDispatch(),  # the same statements on both databases
     SqliteRateLimits(),
+    SqliteClaims(),
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 
