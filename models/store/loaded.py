@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import Column, inspect
-from sqlalchemy.orm import Mapper, Session
+from sqlalchemy.orm import Mapper, Session, make_transient_to_detached
 from sqlalchemy.orm.base import instance_state
 from sqlalchemy.orm.strategies import LoadDeferredColumns
 
@@ -88,6 +88,32 @@ class Loaded(Generic[Mapped_]):
             state.callables = dict(self._deferred)
         return obj
 
+    def new(self, values: dict[str, Any]) -> Mapped_:
+        """A new object of the class holding ``values``, transient (not in any session), as the
+        class's constructor makes it but without an attribute event per value: a flush inserts what
+        its ``__dict__`` holds, and :meth:`persist` makes it a row inserted outside the unit of work."""
+        obj = self._new_instance()
+        obj.__dict__.update(values)
+        return obj
+
+    def persist(self, session: Session, obj: Mapped_) -> None:
+        """``obj``, transient, now the session's persistent and clean object of the row a statement
+        just inserted with its values (its id set): what ``make_transient_to_detached`` and
+        ``Session.add`` do, without the save-update cascade an object holding no related object has
+        nothing for. Every column must be held (``None`` ones too): one not held would read as None."""
+        state = instance_state(obj)
+        held = state.dict
+        if any(key in held for key in self._relationships):  # related objects: the ORM's own way
+            make_transient_to_detached(obj)
+            session.add(obj)
+            return
+        identity_key = (self._identity_class, (held[self._keys[self._pk_index]],), None)
+        state.key = identity_key
+        state.identity_token = None
+        state._commit_all(held)
+        state.session_id = session.hash_key
+        session.identity_map._add_unpresent(state, identity_key)
+
     def _refresh(self, session: Session, obj: Any, values: Sequence[Any]) -> None:
         """What ``populate_existing`` does to an object already in the session: the row's values,
         clean; the unread columns and the relationships loaded afresh on next access."""
@@ -113,6 +139,8 @@ def execute(session: Session, statement: Any, params: dict[str, Any]) -> Any:
 
 #: an outbox row, every column
 OUTBOX_ROW = Loaded(OutboxMessage)
+#: a task, every column
+TASK = Loaded(ExternalTask)
 #: a task without the caller's ``input`` (``models.store.outbox.WITHOUT_INPUT``)
 TASK_WITHOUT_INPUT = Loaded(ExternalTask, unloaded=("input",))
 #: a task without its payloads, ``input`` and ``outcome`` (``models.store.outbox.WITHOUT_PAYLOAD``)

@@ -171,17 +171,19 @@ class OutboxRows:
         """A new outbox row, not yet added: unsent (``core.outbox_states``), or queued when
         ``parked_reason`` says so; the publish hook stamps it before its INSERT when it goes out at
         commit. Every row Liaison writes is made here (a task's submit and relays, a channel's
-        events, people's notices)."""
-        return OutboxMessage(
-            message_id=message_id,
-            kind=kind,
-            task_id=task_id,
-            correlation_id=correlation_id,
-            sequence=sequence,
-            payload=payload,
-            created_at=created_at,
-            parked_reason=parked_reason,
-            target=target,
+        events, people's notices). Made without an attribute event per column (``models.store.loaded``)."""
+        return OUTBOX_ROW.new(
+            {
+                "message_id": message_id,
+                "kind": kind,
+                "task_id": task_id,
+                "correlation_id": correlation_id,
+                "sequence": sequence,
+                "payload": payload,
+                "created_at": created_at,
+                "parked_reason": parked_reason,
+                "target": target,
+            }
         )
 
     # --- statements alike on both databases --------------------------------------------------------
