@@ -22,7 +22,7 @@ from models.attention import OrphanEvent
 from models.base import upsert
 from models.messages import ProcessedMessage
 from models.statements import built_once
-from models.store.loaded import Loaded
+from models.store.loaded import TASK_WITHOUT_PAYLOAD, execute
 from models.store.outbox import WITHOUT_PAYLOAD
 from models.task import ExternalTask
 
@@ -95,7 +95,7 @@ class PostgresInbox(Inbox):
             "processed_at": now,
             "job_id": job_id,
         }
-        *task_columns, inbox_id = session.execute(_record_and_find_statement(), params).one()
+        *task_columns, inbox_id = execute(session, _record_and_find_statement(), params).one()
         task = _FOUND_TASK.one(session, task_columns)
         return Found(inbox_id is not None, task, None if task is None else task.id)
 
@@ -110,7 +110,7 @@ class PostgresInbox(Inbox):
             "payload": payload,
             "received_at": now,
         }
-        found = session.execute(_task_or_orphan_statement(), params).one()
+        found = execute(session, _task_or_orphan_statement(), params).one()
         return _FOUND_TASK.one(session, found)
 
 
@@ -139,9 +139,9 @@ def _task_id_for_job_statement() -> Select[tuple[int]]:
     )
 
 
-#: the task as a look for a job's loads it: not the payloads (a Core row made the session's object:
-#: the ORM's loading of an entity cost more calls than the statement's execution)
-_FOUND_TASK = Loaded(ExternalTask, unloaded=("input", "outcome"))
+#: the task as a look for a job loads it, without the payloads: a Core row made the session's object
+#: (``models.store.loaded``: the ORM's loading of an entity cost more calls than the statement's execution)
+_FOUND_TASK = TASK_WITHOUT_PAYLOAD
 #: the columns the task is loaded with
 _FOUND_COLUMNS = _FOUND_TASK.columns
 #: the task of a job as a WITH's ``task``, and its columns as the outer SELECT lists them

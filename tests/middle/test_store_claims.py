@@ -235,3 +235,17 @@ def test_finishing_a_row_returns_it_clean(db: Database) -> None:
         assert row.done_at == NOW + timedelta(seconds=1) and row.attempts == 1
         _clean_and_held(session, row)
         assert store_of(session).outbox.claim_finished(session, outbox_id, NOW) is None
+
+
+def test_a_webhook_finds_its_task_as_the_orm_loads_it_without_its_payloads(db: Database) -> None:
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    _, task_id, _ = _task_and_row(db, vendor_job_id=job_id)
+    expected = _as_the_orm_loads(db, ExternalTask, task_id)
+    with db.transaction() as session:
+        found = store_of(session).inbox.record_and_find(session, "sim", f"m-{uuid.uuid4().hex}", "t", job_id, NOW)
+        assert found.first and found.task is not None and found.task_id == task_id
+        task = found.task
+        _clean_and_held(session, task)
+        assert "input" not in inspect(task).dict and "outcome" not in inspect(task).dict
+        assert task.outcome == {"ok": True} and "input" not in inspect(task).dict  # loaded alone
+        assert _columns(task) == expected
