@@ -1,7 +1,6 @@
 """How a consumer takes its outbox row and its task: row locks, re-read under the lock, with the
 large columns left unloaded; a relay's row with what its delivery needs to know, in one statement;
-the client a channel row goes to.
-Every statement is built once and reused with bound parameters.
+the client a channel row goes to. The statements are the store's (``models.store.claims``).
 """
 
 from __future__ import annotations
@@ -11,16 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
-from models.attention import CallbackEndpoint
 from models.client import Client
-from models.endpoint_health import EndpointHealth
 from models.messages import OutboxMessage
-from models.statements import built_once
 from models.store import store_of
-from models.store.outbox import WITHOUT_INPUT, row_and_task
 from models.task import ExternalTask
 from service import dispatch
 from service.ordering import held_by
@@ -34,10 +28,7 @@ from wire.bounded_json import JsonLimits, check_bounds, strict_loads
 
 def claim_outbox(session: Session, outbox_id: int) -> OutboxMessage | None:
     """Lock an outbox row for its consumer; None when it is gone or already done (idempotency)."""
-    row = session.scalar(_claim_statement(), {"outbox_id": outbox_id})
-    if row is None or row.done_at is not None:
-        return None
-    return row
+    return store_of(session).claims.claim_outbox(session, outbox_id)
 
 
 def claim_outbox_and_task(
@@ -54,24 +45,17 @@ def claim_outbox_and_task(
     behind this one (``service.dispatch.queued_behind``, noted for the release its move makes).
     Three round trips in one.
     """
-    lock = job is not None and not store_of(session).locks.serialises_writers
-    params: dict[str, Any] = {"outbox_id": outbox_id}
-    scope = None
-    if lock:
-        assert job is not None
-        params["job_key"] = job_lock_key(*job)
+    job_key = scope = None
+    if job is not None:
+        job_key = job_lock_key(*job)
         scope = dispatch.queued_scope(session, job[0])
-    found = session.execute(_claim_with_task_statement(with_input, lock, scope), params).first()
-    if found is None or found[0].done_at is not None:
+    found = store_of(session).claims.claim_outbox_and_task(session, outbox_id, with_input, job_key, scope)
+    if found is None:
         return None
-    if scope is not None:
-        dispatch.note_queued(session, found[1], scope, bool(found[-1]))
-    return _claimed(found, with_input)
-
-
-def _claimed(found: Any, with_input: bool) -> tuple[OutboxMessage, ExternalTask, str | None]:
-    raw = (found[2] if found[2] is not None else "null") if with_input else None
-    return found[0], found[1], raw
+    claimed, queued = found
+    if scope is not None and queued is not None:
+        dispatch.note_queued(session, claimed[1], scope, queued)
+    return claimed
 
 
 def start_delivery(
@@ -84,26 +68,6 @@ def start_delivery(
     RETURNING`` whose row the task is locked and read with; elsewhere the flush writes them). A
     start that rolls back (its call must wait) takes both back with it."""
     return store_of(session).outbox.start_delivery(session, outbox_id, with_input, lease_until)
-
-
-@built_once
-def _claim_statement() -> Select[tuple[OutboxMessage]]:
-    return select(OutboxMessage).where(OutboxMessage.id == bindparam("outbox_id")).with_for_update()
-
-
-@built_once
-def _claim_with_task_statement(
-    with_input: bool, lock_job: bool = False, queued_scope: bool | None = None
-) -> Select[Any]:
-    statement = row_and_task(OutboxMessage, with_input)
-    if lock_job:
-        # a function of the SELECT list runs as each row is produced, before FOR UPDATE locks it
-        statement = statement.add_columns(_LOCK_JOB_KEY)
-    if queued_scope is not None:
-        statement = statement.add_columns(dispatch.queued_behind(queued_scope))
-    return statement.where(OutboxMessage.id == bindparam("outbox_id")).with_for_update(
-        of=[OutboxMessage, ExternalTask], key_share=True
-    )
 
 
 def job_lock_key(source: str, job_id: str) -> int:
@@ -127,25 +91,11 @@ def lock_job(session: Session, source: str, job_id: str) -> bool:
     return store_of(session).locks.lock(session, job_lock_key(source, job_id))
 
 
-_LOCK_JOB_KEY = func.pg_advisory_xact_lock(bindparam("job_key", type_=BigInteger))
-
-
 def lock_task(session: Session, task_id: int) -> ExternalTask:
     """Events for one task apply serially: every writer takes the task's row lock first
     (``FOR NO KEY UPDATE``: writers exclude each other; inserts that merely reference the task don't wait).
     The row is re-read under the lock, even if this session loaded it before."""
-    return session.scalars(_lock_task_statement(), {"task_id": task_id}).one()
-
-
-@built_once
-def _lock_task_statement() -> Select[tuple[ExternalTask]]:
-    return (
-        select(ExternalTask)
-        .options(*WITHOUT_INPUT)
-        .where(ExternalTask.id == bindparam("task_id"))
-        .with_for_update(key_share=True)
-        .execution_options(populate_existing=True)
-    )
+    return store_of(session).claims.lock_task(session, task_id)
 
 
 def parse_stored_input(raw: str, limits: JsonLimits) -> Any:
@@ -223,68 +173,18 @@ def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
     one row at most each, only when there is any. (Joined instead, a client's disabled URLs times its
     failing ones came back with every start: 410 × 410 made 168,100 rows.) The task's payload is not
     read: the outbox row carries the callback's body. None when the row is gone or already done."""
-    found = session.execute(_relay_statement(), {"outbox_id": outbox_id}).one_or_none()
-    if found is None or found[0].done_at is not None:
-        return None
-    row, task_url, client, earlier, any_disabled, any_unhealthy, traceparent = found
-    return RelayClaim(row, task_url, client, earlier, bool(any_disabled), bool(any_unhealthy), traceparent)
-
-
-@built_once
-def _relay_statement() -> Select[Any]:
-    """:func:`claim_relay`'s statement, built once: constructing it (and its cache key) on every call
-    cost more CPU than running it. Each ``EXISTS`` stops at the first row of the client's index."""
-    disabled = (
-        select(CallbackEndpoint.id)
-        .where(CallbackEndpoint.client_id == Client.id, CallbackEndpoint.disabled_at.is_not(None))
-        .exists()
-    )
-    unhealthy = (
-        select(EndpointHealth.id).where(EndpointHealth.client_id == Client.id, EndpointHealth.failures > 0).exists()
-    )
-    return (
-        select(
-            OutboxMessage,
-            ExternalTask.callback_url,
-            Client,
-            held_by(),
-            disabled,
-            unhealthy,
-            ExternalTask.traceparent,
-        )
-        .outerjoin(ExternalTask, ExternalTask.id == OutboxMessage.task_id)
-        .outerjoin(Client, Client.id == ExternalTask.client_id)
-        .where(OutboxMessage.id == bindparam("outbox_id"))
-        .with_for_update(of=OutboxMessage)
-        .execution_options(populate_existing=True)
-    )
+    found = store_of(session).claims.claim_relay(session, outbox_id, held_by)
+    return None if found is None else RelayClaim(*found)
 
 
 def disabled_endpoint(session: Session, client_id: int, hashed_url: str) -> bool:
     """Is the client's callback URL (its ``url_hash``) disabled? One row of the unique key at most."""
-    return session.scalar(_DISABLED, {"client_id": client_id, "url_hash": hashed_url}) is not None
-
-
-_DISABLED = select(CallbackEndpoint.id).where(
-    CallbackEndpoint.client_id == bindparam("client_id"),
-    CallbackEndpoint.url_hash == bindparam("url_hash"),
-    CallbackEndpoint.disabled_at.is_not(None),
-)
+    return store_of(session).claims.disabled_endpoint(session, client_id, hashed_url)
 
 
 def channel_client(session: Session, row: OutboxMessage) -> tuple[Client | None, str | None]:
     """The client a channel row goes to -- its task's, or the one a rejection names (it has no
     task) -- and the task's traceparent (core.trace_context), read with it: the event continues it."""
     if row.task_id is not None:
-        found = session.execute(_client_of_task(), {"task_id": row.task_id}).first()
-        return (found[0], found[1]) if found is not None else (None, None)
+        return store_of(session).claims.client_of_task(session, row.task_id)
     return session.get(Client, row.payload.get("client_id")), None
-
-
-@built_once
-def _client_of_task() -> Select[tuple[Client, str | None]]:
-    return (
-        select(Client, ExternalTask.traceparent)
-        .join(ExternalTask, ExternalTask.client_id == Client.id)
-        .where(ExternalTask.id == bindparam("task_id"))
-    )

@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session
 
 from models.store.admission import ClientAdmission, PostgresAdmission, SqliteAdmission
 from models.store.attention import Attention
+from models.store.claims import Claims, PostgresClaims, SqliteClaims
 from models.store.credentials import Credentials
 from models.store.dispatch import FairDispatch
 from models.store.endpoint_health import EndpointHealthRows
@@ -89,6 +90,7 @@ class Store:
     admission: ClientAdmission
     retention: Pruning
     credentials: Credentials
+    claims: Claims
 
 
 POSTGRESQL = Store(
@@ -110,6 +112,7 @@ POSTGRESQL = Store(
     admission=PostgresAdmission(),
     retention=Pruning(),
     credentials=Credentials(),
+    claims=PostgresClaims(),
 )
 SQLITE = Store(
     "sqlite",
@@ -130,6 +133,7 @@ SQLITE = Store(
     admission=SqliteAdmission(),
     retention=Pruning(),  # the same statements on both databases
     credentials=Credentials(),  # the same statements on both databases
+    claims=SqliteClaims(),
 )
 _BY_DIALECT = {store.name: store for store in (POSTGRESQL, SQLITE)}
 

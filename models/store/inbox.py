@@ -22,6 +22,7 @@ from models.attention import OrphanEvent
 from models.base import upsert
 from models.messages import ProcessedMessage
 from models.statements import built_once
+from models.store.loaded import TASK_WITHOUT_PAYLOAD, execute
 from models.store.outbox import WITHOUT_PAYLOAD
 from models.task import ExternalTask
 
@@ -94,7 +95,8 @@ class PostgresInbox(Inbox):
             "processed_at": now,
             "job_id": job_id,
         }
-        task, inbox_id = session.execute(_record_and_find_statement(), params).one()
+        *task_columns, inbox_id = execute(session, _record_and_find_statement(), params).one()
+        task = _FOUND_TASK.one(session, task_columns)
         return Found(inbox_id is not None, task, None if task is None else task.id)
 
     def task_or_orphan(
@@ -108,7 +110,8 @@ class PostgresInbox(Inbox):
             "payload": payload,
             "received_at": now,
         }
-        return session.scalar(_task_or_orphan_statement(), params)
+        found = execute(session, _task_or_orphan_statement(), params).one()
+        return _FOUND_TASK.one(session, found)
 
 
 _RECORD_MESSAGE = upsert(
@@ -136,8 +139,11 @@ def _task_id_for_job_statement() -> Select[tuple[int]]:
     )
 
 
-#: the columns the task is loaded with (not the payloads)
-_FOUND_COLUMNS = tuple(c for c in ExternalTask.__table__.columns if c.key not in ("input", "outcome"))
+#: the task as a look for a job loads it, without the payloads: a Core row made the session's object
+#: (``models.store.loaded``: the ORM's loading of an entity cost more calls than the statement's execution)
+_FOUND_TASK = TASK_WITHOUT_PAYLOAD
+#: the columns the task is loaded with
+_FOUND_COLUMNS = _FOUND_TASK.columns
 #: the task of a job as a WITH's ``task``, and its columns as the outer SELECT lists them
 _TASK_CTE = (
     f"task AS (SELECT {', '.join(c.name for c in _FOUND_COLUMNS)} FROM external_tasks"
@@ -156,7 +162,7 @@ def _record_and_find_statement() -> Any:
         " FROM (SELECT 1) AS one LEFT JOIN inbox ON true LEFT JOIN task ON true",
         processed_at=ProcessedMessage.processed_at.type,
     ).columns(*_FOUND_COLUMNS, column("inbox_id", BigInteger))
-    return select(ExternalTask, found.selected_columns.inbox_id).from_statement(found)
+    return found
 
 
 @built_once
@@ -170,4 +176,4 @@ def _task_or_orphan_statement() -> Any:
         payload=OrphanEvent.payload.type,
         received_at=OrphanEvent.received_at.type,
     ).columns(*_FOUND_COLUMNS)
-    return select(ExternalTask).from_statement(found)
+    return found

@@ -14,6 +14,7 @@ store (``models.store``) holds one, chosen when the database is built.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -37,6 +38,7 @@ from sqlalchemy.orm import Session, aliased, defer, load_only
 from core.outbox_states import HOLDING, SIGNATURES, SWEPT, ParkedReason, RowState
 from models.messages import PUBLISH_COLUMNS, OutboxKind, OutboxMessage
 from models.statements import built_once
+from models.store.loaded import OUTBOX_ROW, TASK_WITHOUT_INPUT, execute
 from models.store.postgres_rows import insert_outbox_with, insert_task_with
 from models.store.publication import stamp
 from models.store.slots import give_back, give_back_statement
@@ -183,17 +185,19 @@ class OutboxRows:
         """A new outbox row, not yet added: unsent (``core.outbox_states``), or queued when
         ``parked_reason`` says so; the publish hook stamps it before its INSERT when it goes out at
         commit. Every row Liaison writes is made here (a task's submit and relays, a channel's
-        events, people's notices)."""
-        return OutboxMessage(
-            message_id=message_id,
-            kind=kind,
-            task_id=task_id,
-            correlation_id=correlation_id,
-            sequence=sequence,
-            payload=payload,
-            created_at=created_at,
-            parked_reason=parked_reason,
-            target=target,
+        events, people's notices). Made without an attribute event per column (``models.store.loaded``)."""
+        return OUTBOX_ROW.new(
+            {
+                "message_id": message_id,
+                "kind": kind,
+                "task_id": task_id,
+                "correlation_id": correlation_id,
+                "sequence": sequence,
+                "payload": payload,
+                "created_at": created_at,
+                "parked_reason": parked_reason,
+                "target": target,
+            }
         )
 
     # --- statements alike on both databases --------------------------------------------------------
@@ -218,7 +222,8 @@ class OutboxRows:
     def claim_finished(self, session: Session, outbox_id: int, now: datetime) -> OutboxMessage | None:
         """The row locked and finished in one ``UPDATE … RETURNING`` (a delivery done whatever it
         finds: a relay's record); None once it is done."""
-        return session.scalars(_FINISH, {"outbox_id": outbox_id, "now": now}).one_or_none()
+        found = execute(session, _FINISH, {"outbox_id": outbox_id, "now": now}).one_or_none()
+        return None if found is None else OUTBOX_ROW.one(session, found, populate_existing=True)
 
     # --- statements each database writes its own way ----------------------------------------------
 
@@ -371,11 +376,11 @@ class SqliteOutboxRows(OutboxRows):
     def start_delivery(
         self, session: Session, outbox_id: int, with_input: bool, lease_until: datetime | None
     ) -> Claimed | None:
-        found = session.execute(_claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
-        if found is None or found[0].done_at is not None:
-            return None
-        self.count_start(found[0], lease_until)
-        return _claimed(found, with_input)
+        found = execute(session, _claim_with_task_statement(with_input), {"outbox_id": outbox_id}).first()
+        claimed = None if found is None else read_claimed(session, found, with_input)
+        if claimed is not None:
+            self.count_start(claimed[0], lease_until)
+        return claimed
 
     def finish_delivered(
         self,
@@ -415,8 +420,8 @@ class PostgresOutboxRows(OutboxRows):
         """One ``UPDATE … RETURNING`` whose row the task is locked and read with. A start that rolls
         back (its call must wait) takes the count and the lease back with it."""
         params = {"outbox_id": outbox_id, "lease_until": lease_until}
-        found = session.execute(_start_delivery_statement(with_input), params).first()
-        return None if found is None else _claimed(found, with_input)  # None: gone, or done already
+        found = execute(session, _start_delivery_statement(with_input), params).first()
+        return None if found is None else read_claimed(session, found, with_input)  # None: gone, or done already
 
     def finish_delivered(
         self,
@@ -438,12 +443,32 @@ class PostgresOutboxRows(OutboxRows):
             "names": slots,
             "holder": holder,
         }
-        return session.scalars(_finish_delivered_statement(), params).one_or_none()
+        found = execute(session, _finish_delivered_statement(), params).one_or_none()
+        return None if found is None else OUTBOX_ROW.one(session, found, populate_existing=True)
 
 
-def _claimed(found: Any, with_input: bool) -> Claimed:
-    raw = (found[2] if found[2] is not None else "null") if with_input else None
-    return found[0], found[1], raw
+def claimed_columns(row: Sequence[ColumnElement[Any]], with_input: bool) -> list[ColumnElement[Any]]:
+    """What a claim selects: an outbox row's columns (the table's, or an ``UPDATE``'s rows' in
+    :data:`OUTBOX_ROW`'s order), its task's but the ``input``, and the input as JSON text if asked
+    (:func:`read_claimed` reads them back)."""
+    columns = [*row, *TASK_WITHOUT_INPUT.columns]
+    if with_input:
+        columns.append(cast(_TASKS.c.input, Text))
+    return columns
+
+
+def read_claimed(session: Session, found: Sequence[Any], with_input: bool) -> Claimed | None:
+    """A claim's row (:func:`claimed_columns`, and what follows them) as the session's row and task
+    objects, re-read (``populate_existing``), and the input's text; None when the row is done."""
+    n = len(OUTBOX_ROW.columns)
+    m = n + len(TASK_WITHOUT_INPUT.columns)
+    row = OUTBOX_ROW.one(session, found[:n], populate_existing=True)
+    task = TASK_WITHOUT_INPUT.one(session, found[n:m], populate_existing=True)
+    assert row is not None and task is not None
+    if row.done_at is not None:
+        return None
+    raw = (found[m] if found[m] is not None else "null") if with_input else None
+    return row, task, raw
 
 
 def _table(entity: type[Any]) -> Table:
@@ -452,25 +477,17 @@ def _table(entity: type[Any]) -> Table:
     return table
 
 
-def row_and_task(row: Any, with_input: bool) -> Select[Any]:
-    """An outbox row (the table, or an ``UPDATE``'s rows) with its task, the input as JSON text if asked."""
-    columns: list[Any] = [row, ExternalTask]
-    if with_input:
-        columns.append(cast(ExternalTask.input, Text))
-    return (
-        select(*columns)
-        .join(ExternalTask, ExternalTask.id == row.task_id)
-        .options(*WITHOUT_INPUT)
-        .execution_options(populate_existing=True)
-    )
+_TASKS = _table(ExternalTask)
 
 
 @built_once
 def _claim_with_task_statement(with_input: bool) -> Select[Any]:
+    outbox = _table(OutboxMessage)
     return (
-        row_and_task(OutboxMessage, with_input)
-        .where(OutboxMessage.id == bindparam("outbox_id"))
-        .with_for_update(of=[OutboxMessage, ExternalTask], key_share=True)
+        select(*claimed_columns(OUTBOX_ROW.columns, with_input))
+        .select_from(outbox.join(_TASKS, _TASKS.c.id == outbox.c.task_id))
+        .where(outbox.c.id == bindparam("outbox_id"))
+        .with_for_update(of=[outbox, _TASKS], key_share=True)
     )
 
 
@@ -487,7 +504,11 @@ def _start_delivery_statement(with_input: bool) -> Select[Any]:
         .returning(*outbox.c)
         .cte("counted")
     )
-    return row_and_task(aliased(OutboxMessage, counted), with_input).with_for_update(of=ExternalTask, key_share=True)
+    return (
+        select(*claimed_columns([counted.c[c.key] for c in OUTBOX_ROW.columns], with_input))
+        .select_from(counted.join(_TASKS, _TASKS.c.id == counted.c.task_id))
+        .with_for_update(of=_TASKS, key_share=True)
+    )
 
 
 def holding(row: type[OutboxMessage] | Any) -> ColumnElement[bool]:
@@ -548,11 +569,13 @@ _UNSTAMP = (
     .execution_options(synchronize_session=False)
 )
 _FINISH = (
-    update(OutboxMessage)
-    .where(OutboxMessage.id == bindparam("outbox_id"), OutboxMessage.done_at.is_(None))
-    .values(done_at=bindparam("now"), attempts=OutboxMessage.attempts + 1)
-    .returning(OutboxMessage)
-    .execution_options(synchronize_session=False, populate_existing=True)
+    update(_table(OutboxMessage))
+    .where(OutboxMessage.__table__.c.id == bindparam("outbox_id"), OutboxMessage.__table__.c.done_at.is_(None))
+    .values(
+        done_at=bindparam("now", type_=OutboxMessage.__table__.c.done_at.type),
+        attempts=OutboxMessage.__table__.c.attempts + 1,
+    )
+    .returning(*OUTBOX_ROW.columns)
 )
 
 
@@ -581,10 +604,9 @@ def _finish_delivered_statement() -> Select[tuple[OutboxMessage]]:
         .cte("event_row")
     )
     return (
-        select(aliased(OutboxMessage, done))
+        select(*(done.c[c.key] for c in OUTBOX_ROW.columns))
         .add_cte(event)
         .add_cte(give_back_statement().cte("slots_given_back"))
-        .execution_options(populate_existing=True)
     )
 
 

@@ -21,11 +21,12 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Insert, Table, TextClause, Update, bindparam, insert, inspect, text, update
-from sqlalchemy.orm import InstanceState, Session, make_transient_to_detached
+from sqlalchemy.orm import InstanceState, Session
 
 from models.base import utcnow
 from models.messages import OutboxMessage
 from models.statements import built_once
+from models.store.loaded import OUTBOX_ROW, TASK
 from models.store.publication import note_inserted, stamp_unflushed
 from models.task import ExternalTask, TaskEvent
 
@@ -50,19 +51,20 @@ def insert_outbox_with(
     _defaults(session, row)
     changes = _pending_columns(task)
     task_id, kind, at, detail = event
-    params: dict[str, Any] = {f"o_{key}": getattr(row, key) for key in _OUTBOX_COLUMNS}
+    held = row.__dict__
+    params: dict[str, Any] = {f"o_{key}": held.get(key) for key in _OUTBOX_COLUMNS}
     params.update(e_task_id=task_id, e_kind=kind, e_at=at, e_detail=detail)
     if changes:
         changes.setdefault("updated_at", utcnow())  # what the column's onupdate would have written
         params.update({f"t_{key}": value for key, value in changes.items()}, t_id=task.id)
-    row.id = session.execute(_statement(tuple(sorted(changes))), params).scalar_one()
+    held["id"] = session.execute(_statement(tuple(sorted(changes))), params).scalar_one()
     if changes:
         state = inspect(task)
         # every pending change is written: the object is as loaded (the unit of work's own step
         # after it flushes an object), so the commit's flush finds nothing to do
         state._commit_all(state.dict, session.identity_map)
-    make_transient_to_detached(row)
-    session.add(row)
+    _hold_every_column(row)
+    OUTBOX_ROW.persist(session, row)
     note_inserted(session, row)
     return row
 
@@ -80,18 +82,19 @@ def insert_task_with(
     _column_defaults(task, _TASKS)
     _defaults(session, row)
     kind, at, detail = event
-    params: dict[str, Any] = {f"t_{key}": getattr(task, key) for key in _COLUMNS[_TASKS.name]}
-    params.update({f"o_{key}": getattr(row, key) for key in _OUTBOX_COLUMNS if key != "task_id"})
+    held_task, held_row = task.__dict__, row.__dict__
+    params: dict[str, Any] = {f"t_{key}": held_task.get(key) for key in _COLUMNS[_TASKS.name]}
+    params.update({f"o_{key}": held_row.get(key) for key in _OUTBOX_COLUMNS if key != "task_id"})
     params.update(e_kind=kind, e_at=at, e_detail=detail)
     inserted = session.execute(_TASK_STATEMENT, params).first()
     if inserted is None:
         return False
-    row.id, task.id = inserted
-    row.task_id = task.id
-    for obj in (task, row):
-        _hold_every_column(obj)
-        make_transient_to_detached(obj)
-        session.add(obj)
+    held_row["id"], held_task["id"] = inserted
+    held_row["task_id"] = held_task["id"]
+    _hold_every_column(task)
+    _hold_every_column(row)
+    TASK.persist(session, task)
+    OUTBOX_ROW.persist(session, row)
     note_inserted(session, row)
     return True
 
@@ -99,22 +102,20 @@ def insert_task_with(
 def _hold_every_column(obj: ExternalTask | OutboxMessage) -> None:
     """Every column the statement wrote is on the object, None ones too: a column the object never
     held would be expired as it becomes persistent, and read back by the first access to it."""
-    state: InstanceState[Any] = inspect(obj)
-    held = state.dict
+    held = obj.__dict__
     for key in _COLUMNS[type(obj).__tablename__]:
-        if key not in held:
-            setattr(obj, key, None)
+        held.setdefault(key, None)
 
 
 def _column_defaults(obj: ExternalTask, table: Table) -> None:
     """The Python-side defaults a flush would give the columns left unset (every one is a plain
     value or a function of nothing)."""
+    held = obj.__dict__  # transient: written as the constructor would, no attribute events
     for column in table.columns:
         default = column.default
-        if column.key == "id" or default is None or getattr(obj, column.key) is not None:
+        if column.key == "id" or default is None or held.get(column.key) is not None:
             continue
-        value = default.arg if default.is_scalar else default.arg(None)  # type: ignore[attr-defined]
-        setattr(obj, column.key, value)
+        held[column.key] = default.arg if default.is_scalar else default.arg(None)  # type: ignore[attr-defined]
 
 
 def _task_statement() -> TextClause:
@@ -163,9 +164,10 @@ def insert_event_with(
 def _defaults(session: Session, row: OutboxMessage) -> None:
     """What a flush would give a new row, set on the object, so the INSERT writes it and the
     object holds it: the columns' defaults, and the publish hook's stamp."""
+    held = row.__dict__  # transient: written as the constructor would, no attribute events
     for key, value in (("attempts", 0), ("deliveries", 0), ("holds_back", False), ("payload", {})):
-        if getattr(row, key) is None:
-            setattr(row, key, value)
+        if held.get(key) is None:
+            held[key] = value
     stamp_unflushed(session, row)
 
 

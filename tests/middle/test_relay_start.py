@@ -18,11 +18,13 @@ from core.states import EventType
 from models.attention import Incident
 from models.db import Database
 from models.messages import OutboxMessage
+from models.store import claims as store_claims
 from models.store import store_of
 from models.task import ExternalTask
 from service import claims
 from service.dead_letters import disable_endpoint, enable_endpoint, url_hash
 from service.incidents import IncidentKind
+from service.ordering import held_by
 from service.vendor_events import receive_event
 from tests.middle.builders import NOW, at_vendor, later, new_client
 from webhooks.events import VendorEvent
@@ -75,7 +77,7 @@ def test_a_client_with_many_disabled_and_failing_endpoints_starts_a_relay_with_o
             )
 
     with db.transaction() as session:
-        found = session.execute(claims._relay_statement(), {"outbox_id": outbox_id}).all()
+        found = session.execute(store_claims._relay_statement(held_by), {"outbox_id": outbox_id}).all()
         assert len(found) == 1  # not 410 × 410
         seen = _statements(db)
         claim = claims.claim_relay(session, outbox_id)

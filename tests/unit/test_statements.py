@@ -16,8 +16,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql import ClauseElement
 
 from models.statements import built_once, warmed
-from models.store import inbox, outbox
-from service import claims
+from models.store import claims, inbox, outbox
+from service.ordering import held_by
 
 THREADS = 8
 TRIALS = 40
@@ -28,7 +28,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "counted_claim": lambda: outbox._start_delivery_statement.__wrapped__(True),  # type: ignore[attr-defined]
     "flag_holding_back": outbox._flag_holding_back.__wrapped__,  # type: ignore[attr-defined]
     "record_and_find": inbox._record_and_find_statement.__wrapped__,  # type: ignore[attr-defined]
-    "relay": claims._relay_statement.__wrapped__,  # type: ignore[attr-defined]
+    "relay": lambda: claims._relay_statement.__wrapped__(held_by),  # type: ignore[attr-defined]
 }
 
 
