@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from core.beat_liveness import expected_interval_s
 from models.base import utcnow
-from models.heartbeats import record_tick
+from models.store.heartbeats import record_tick
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,14 @@
 """What operators did, on the record of the thing they touched: a dead letter, an incident, an
 orphan event, a callback endpoint. (A task's own timeline, ``task_events``, carries the operator
-too: ``by`` in the event's detail.) Written in the transaction of the action itself."""
+too: ``by`` in the event's detail.) Written in the transaction of the action itself; read by the console's pages
+(``models.read_models.console_pages.operator_history``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, String, select
+from sqlalchemy import Index, String
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from models.base import Base, Id, Json, UtcDateTime, utcnow
@@ -35,16 +36,4 @@ def record(
     assert subject in SUBJECTS, subject
     session.add(
         OperatorEvent(at=now, actor=actor, action=action, subject=subject, subject_id=subject_id, detail=detail)
-    )
-
-
-def history(session: Session, subject: str, subject_id: int, limit: int = 200) -> list[OperatorEvent]:
-    """The subject's operator events, oldest first."""
-    return list(
-        session.scalars(
-            select(OperatorEvent)
-            .where(OperatorEvent.subject == subject, OperatorEvent.subject_id == subject_id)
-            .order_by(OperatorEvent.id)
-            .limit(limit)
-        )
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 from kombu.exceptions import KombuError
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.auth import require_metrics_token
@@ -14,7 +13,7 @@ from app.observability.migrations import migration_status
 from app.observability.web import business_collector
 from foundation import metrics
 from models.base import utcnow
-from models.heartbeats import beat_liveness
+from models.store.heartbeats import beat_liveness
 from runtime.context import liaison
 
 bp = Blueprint("health", __name__)
@@ -35,7 +34,7 @@ def readyz() -> Response:
     beat: dict[str, object] | None = None
     try:
         with ctx.db.engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
+            ctx.db.store.reads.answer(conn)
             status = migration_status(conn)
             if not status.pending:
                 beat = beat_liveness(conn, utcnow()).as_dict()

@@ -18,7 +18,7 @@ from flask.cli import AppGroup, with_appcontext
 from app.cli.output import json_option
 from app.observability.migrations import alembic_config
 from models.base import utcnow
-from models.heartbeats import beat_liveness
+from models.store.heartbeats import beat_liveness
 from runtime.context import liaison
 from service.retention import KINDS, Retention
 from service.retention import prune as prune_all

@@ -17,9 +17,9 @@ from app.session import db_session
 from core.classify import Fault
 from core.states import State
 from models.base import utcnow
-from models.heartbeats import beat_liveness
 from models.messages import DEAD_LETTER_KINDS
 from models.read_models import lists, overview
+from models.store.heartbeats import beat_liveness
 from runtime.context import liaison
 
 

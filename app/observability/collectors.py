@@ -34,9 +34,9 @@ from foundation import metrics
 from models.base import utcnow
 from models.db import Database
 from models.endpoint_health import UNHEALTHY_STATES, health_state
-from models.heartbeats import beat_liveness
 from models.messages import DEAD_LETTER_KINDS, OutboxKind
 from models.read_models import gauge_counts
+from models.store.heartbeats import beat_liveness
 from service.incidents import IncidentKind
 
 log = logging.getLogger(__name__)

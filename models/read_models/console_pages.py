@@ -13,7 +13,6 @@ from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session, defer
 
 from core.urls import strip_url
-from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.audit import OperatorEvent
 from models.client import ApiKey, Client
@@ -60,7 +59,7 @@ def dead_letter_page(session: Session, letter_id: int) -> DeadLetterPage | None:
         letter=letter,
         task_id=task_id,
         payload_text=stored_text(session, DeadLetter.payload, DeadLetter.id, letter_id),
-        history=audit.history(session, "dead_letter", letter_id),
+        history=operator_history(session, "dead_letter", letter_id),
     )
 
 
@@ -131,7 +130,7 @@ def incident_page(session: Session, incident_id: int) -> IncidentPage | None:
     incident = session.get(Incident, incident_id)
     if incident is None:
         return None
-    return IncidentPage(incident=incident, history=audit.history(session, "incident", incident_id))
+    return IncidentPage(incident=incident, history=operator_history(session, "incident", incident_id))
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ def orphan_page(session: Session, orphan_id: int) -> OrphanPage | None:
     return OrphanPage(
         orphan=orphan,
         payload_text=stored_text(session, OrphanEvent.payload, OrphanEvent.id, orphan_id),
-        history=audit.history(session, "orphan", orphan_id),
+        history=operator_history(session, "orphan", orphan_id),
     )
 
 
@@ -169,7 +168,7 @@ class EndpointsPage:
 def endpoints_page(session: Session, history_limit: int = 5) -> EndpointsPage:
     disabled = lists.disabled_endpoints(session)
     failing = store_of(session).endpoint_health.unhealthy(session)
-    history = {e.id: audit.history(session, "endpoint", e.id, limit=history_limit) for e in disabled}
+    history = {e.id: operator_history(session, "endpoint", e.id, limit=history_limit) for e in disabled}
     return EndpointsPage(disabled=disabled, unhealthy=failing, history=history)
 
 
@@ -210,3 +209,15 @@ def client_rows(session: Session, limit: int = CLIENTS_LIMIT) -> list[ClientRow]
         )
         for c in session.scalars(select(Client).order_by(Client.name).limit(limit))
     ]
+
+
+def operator_history(session: Session, subject: str, subject_id: int, limit: int = 200) -> list[OperatorEvent]:
+    """What operators did to the subject (``models.audit``), oldest first."""
+    return list(
+        session.scalars(
+            select(OperatorEvent)
+            .where(OperatorEvent.subject == subject, OperatorEvent.subject_id == subject_id)
+            .order_by(OperatorEvent.id)
+            .limit(limit)
+        )
+    )

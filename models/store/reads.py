@@ -19,6 +19,10 @@ from sqlalchemy.orm import Session
 
 
 class Reads:
+    def answer(self, conn: Connection) -> None:
+        """A statement that reads nothing: the database answers (``/readyz``), or this raises."""
+        conn.execute(_ANSWER)
+
     def limit_statements(self, conn: Connection, statement_timeout_ms: int) -> None:
         """Bound every statement of the connection's transaction, where the database can: a slow
         scrape must not pile up on a struggling database."""
@@ -62,3 +66,6 @@ class PostgresReads(Reads):
 
 
 _RELTUPLES = text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)")
+
+
+_ANSWER = text("SELECT 1")

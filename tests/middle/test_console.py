@@ -23,10 +23,10 @@ from core.classify import Fault
 from core.endpoint_health import HealthPolicy
 from core.states import EventType
 from foundation.settings import Settings
-from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.base import utcnow
 from models.messages import DeadLetter
+from models.read_models import console_pages
 from models.store import store_of
 from models.task import ExternalTask, TaskEvent
 from service.dead_letters import dead_letter, disable_endpoint
@@ -317,7 +317,7 @@ def test_incident_orphan_endpoint_and_client_pages(signed_in: tuple[FlaskClient,
 
 def _history(app: Flask, subject: str, subject_id: int) -> list[tuple[str, str]]:
     with _ctx(app).db.transaction() as session:
-        return [(e.action, e.actor) for e in audit.history(session, subject, subject_id)]
+        return [(e.action, e.actor) for e in console_pages.operator_history(session, subject, subject_id)]
 
 
 def _events(app: Flask, task_id: int) -> list[tuple[str, Any]]:

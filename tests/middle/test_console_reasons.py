@@ -18,9 +18,9 @@ from core.endpoint_health import HealthPolicy
 from core.states import EventType
 from models.attention import Incident
 from models.base import utcnow
-from models.heartbeats import record_tick
 from models.messages import DeadLetter
 from models.store import store_of
+from models.store.heartbeats import record_tick
 from models.task import ExternalTask
 from service.dead_letters import dead_letter
 from service.vendor_events import receive_event
