@@ -34,6 +34,29 @@ if TYPE_CHECKING:
     from celery import Celery
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def both_databases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
+    """One contract, both stores: a fresh database for the module on SQLite and on the machine's
+    PostgreSQL (``tests/integration/services.py``; that half skips where PostgreSQL is absent, and
+    fails under CI, which starts it), its tables made from the models. The store's contract tests
+    (``test_store_*.py``, ``test_read_models.py``) take it as their ``db``, so the fast tier runs
+    the statements production runs."""
+    from models.base import Base
+    from tests.integration.services import create_postgres_database, drop_postgres_database
+
+    name = None
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
+    else:
+        url, name = create_postgres_database()
+    database = Database(url)
+    Base.metadata.create_all(database.engine)
+    yield database
+    database.dispose()
+    if name is not None:
+        drop_postgres_database(name)
+
+
 @pytest.fixture(scope="session")
 def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty database at the migrations' head, built once."""

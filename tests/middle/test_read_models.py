@@ -10,7 +10,6 @@ One set of rows (``world``) is written once per database; every test only reads 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -18,7 +17,6 @@ import pytest
 
 from models import audit
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
-from models.base import Base
 from models.client import ApiKey, Client
 from models.db import Database
 from models.endpoint_health import EndpointHealth, origin_hash
@@ -26,24 +24,14 @@ from models.messages import DeadLetter, OutboxKind, OutboxMessage
 from models.read_models import console_pages, gauge_counts, lists, overview, task_page
 from models.store import SQLITE
 from models.task import ExternalTask, TaskEvent
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('reads') / 'reads.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 @dataclass(frozen=True)

@@ -15,30 +15,19 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
-from models.base import Base
 from models.client import Client
 from models.db import Database
 from models.store import store_of
 from models.store.admission import PostgresAdmission, SqliteAdmission
 from models.task import ExternalTask
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('admission') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def _client(db: Database) -> int:

@@ -7,7 +7,6 @@ session held."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,7 +15,6 @@ from sqlalchemy import inspect, select, update
 from sqlalchemy.orm import Session
 
 from models.attention import CallbackEndpoint
-from models.base import Base
 from models.client import Client
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
@@ -25,24 +23,14 @@ from models.store.loaded import OUTBOX_ROW, TASK_WITHOUT_INPUT
 from models.task import ExternalTask
 from service.claims import job_lock_key
 from service.ordering import held_by
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('claims') / 'claims.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def _task_and_row(db: Database, *, done: bool = False, **task_columns: Any) -> tuple[int, int, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,7 +33,6 @@ from core.outbox_states import (
 )
 from models import publishing
 from models.attention import OrphanEvent
-from models.base import Base
 from models.client import Client
 from models.db import Database
 from models.leases import Lease
@@ -41,25 +40,15 @@ from models.messages import OutboxKind, OutboxMessage
 from models.store import POSTGRESQL, SQLITE, Store, store_of
 from models.store.outbox import holding, in_states
 from models.task import ExternalTask, TaskEvent
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(hours=1)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def _task(session: Session, **columns: Any) -> ExternalTask:  # columns: e.g. a vendor_job_id

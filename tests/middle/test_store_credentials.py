@@ -6,14 +6,12 @@ by its digest.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 
-from models.base import Base
 from models.callback_tokens import CallbackToken
 from models.client import ApiKey, Client
 from models.console_sessions import ConsoleSession
@@ -21,25 +19,15 @@ from models.db import Database
 from models.store import store_of
 from models.store.credentials import Credentials
 from models.task import ExternalTask
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('credentials') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def _uid() -> str:

@@ -6,39 +6,27 @@ absent, fails under CI). One class serves both stores: the statements are the sa
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
 
 from core.endpoint_health import HealthPolicy
-from models.base import Base
 from models.client import Client
 from models.db import Database
 from models.endpoint_health import MAX_ERROR_CHARS, EndpointHealth, origin_hash
 from models.store import POSTGRESQL, SQLITE
 from models.store.endpoint_health import EndpointHealthRows
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 POLICY = HealthPolicy(failures_to_pause=3, pause_s=10, pause_cap_s=40, probe_s=20)
 ORIGIN = "https://shop.example"
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def at(seconds: float) -> datetime:

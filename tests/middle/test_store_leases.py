@@ -8,34 +8,22 @@ statement (PostgreSQL's ``Slots.take``) are ``tests/middle/test_store_contract.p
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select
 
-from models.base import Base
 from models.db import Database
 from models.leases import Lease
 from models.store.slots import acquire, lease, release
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def at(seconds: float) -> datetime:

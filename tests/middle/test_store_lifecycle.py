@@ -17,13 +17,11 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from core.states import State
-from models.base import Base
 from models.client import Client
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
 from models.store.lifecycle import CANCEL_REQUESTED_ENTRY, DEADLINES
 from models.task import ExternalTask, TaskEvent
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(minutes=5)
@@ -31,19 +29,10 @@ LATER = NOW + timedelta(minutes=5)
 ACCEPTANCE, EXECUTION = DEADLINES
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'lifecycle.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def _client(session: Session) -> Client:

@@ -7,7 +7,6 @@ goes out) is tested in ``tests/middle/test_notifications.py``."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,29 +14,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.notifications import OPENED, RESOLVED, notice_key
-from models.base import Base
 from models.db import Database
 from models.notifications import DISPATCHED, MUTED, PENDING, UNROUTED, Notification, NotificationMute
 from models.store import POSTGRESQL, SQLITE
 from models.store.notices import Notices
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def at(seconds: float) -> datetime:

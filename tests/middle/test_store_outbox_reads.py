@@ -10,7 +10,6 @@ database for this module, ``tests/integration/services.py``); where it is absent
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,32 +18,21 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.outbox_states import ParkedReason
-from models.base import Base
 from models.client import Client
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
 from models.store.outbox import held_by
 from models.task import ExternalTask
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(hours=1)
 AWAITING = ParkedReason.AWAITING_EARLIER.value
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def _task(session: Session) -> ExternalTask:

@@ -8,7 +8,7 @@ Each test dates its rows in a year of its own, so the module's shared database k
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,24 +27,14 @@ from models.notifications import Notification
 from models.store import store_of
 from models.store.retention import NOTICE_PENDING, Pruning, task_dependents
 from models.task import ExternalTask, TaskEvent
-from tests.integration.services import create_postgres_database, drop_postgres_database
 
 DAY = timedelta(days=1)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Database]:
-    name = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('retention') / 'store.db'}"
-    else:
-        url, name = create_postgres_database()
-    database = Database(url)
-    Base.metadata.create_all(database.engine)
-    yield database
-    database.dispose()
-    if name is not None:
-        drop_postgres_database(name)
+@pytest.fixture(scope="module")
+def db(both_databases: Database) -> Database:
+    """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
+    return both_databases
 
 
 def _uid() -> str:
