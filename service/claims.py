@@ -6,7 +6,6 @@ the client a channel row goes to. The statements are the store's (``models.store
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +14,7 @@ from sqlalchemy.orm import Session
 from models.client import Client
 from models.messages import OutboxMessage
 from models.store import store_of
+from models.store.claims import RelayRow
 from models.task import ExternalTask
 from service import dispatch
 from service.ordering import held_by
@@ -149,20 +149,9 @@ def take_relay_slots(
     )
 
 
-@dataclass(frozen=True)
-class RelayClaim:
-    """A relay's outbox row, locked, with what its delivery needs: the task's own callback URL and
-    its client (None: the task is gone), whether the client has any disabled endpoint and any failing
-    one (usually neither: then nothing more is read), and the earlier relay of the task it must wait
-    for (usually none: ``service.ordering``)."""
-
-    row: OutboxMessage
-    callback_url: str | None
-    client: Client | None
-    held_by: int | None
-    any_disabled: bool
-    any_unhealthy: bool
-    traceparent: str | None = None  # the task's (core.trace_context): the callback continues its trace
+#: what :func:`claim_relay` answers: the store's row (``models.store.claims.RelayRow``), under the
+#: name the service's callers know
+RelayClaim = RelayRow
 
 
 def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
@@ -173,8 +162,7 @@ def claim_relay(session: Session, outbox_id: int) -> RelayClaim | None:
     one row at most each, only when there is any. (Joined instead, a client's disabled URLs times its
     failing ones came back with every start: 410 × 410 made 168,100 rows.) The task's payload is not
     read: the outbox row carries the callback's body. None when the row is gone or already done."""
-    found = store_of(session).claims.claim_relay(session, outbox_id, held_by)
-    return None if found is None else RelayClaim(*found)
+    return store_of(session).claims.claim_relay(session, outbox_id, held_by)
 
 
 def disabled_endpoint(session: Session, client_id: int, hashed_url: str) -> bool:

@@ -39,9 +39,12 @@ _CLIENTS = Client.__table__
 
 
 class RelayRow(NamedTuple):
-    """:meth:`Claims.claim_relay`'s row: the relay's row (locked), its task's callback URL, its
-    client (None: the task is gone), the earlier relay it waits for, whether the client has a
-    disabled and a failing endpoint, and the task's traceparent."""
+    """:meth:`Claims.claim_relay`'s row (``service.claims.RelayClaim``): the relay's outbox row,
+    locked, with what its delivery needs: the task's own callback URL and its client (None: the task
+    is gone), the earlier relay of the task it must wait for (usually none: ``service.ordering``),
+    whether the client has any disabled endpoint and any failing one (usually neither: then nothing
+    more is read), and the task's traceparent (``core.trace_context``: the callback continues its
+    trace)."""
 
     row: OutboxMessage
     callback_url: str | None

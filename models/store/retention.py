@@ -157,6 +157,15 @@ def _task_may_change() -> ColumnElement[bool]:
     return exists().where(task.id == OutboxMessage.task_id, or_(task.state.not_in(FINAL_STATES), held))
 
 
+def _finished_before(
+    row_id: Any, finished: Any, cutoff: datetime, batch: int, *still: ColumnElement[bool]
+) -> Select[tuple[int]]:
+    """A simple kind's due rows: finished (``finished``, its time) before ``cutoff`` and, with
+    ``still``, not open either; oldest first, up to ``batch``, locked (SKIP LOCKED)."""
+    query = select(row_id).where(finished < cutoff, *still).order_by(finished)
+    return query.limit(batch).with_for_update(skip_locked=True)
+
+
 def due_query(kind: str, cutoff: datetime, batch: int) -> Select[tuple[int]]:
     """The ids of up to ``batch`` rows of ``kind`` due for removal, oldest first, locked (SKIP LOCKED)."""
     if kind == "tasks":
@@ -175,35 +184,14 @@ def due_query(kind: str, cutoff: datetime, batch: int) -> Select[tuple[int]]:
         )
         return query.limit(batch).with_for_update(skip_locked=True, of=OutboxMessage)
     if kind == "dead_letters":
-        query = (
-            select(DeadLetter.id)
-            .where(DeadLetter.closed_at < cutoff, DeadLetter.state != "open")
-            .order_by(DeadLetter.closed_at)
-        )
-        return query.limit(batch).with_for_update(skip_locked=True)
+        return _finished_before(DeadLetter.id, DeadLetter.closed_at, cutoff, batch, DeadLetter.state != "open")
     if kind == "incidents":
-        query = select(Incident.id).where(Incident.resolved_at < cutoff).order_by(Incident.resolved_at)
-        return query.limit(batch).with_for_update(skip_locked=True)
+        return _finished_before(Incident.id, Incident.resolved_at, cutoff, batch)
     if kind == "notifications":
         notices = table_of(kind)
-        query = (
-            select(notices.c.id)
-            .where(notices.c.dispatched_at < cutoff, notices.c.state != NOTICE_PENDING)
-            .order_by(notices.c.dispatched_at)
-        )
-        return query.limit(batch).with_for_update(skip_locked=True)
+        return _finished_before(notices.c.id, notices.c.dispatched_at, cutoff, batch, notices.c.state != NOTICE_PENDING)
     if kind == "orphans":
-        query = (
-            select(OrphanEvent.id)
-            .where(OrphanEvent.resolved_at < cutoff, OrphanEvent.state != "open")
-            .order_by(OrphanEvent.resolved_at)
-        )
-        return query.limit(batch).with_for_update(skip_locked=True)
+        return _finished_before(OrphanEvent.id, OrphanEvent.resolved_at, cutoff, batch, OrphanEvent.state != "open")
     if kind == "processed_messages":
-        query = (
-            select(ProcessedMessage.id)
-            .where(ProcessedMessage.processed_at < cutoff)
-            .order_by(ProcessedMessage.processed_at)
-        )
-        return query.limit(batch).with_for_update(skip_locked=True)
+        return _finished_before(ProcessedMessage.id, ProcessedMessage.processed_at, cutoff, batch)
     raise ValueError(f"unknown retention kind {kind!r}")
