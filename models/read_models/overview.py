@@ -49,22 +49,22 @@ class TaskCounts:
         return self.cells.get((state, provider), Count(0))
 
 
+def _counted(session: Session, states: Iterable[str]) -> dict[tuple[str, str], Count]:
+    """The tasks in ``states`` counted exactly, by state and provider."""
+    rows = session.execute(
+        select(ExternalTask.state, ExternalTask.provider, func.count())
+        .where(ExternalTask.state.in_(states))
+        .group_by(ExternalTask.state, ExternalTask.provider)
+    ).all()
+    return {(state, provider): Count(n) for state, provider, n in rows}
+
+
 def task_counts(session: Session, providers: Iterable[str], estimate_above: int = ESTIMATE_ABOVE_ROWS) -> TaskCounts:
     providers = sorted(set(providers))
     counts = TaskCounts()
-    rows = session.execute(
-        select(ExternalTask.state, ExternalTask.provider, func.count())
-        .where(ExternalTask.state.in_(OPEN_STATES))
-        .group_by(ExternalTask.state, ExternalTask.provider)
-    ).all()
-    counts.cells.update({(state, provider): Count(n) for state, provider, n in rows})
+    counts.cells.update(_counted(session, OPEN_STATES))
     if _table_estimate(session, "external_tasks") < estimate_above:
-        rows = session.execute(
-            select(ExternalTask.state, ExternalTask.provider, func.count())
-            .where(ExternalTask.state.in_(FINISHED_STATES))
-            .group_by(ExternalTask.state, ExternalTask.provider)
-        ).all()
-        counts.cells.update({(state, provider): Count(n) for state, provider, n in rows})
+        counts.cells.update(_counted(session, FINISHED_STATES))
         return counts
     counts.estimated = True
     for state in FINISHED_STATES:
