@@ -1,5 +1,7 @@
-"""Rows for the middle-layer tests, built through the service itself (never by hand), at a fixed
-clock: the functions under test take ``now``, so their effects are exact."""
+"""Rows for the middle-layer tests, at a fixed clock: the functions under test take ``now``, so their
+effects are exact. Most are built through the service itself; the store's contract tests, which drive
+the statements beneath the service, write theirs by hand (``add_client``, ``add_task``,
+``add_outbox_row``): only the columns a test names, the rest the tables' defaults."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models.client import Client
-from models.messages import OutboxMessage
+from models.messages import OutboxKind, OutboxMessage
 from models.task import ExternalTask, TaskEvent
 from service.credentials import create_client
 from service.intake import SubmitRequest, SubmitResult, submit_task
@@ -88,3 +90,47 @@ def outbox_rows(session: Session, task: ExternalTask) -> list[OutboxMessage]:
 
 def timeline(session: Session, task: ExternalTask) -> list[str]:
     return list(session.scalars(select(TaskEvent.kind).where(TaskEvent.task_id == task.id).order_by(TaskEvent.id)))
+
+
+# --- rows by hand, for the store's contract tests --------------------------------------------------
+
+
+def uid() -> str:
+    """A short unique name part: the module's database is shared by its tests, so rows are told apart."""
+    return uuid.uuid4().hex[:12]
+
+
+def add_client(session: Session, *, callback_url: str = "https://a.example/cb", **columns: Any) -> Client:
+    """A client row (flushed: it has its id), a unique name unless given, one callback secret."""
+    client = Client(**{"name": f"c-{uid()}", "callback_secrets": ["s"], "callback_url": callback_url, **columns})
+    session.add(client)
+    session.flush()
+    return client
+
+
+def add_task(session: Session, client: Client | int | None = None, **columns: Any) -> ExternalTask:
+    """A task row of ``client`` (a client or its id; None: a new client), flushed: a unique
+    correlation id, provider ``sim`` and an empty input unless ``columns`` say otherwise."""
+    if client is None:
+        client = add_client(session)
+    client_id = client if isinstance(client, int) else client.id
+    task = ExternalTask(
+        client_id=client_id, **{"correlation_id": f"t-{uid()}", "provider": PROVIDER, "input": {}, **columns}
+    )
+    session.add(task)
+    session.flush()
+    return task
+
+
+def add_outbox_row(session: Session, task: ExternalTask, kind: str = OutboxKind.RELAY, **columns: Any) -> OutboxMessage:
+    """An outbox row of ``task`` (a relay unless ``kind`` says otherwise), flushed: a unique message
+    id, an empty payload, created at ``NOW`` unless ``columns`` say otherwise."""
+    row = OutboxMessage(
+        kind=kind,
+        task_id=task.id,
+        correlation_id=task.correlation_id,
+        **{"message_id": f"msg_{uuid.uuid4().hex}", "payload": {}, "created_at": NOW, **columns},
+    )
+    session.add(row)
+    session.flush()
+    return row

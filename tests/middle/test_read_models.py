@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 
 import pytest
 
@@ -24,8 +24,7 @@ from models.messages import DeadLetter, OutboxKind, OutboxMessage
 from models.read_models import console_pages, gauge_counts, lists, overview, task_page
 from models.store import SQLITE
 from models.task import ExternalTask, TaskEvent
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW, add_outbox_row, add_task
 
 
 @pytest.fixture(scope="module")
@@ -71,17 +70,15 @@ def world(db: Database) -> World:
         )
 
         def task(correlation_id: str, state: str, provider: str = "sim", **columns: object) -> ExternalTask:
-            row = ExternalTask(
+            return add_task(
+                session,
+                client,
                 correlation_id=correlation_id,
-                client_id=client.id,
                 provider=provider,
                 state=state,
                 input={"a": 1},
                 **columns,
             )
-            session.add(row)
-            session.flush()
-            return row
 
         ok = task("ok", "succeeded", dispatched_at=NOW - timedelta(hours=1))
         retry = task(
@@ -96,18 +93,11 @@ def world(db: Database) -> World:
         polled = task("polled", "accepted", "vend", dispatched_at=NOW, poll_due_at=NOW + timedelta(minutes=5))
 
         def outbox(task: ExternalTask, kind: str, **columns: object) -> OutboxMessage:
-            row = OutboxMessage(
-                message_id=f"msg_{task.correlation_id}_{kind}_{len(columns)}",
-                kind=kind,
-                task_id=task.id,
-                correlation_id=task.correlation_id,
-                payload={"type": kind},
-                created_at=NOW - timedelta(hours=1),
-                **columns,
+            message_id = f"msg_{task.correlation_id}_{kind}_{len(columns)}"
+            hour_ago = NOW - timedelta(hours=1)
+            return add_outbox_row(
+                session, task, kind, message_id=message_id, payload={"type": kind}, created_at=hour_ago, **columns
             )
-            session.add(row)
-            session.flush()
-            return row
 
         relay_failing = outbox(
             ok,

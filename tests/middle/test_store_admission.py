@@ -5,23 +5,18 @@ PostgreSQL takes (the row, then the dispatch lock when asked) and SQLite need no
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.exc import OperationalError
 
-from models.client import Client
 from models.db import Database
 from models.store import store_of
 from models.store.admission import PostgresAdmission, SqliteAdmission
-from models.task import ExternalTask
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW, add_client, add_task
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +27,13 @@ def db(both_databases: Database) -> Database:
 
 def _client(db: Database) -> int:
     with db.transaction() as session:
-        client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url="https://a.example/cb")
-        session.add(client)
-        session.flush()
-        return client.id
+        return add_client(session).id
 
 
 def _tasks(db: Database, client_id: int, *shapes: dict[str, Any]) -> None:
     with db.transaction() as session:
         for shape in shapes:
-            columns = {"provider": "sim", "state": "requested", **shape}
-            session.add(
-                ExternalTask(correlation_id=f"t-{uuid.uuid4().hex[:10]}", client_id=client_id, input={}, **columns)
-            )
+            add_task(session, client_id, **{"state": "requested", **shape})
 
 
 def test_each_database_has_its_class(db: Database) -> None:

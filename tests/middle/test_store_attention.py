@@ -11,7 +11,7 @@ import hashlib
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,31 +23,16 @@ from core.outbox_states import ParkedReason
 from models.attention import CallbackEndpoint, Incident, OrphanEvent
 from models.client import Client
 from models.db import Database
-from models.messages import DeadLetter, OutboxKind, OutboxMessage
+from models.messages import DeadLetter, OutboxKind
 from models.store import POSTGRESQL, SQLITE
 from models.task import ExternalTask
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW, add_client, add_outbox_row, add_task
 
 
 @pytest.fixture(scope="module")
 def db(both_databases: Database) -> Database:
     """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
     return both_databases
-
-
-def _client(session: Session) -> Client:
-    client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url="https://a.example/cb")
-    session.add(client)
-    session.flush()
-    return client
-
-
-def _task(session: Session, client: Client) -> ExternalTask:
-    task = ExternalTask(correlation_id=f"t-{uuid.uuid4().hex[:10]}", client_id=client.id, input={}, provider="sim")
-    session.add(task)
-    session.flush()
-    return task
 
 
 @dataclass(frozen=True)
@@ -222,7 +207,7 @@ def _endpoint(session: Session, client: Client, url: str, disabled: bool = True)
 def test_disabled_endpoints_are_found_per_client_and_stripped_url(db: Database):
     shown = f"https://{uuid.uuid4().hex[:8]}.example/cb"
     with db.transaction() as session:
-        client, other, third = _client(session), _client(session), _client(session)
+        client, other, third = add_client(session), add_client(session), add_client(session)
         one = _endpoint(session, client, f"{shown}?a=1")
         two = _endpoint(session, client, f"{shown}?a=2")
         _endpoint(session, client, f"{shown}?a=3", disabled=False)
@@ -243,23 +228,12 @@ def test_disabled_endpoints_are_found_per_client_and_stripped_url(db: Database):
 def test_parked_relays_are_the_clients_not_done_relays_parked_on_the_url(db: Database):
     shown = f"https://{uuid.uuid4().hex[:8]}.example/cb"
     with db.transaction() as session:
-        client, other = _client(session), _client(session)
-        task, others = _task(session, client), _task(session, other)
+        client, other = add_client(session), add_client(session)
+        task, others = add_task(session, client), add_task(session, other)
 
         def relay(of: ExternalTask, **columns: Any) -> int:
-            row = OutboxMessage(
-                message_id=f"msg_{uuid.uuid4().hex}",
-                kind=OutboxKind.RELAY,
-                task_id=of.id,
-                correlation_id=of.correlation_id,
-                payload={},
-                created_at=NOW,
-                target=shown,
-                **{"parked_reason": ParkedReason.ENDPOINT_GONE.value, **columns},
-            )
-            session.add(row)
-            session.flush()
-            return row.id
+            parked = {"target": shown, "parked_reason": ParkedReason.ENDPOINT_GONE.value}
+            return add_outbox_row(session, of, **{**parked, **columns}).id
 
         parked = [relay(task), relay(task)]
         relay(task, done_at=NOW)
@@ -274,7 +248,7 @@ def test_parked_relays_are_the_clients_not_done_relays_parked_on_the_url(db: Dat
 
 def test_clients_are_found_by_name_and_named_sorted(db: Database):
     with db.transaction() as session:
-        b, a = _client(session), _client(session)
+        b, a = add_client(session), add_client(session)
         a.name, b.name = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
     with db.transaction() as session:
         found = db.store.attention.client_named(session, a.name)

@@ -7,7 +7,7 @@ session held."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,14 +17,13 @@ from sqlalchemy.orm import Session
 from models.attention import CallbackEndpoint
 from models.client import Client
 from models.db import Database
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import OutboxMessage
 from models.store import store_of
 from models.store.loaded import OUTBOX_ROW, TASK_WITHOUT_INPUT
 from models.task import ExternalTask
 from service.claims import job_lock_key
 from service.ordering import held_by
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW, add_client, add_outbox_row, add_task
 
 
 @pytest.fixture(scope="module")
@@ -36,32 +35,18 @@ def db(both_databases: Database) -> Database:
 def _task_and_row(db: Database, *, done: bool = False, **task_columns: Any) -> tuple[int, int, int]:
     """A client, its task and a relay row of it, committed: (client id, task id, outbox id)."""
     with db.transaction() as session:
-        client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url="https://a.example/cb")
-        session.add(client)
-        session.flush()
-        task = ExternalTask(
-            correlation_id=f"t-{uuid.uuid4().hex[:10]}",
-            client_id=client.id,
+        client = add_client(session)
+        task = add_task(
+            session,
+            client,
             input={"a": [1, 2]},
             outcome={"ok": True},
             callback_url="https://a.example/task-cb",
             traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-            **{"provider": "sim", **task_columns},
+            **task_columns,
         )
-        session.add(task)
-        session.flush()
-        row = OutboxMessage(
-            message_id=f"msg_{uuid.uuid4().hex}",
-            kind=OutboxKind.RELAY,
-            task_id=task.id,
-            correlation_id=task.correlation_id,
-            payload={"type": "task.accepted"},
-            created_at=NOW,
-            sequence=1,
-            done_at=NOW if done else None,
-        )
-        session.add(row)
-        session.flush()
+        accepted = {"type": "task.accepted"}
+        row = add_outbox_row(session, task, payload=accepted, sequence=1, done_at=NOW if done else None)
         return client.id, task.id, row.id
 
 

@@ -5,22 +5,20 @@ by its digest.
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 
 from models.callback_tokens import CallbackToken
-from models.client import ApiKey, Client
+from models.client import ApiKey
 from models.console_sessions import ConsoleSession
 from models.db import Database
 from models.store import store_of
 from models.store.credentials import Credentials
-from models.task import ExternalTask
+from tests.middle.builders import NOW, add_client, add_task, uid
 
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
@@ -30,17 +28,9 @@ def db(both_databases: Database) -> Database:
     return both_databases
 
 
-def _uid() -> str:
-    return uuid.uuid4().hex[:12]
-
-
 def _client(db: Database, channel: str | None = None) -> tuple[int, str]:
     with db.transaction() as session:
-        client = Client(
-            name=f"c-{_uid()}", callback_secrets=["s"], callback_url="https://a.example/cb", channel=channel
-        )
-        session.add(client)
-        session.flush()
+        client = add_client(session, channel=channel)
         return client.id, client.name
 
 
@@ -78,7 +68,7 @@ def test_a_client_found_to_change_is_locked(db: Database) -> None:
 
 def test_a_key_authenticates_while_it_is_live_and_keys_come_newest_first(db: Database) -> None:
     client_id, _ = _client(db)
-    hashes = {state: _uid() for state in ("live", "retired", "revoked", "newest")}
+    hashes = {state: uid() for state in ("live", "retired", "revoked", "newest")}
     with db.transaction() as session:
         session.add_all(
             [
@@ -110,7 +100,7 @@ def test_clients_on_a_channel_by_id(db: Database) -> None:
 
 
 def test_console_sessions_open_expire_and_end(db: Database) -> None:
-    operator, other = f"op-{_uid()}", f"op-{_uid()}"
+    operator, other = f"op-{uid()}", f"op-{uid()}"
     with db.transaction() as session:
         credentials = store_of(session).credentials
         credentials.open_console_session(session, "a" * 64, operator, NOW - 2 * HOUR, NOW - HOUR)  # expired by NOW
@@ -133,18 +123,9 @@ def test_console_sessions_open_expire_and_end(db: Database) -> None:
 
 def test_a_token_finds_its_task_only_for_its_provider(db: Database) -> None:
     client_id, _ = _client(db)
-    digest = _uid()
+    digest = uid()
     with db.transaction() as session:
-        task = ExternalTask(
-            correlation_id=f"t-{_uid()}",
-            client_id=client_id,
-            input={},
-            provider="sim",
-            state="submitted",
-            vendor_job_id="job-1",
-        )
-        session.add(task)
-        session.flush()
+        task = add_task(session, client_id, state="submitted", vendor_job_id="job-1")
         session.add(CallbackToken(digest=digest, task_id=task.id, created_at=NOW))
     with db.transaction() as session:
         credentials = store_of(session).credentials

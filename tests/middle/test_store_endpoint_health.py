@@ -5,20 +5,17 @@ absent, fails under CI). One class serves both stores: the statements are the sa
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from sqlalchemy import func, select
 
 from core.endpoint_health import HealthPolicy
-from models.client import Client
 from models.db import Database
 from models.endpoint_health import MAX_ERROR_CHARS, EndpointHealth, origin_hash
 from models.store import POSTGRESQL, SQLITE
 from models.store.endpoint_health import EndpointHealthRows
+from tests.middle.builders import add_client
+from tests.middle.builders import later as at
 
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 POLICY = HealthPolicy(failures_to_pause=3, pause_s=10, pause_cap_s=40, probe_s=20)
 ORIGIN = "https://shop.example"
 
@@ -29,16 +26,9 @@ def db(both_databases: Database) -> Database:
     return both_databases
 
 
-def at(seconds: float) -> datetime:
-    return NOW + timedelta(seconds=seconds)
-
-
 def _client(db: Database) -> int:
     with db.transaction() as session:
-        client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url=f"{ORIGIN}/cb")
-        session.add(client)
-        session.flush()
-        return client.id
+        return add_client(session, callback_url=f"{ORIGIN}/cb").id
 
 
 def _fail(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,8 +13,7 @@ from core.beat_liveness import liveness
 from models.db import Database
 from models.heartbeats import BeatHeartbeat
 from models.store.heartbeats import beat_liveness, record_tick
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW
 
 
 @pytest.fixture(scope="module")

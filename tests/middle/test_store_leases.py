@@ -8,7 +8,6 @@ statement (PostgreSQL's ``Slots.take``) are ``tests/middle/test_store_contract.p
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select
@@ -16,18 +15,14 @@ from sqlalchemy import select
 from models.db import Database
 from models.leases import Lease
 from models.store.slots import acquire, lease, release
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW
+from tests.middle.builders import later as at
 
 
 @pytest.fixture(scope="module")
 def db(both_databases: Database) -> Database:
     """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
     return both_databases
-
-
-def at(seconds: float) -> datetime:
-    return NOW + timedelta(seconds=seconds)
 
 
 def _name() -> str:

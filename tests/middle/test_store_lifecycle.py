@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,11 +19,11 @@ from sqlalchemy.orm import Session
 from core.states import State
 from models.client import Client
 from models.db import Database
-from models.messages import OutboxKind, OutboxMessage, ProcessedMessage
+from models.messages import OutboxKind, ProcessedMessage
 from models.store.lifecycle import CANCEL_REQUESTED_ENTRY, DEADLINES
 from models.task import ExternalTask, TaskEvent
+from tests.middle.builders import NOW, add_outbox_row, add_task
 
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(minutes=5)
 LATER = NOW + timedelta(minutes=5)
 ACCEPTANCE, EXECUTION = DEADLINES
@@ -35,38 +35,8 @@ def db(both_databases: Database) -> Database:
     return both_databases
 
 
-def _client(session: Session) -> Client:
-    client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url="https://a.example/cb")
-    session.add(client)
-    session.flush()
-    return client
-
-
 def _task(session: Session, client: Client | None = None, **columns: Any) -> ExternalTask:
-    task = ExternalTask(
-        correlation_id=columns.pop("correlation_id", f"t-{uuid.uuid4().hex[:10]}"),
-        client_id=(client or _client(session)).id,
-        input={"a": 1},
-        **{"provider": "sim", **columns},
-    )
-    session.add(task)
-    session.flush()
-    return task
-
-
-def _row(session: Session, task: ExternalTask, kind: str, **columns: Any) -> OutboxMessage:
-    row = OutboxMessage(
-        message_id=f"msg_{uuid.uuid4().hex}",
-        kind=kind,
-        task_id=task.id,
-        correlation_id=task.correlation_id,
-        payload={},
-        created_at=NOW,
-        **columns,
-    )
-    session.add(row)
-    session.flush()
-    return row
+    return add_task(session, client, **{"input": {"a": 1}, **columns})
 
 
 @contextmanager
@@ -167,10 +137,10 @@ def test_cancel_key_use_names_what_the_key_was_recorded_for(db: Database):
 def test_open_submit_is_the_tasks_submit_row_until_it_is_done(db: Database):
     with db.transaction() as session:
         task = _task(session)
-        _row(session, task, OutboxKind.RELAY)
-        submit = _row(session, task, OutboxKind.SUBMIT)
+        add_outbox_row(session, task, OutboxKind.RELAY)
+        submit = add_outbox_row(session, task, OutboxKind.SUBMIT)
         finished = _task(session)
-        _row(session, finished, OutboxKind.SUBMIT, done_at=NOW)
+        add_outbox_row(session, finished, OutboxKind.SUBMIT, done_at=NOW)
     with db.transaction() as session:
         found = db.store.lifecycle.open_submit(session, task.id)
         assert found is not None and found.id == submit.id
@@ -217,9 +187,9 @@ def test_task_for_hint_finds_the_providers_job(db: Database):
 def test_pending_check_is_the_tasks_check_row_until_it_is_done(db: Database):
     with db.transaction() as session:
         task = _task(session)
-        check = _row(session, task, OutboxKind.CHECK, deliveries=1)
+        check = add_outbox_row(session, task, OutboxKind.CHECK, deliveries=1)
         done = _task(session)
-        _row(session, done, OutboxKind.CHECK, done_at=NOW)
+        add_outbox_row(session, done, OutboxKind.CHECK, done_at=NOW)
     with db.transaction() as session:
         found = db.store.lifecycle.pending_check(session, task.id)
         assert found is not None and found.id == check.id and found.deliveries == 1
@@ -231,7 +201,7 @@ def test_pending_check_is_the_tasks_check_row_until_it_is_done(db: Database):
 
 def test_lock_for_replay_locks_the_tasks_on_postgresql_and_takes_nothing_on_sqlite(db: Database):
     with db.transaction() as session:
-        rows = [_row(session, _task(session), OutboxKind.SUBMIT) for _ in range(2)]
+        rows = [add_outbox_row(session, _task(session), OutboxKind.SUBMIT) for _ in range(2)]
     with db.transaction() as session, _statements(db) as sent:
         db.store.lifecycle.lock_for_replay(session, [row.id for row in rows])
         db.store.lifecycle.lock_for_replay(session, [])

@@ -7,7 +7,7 @@ goes out) is tested in ``tests/middle/test_notifications.py``."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -18,18 +18,14 @@ from models.db import Database
 from models.notifications import DISPATCHED, MUTED, PENDING, UNROUTED, Notification, NotificationMute
 from models.store import POSTGRESQL, SQLITE
 from models.store.notices import Notices
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW
+from tests.middle.builders import later as at
 
 
 @pytest.fixture(scope="module")
 def db(both_databases: Database) -> Database:
     """This module's database, on SQLite and on PostgreSQL (``tests/middle/conftest.py``)."""
     return both_databases
-
-
-def at(seconds: float) -> datetime:
-    return NOW + timedelta(seconds=seconds)
 
 
 def _kind() -> str:
@@ -98,13 +94,18 @@ def test_record_keeps_the_subjects_first_2100_characters(db: Database) -> None:
     assert notice.key == notice_key(kind, subject, NOW, OPENED)  # keyed by the whole subject
 
 
-def test_claim_pending_takes_the_oldest_pending_notices_up_to_the_batch(db: Database) -> None:
+def _only_pending(db: Database, count: int) -> str:
+    """A new kind's ``count`` notices (subjects s0, s1, …), the only pending ones: the kind."""
     _settle_every_pending(db)
     kind = _kind()
     with db.transaction() as session:
-        for n in range(3):
+        for n in range(count):
             _record(session, db, kind, subject=f"s{n}")
-    first, second, third = _notices(db, kind)
+    return kind
+
+
+def test_claim_pending_takes_the_oldest_pending_notices_up_to_the_batch(db: Database) -> None:
+    first, second, third = _notices(db, _only_pending(db, 3))
     with db.transaction() as session:
         claimed = db.store.notices.claim_pending(session, 2)
         assert [notice.id for notice in claimed] == [first.id, second.id]
@@ -116,12 +117,7 @@ def test_claim_pending_takes_the_oldest_pending_notices_up_to_the_batch(db: Data
 def test_claim_pending_skips_the_notices_another_dispatch_holds(db: Database) -> None:
     if db.store is SQLITE:
         pytest.skip("SQLite serialises writers: a second dispatch waits for the first (BEGIN IMMEDIATE)")
-    _settle_every_pending(db)
-    kind = _kind()
-    with db.transaction() as session:
-        for n in range(3):
-            _record(session, db, kind, subject=f"s{n}")
-    first, second, third = _notices(db, kind)
+    first, second, third = _notices(db, _only_pending(db, 3))
     with db.transaction() as session:
         assert [n.id for n in db.store.notices.claim_pending(session, 1)] == [first.id]
         with db.transaction() as other:  # SKIP LOCKED: the first is another run's
@@ -129,11 +125,7 @@ def test_claim_pending_skips_the_notices_another_dispatch_holds(db: Database) ->
 
 
 def test_settle_writes_the_state_its_time_and_the_message(db: Database) -> None:
-    _settle_every_pending(db)
-    kind = _kind()
-    with db.transaction() as session:
-        for n in range(3):
-            _record(session, db, kind, subject=f"s{n}")
+    kind = _only_pending(db, 3)
     with db.transaction() as session:
         sent, muted, unrouted = db.store.notices.claim_pending(session, 10)
         db.store.notices.settle(sent, DISPATCHED, at(5), "message-1")
@@ -149,12 +141,8 @@ def test_settle_writes_the_state_its_time_and_the_message(db: Database) -> None:
 
 
 def test_messages_since_counts_the_messages_sent_in_the_window(db: Database) -> None:
-    _settle_every_pending(db)
+    _only_pending(db, 4)
     later = NOW + timedelta(days=365)  # past every other test's settling
-    kind = _kind()
-    with db.transaction() as session:
-        for n in range(4):
-            _record(session, db, kind, subject=f"s{n}")
     with db.transaction() as session:
         a, b, c, d = db.store.notices.claim_pending(session, 10)
         db.store.notices.settle(a, DISPATCHED, later + timedelta(seconds=1), "digest-1")

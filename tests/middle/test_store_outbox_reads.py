@@ -9,8 +9,7 @@ database for this module, ``tests/integration/services.py``); where it is absent
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,13 +17,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.outbox_states import ParkedReason
-from models.client import Client
 from models.db import Database
 from models.messages import OutboxKind, OutboxMessage
 from models.store.outbox import held_by
 from models.task import ExternalTask
+from tests.middle.builders import NOW, add_outbox_row, add_task
 
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(hours=1)
 AWAITING = ParkedReason.AWAITING_EARLIER.value
 
@@ -35,39 +33,18 @@ def db(both_databases: Database) -> Database:
     return both_databases
 
 
-def _task(session: Session) -> ExternalTask:
-    client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url="https://a.example/cb")
-    session.add(client)
-    session.flush()
-    task = ExternalTask(correlation_id=f"t-{uuid.uuid4().hex[:10]}", client_id=client.id, provider="sim", input={})
-    session.add(task)
-    session.flush()
-    return task
-
-
 def _row(session: Session, task: ExternalTask, kind: str = OutboxKind.RELAY, **columns: Any) -> OutboxMessage:
-    row = OutboxMessage(
-        message_id=f"msg_{uuid.uuid4().hex}",
-        kind=kind,
-        task_id=task.id,
-        correlation_id=task.correlation_id,
-        payload={"type": "task.accepted"},
-        created_at=columns.pop("created_at", NOW),
-        **columns,
-    )
-    session.add(row)
-    session.flush()
-    return row
+    return add_outbox_row(session, task, kind, **{"payload": {"type": "task.accepted"}, **columns})
 
 
 def test_held_by_names_the_latest_earlier_relay_still_holding(db: Database):
     with db.transaction() as session:
-        task = _task(session)
+        task = add_task(session)
         first = _row(session, task, sequence=1)
         second = _row(session, task, sequence=2, dispatched_at=NOW)
         _row(session, task, sequence=3, done_at=NOW)  # done: holds nothing
         fourth = _row(session, task, sequence=4)
-        lone = _row(session, _task(session), sequence=9)  # another task's relays are never looked at
+        lone = _row(session, add_task(session), sequence=9)  # another task's relays are never looked at
         statement = select(OutboxMessage.id, held_by()).where(OutboxMessage.id.in_([first.id, fourth.id, lone.id]))
         looks = {row.id: row[1] for row in session.execute(statement)}
         assert looks == {first.id: None, fourth.id: second.id, lone.id: None}
@@ -75,13 +52,13 @@ def test_held_by_names_the_latest_earlier_relay_still_holding(db: Database):
 
 def test_held_behind_are_the_later_relays_awaiting_in_sequence_order(db: Database):
     with db.transaction() as session:
-        task = _task(session)
+        task = add_task(session)
         earlier = _row(session, task, sequence=1, holds_back=True)
         third = _row(session, task, sequence=3, parked_reason=AWAITING, next_attempt_at=LATER)
         second = _row(session, task, sequence=2, parked_reason=AWAITING, next_attempt_at=LATER)
         _row(session, task, sequence=4, parked_reason=AWAITING, done_at=NOW)  # done
         _row(session, task, sequence=5)  # not held
-        _row(session, _task(session), sequence=6, parked_reason=AWAITING)  # another task's
+        _row(session, add_task(session), sequence=6, parked_reason=AWAITING)  # another task's
         found = db.store.outbox.held_behind(session, earlier)
         assert [row.id for row in found] == [second.id, third.id]
         assert db.store.outbox.held_behind(session, third) == []
@@ -89,7 +66,7 @@ def test_held_behind_are_the_later_relays_awaiting_in_sequence_order(db: Databas
 
 def test_earlier_channel_due_lists_the_earlier_undone_channel_rows(db: Database):
     with db.transaction() as session:
-        task = _task(session)
+        task = add_task(session)
         waiting = _row(session, task, OutboxKind.CHANNEL, next_attempt_at=LATER)
         in_flight = _row(session, task, OutboxKind.CHANNEL, dispatched_at=NOW)
         _row(session, task, OutboxKind.CHANNEL, done_at=NOW)
@@ -106,19 +83,19 @@ def test_earlier_channel_due_lists_the_earlier_undone_channel_rows(db: Database)
 def test_next_retry_at_is_the_earliest_retry_of_the_other_rows(db: Database):
     soon, later = NOW + timedelta(minutes=1), NOW + timedelta(minutes=5)
     with db.transaction() as session:
-        task = _task(session)
+        task = add_task(session)
         finished = _row(session, task, next_attempt_at=NOW)  # the one finishing: not counted
         _row(session, task, next_attempt_at=later)
         _row(session, task, next_attempt_at=soon, parked_reason=AWAITING)  # held, not retrying
         _row(session, task, next_attempt_at=NOW, done_at=NOW)  # done
         assert db.store.outbox.next_retry_at(session, task.id, finished.id) == later
-        alone = _task(session)
+        alone = add_task(session)
         assert db.store.outbox.next_retry_at(session, alone.id, finished.id) is None
 
 
 def test_a_progress_reports_copies_are_locked_by_id_and_by_message_id(db: Database):
     with db.transaction() as session:
-        task = _task(session)
+        task = add_task(session)
         relay = _row(session, task)
         channel = _row(session, task, OutboxKind.CHANNEL)
         outbox = db.store.outbox
@@ -132,7 +109,7 @@ def test_claim_for_sweep_takes_what_was_missed_and_leaves_what_waits(db: Databas
     now, grace, lease = NOW + timedelta(days=400), 60, 600  # later than every other test's rows
     old = now - timedelta(hours=1)
     with db.transaction() as session:
-        task = _task(session)
+        task = add_task(session)
         missed = _row(session, task, created_at=old)  # never published
         due = _row(session, task, next_attempt_at=now)  # a held retry, due
         died = _row(session, task, dispatched_at=now, start_lease_until=now)  # its start lease ran out

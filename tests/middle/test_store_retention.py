@@ -7,7 +7,6 @@ Each test dates its rows in a year of its own, so the module's shared database k
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,13 +19,13 @@ from models import notifications
 from models.attention import Incident, OrphanEvent
 from models.base import Base
 from models.callback_tokens import CallbackToken
-from models.client import Client
 from models.db import Database
-from models.messages import DeadLetter, OutboxKind, OutboxMessage, ProcessedMessage
+from models.messages import DeadLetter, OutboxMessage, ProcessedMessage
 from models.notifications import Notification
 from models.store import store_of
 from models.store.retention import NOTICE_PENDING, Pruning, task_dependents
 from models.task import ExternalTask, TaskEvent
+from tests.middle.builders import add_outbox_row, add_task, uid
 
 DAY = timedelta(days=1)
 
@@ -37,20 +36,16 @@ def db(both_databases: Database) -> Database:
     return both_databases
 
 
-def _uid() -> str:
-    return uuid.uuid4().hex[:12]
-
-
 # one row of each simple kind: finished at ``at`` (``done``), or still open
 def _processed(at: datetime, done: bool) -> ProcessedMessage:
     """A dedup record is never open: the one kept is one seen later (within its retention)."""
     seen = at if done else at + 365 * DAY
-    return ProcessedMessage(source="test", message_id=_uid(), message_type="t", processed_at=seen)
+    return ProcessedMessage(source="test", message_id=uid(), message_type="t", processed_at=seen)
 
 
 def _letter(at: datetime, done: bool) -> DeadLetter:
     return DeadLetter(
-        kind="relay", message_id=_uid(), error="e", fault="system", state="replayed" if done else "open", closed_at=at
+        kind="relay", message_id=uid(), error="e", fault="system", state="replayed" if done else "open", closed_at=at
     )
 
 
@@ -61,15 +56,15 @@ def _incident(at: datetime, done: bool) -> Incident:
 def _notice(at: datetime, done: bool) -> Notification:
     state = "sent" if done else NOTICE_PENDING
     return Notification(
-        key=_uid(), kind="k", subject="s", phase="opened", detail="d", occurred_at=at, state=state, dispatched_at=at
+        key=uid(), kind="k", subject="s", phase="opened", detail="d", occurred_at=at, state=state, dispatched_at=at
     )
 
 
 def _orphan(at: datetime, done: bool) -> OrphanEvent:
     return OrphanEvent(
         source="sim",
-        message_id=_uid(),
-        vendor_job_id=_uid(),
+        message_id=uid(),
+        vendor_job_id=uid(),
         payload={},
         state="resolved" if done else "open",
         resolved_at=at,
@@ -124,31 +119,14 @@ def store_of_db(db: Database) -> Pruning:
 
 
 def _task(session: Session, state: str, updated_at: datetime) -> ExternalTask:
-    client = Client(name=f"c-{_uid()}", callback_secrets=["s"], callback_url="https://a.example/cb")
-    session.add(client)
-    session.flush()
-    task = ExternalTask(
-        correlation_id=f"t-{_uid()}", client_id=client.id, input={}, provider="sim", state=state, updated_at=updated_at
-    )
-    session.add(task)
-    session.flush()
-    return task
+    return add_task(session, state=state, updated_at=updated_at)
 
 
 def _outbox(session: Session, task: ExternalTask, done_at: datetime | None, sequence: int) -> OutboxMessage:
-    row = OutboxMessage(
-        message_id=f"msg_{_uid()}",
-        kind=OutboxKind.RELAY,
-        task_id=task.id,
-        correlation_id=task.correlation_id,
-        payload={"type": "task.completed"},
-        sequence=sequence,
-        created_at=done_at or task.updated_at,
-        done_at=done_at,
+    completed = {"type": "task.completed"}
+    return add_outbox_row(
+        session, task, payload=completed, sequence=sequence, created_at=done_at or task.updated_at, done_at=done_at
     )
-    session.add(row)
-    session.flush()
-    return row
 
 
 def test_a_task_goes_once_finished_and_settled_with_every_row_of_its(db: Database) -> None:
@@ -157,12 +135,12 @@ def test_a_task_goes_once_finished_and_settled_with_every_row_of_its(db: Databas
         settled = _task(session, "succeeded", old)
         settled_row = _outbox(session, settled, old, 1)
         session.add(TaskEvent(task_id=settled.id, at=old, kind="state.succeeded", detail={}))
-        session.add(CallbackToken(digest=_uid(), task_id=settled.id, created_at=old))
+        session.add(CallbackToken(digest=uid(), task_id=settled.id, created_at=old))
         undelivered = _task(session, "succeeded", old)  # a callback not yet done: kept
         _outbox(session, undelivered, None, 1)
         lettered = _task(session, "failed", old)  # a done row with an open dead letter: kept
         lettered_row = _outbox(session, lettered, old, 1)
-        session.add(DeadLetter(kind="relay", message_id=_uid(), outbox_id=lettered_row.id, error="e", fault="system"))
+        session.add(DeadLetter(kind="relay", message_id=uid(), outbox_id=lettered_row.id, error="e", fault="system"))
         running = _task(session, "accepted", old)  # open: kept, and so are its done rows
         running_row = _outbox(session, running, old, 1)
         ids = {t.id for t in (settled, undelivered, lettered, running)}

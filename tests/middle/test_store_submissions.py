@@ -6,7 +6,6 @@ its half skips (and fails under CI, which must start it).
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from sqlalchemy.orm import Session
 from models.client import Client
 from models.db import Database
 from models.task import ExternalTask
+from tests.middle.builders import add_client, add_task
 
 
 @pytest.fixture(scope="module")
@@ -23,35 +23,25 @@ def db(both_databases: Database) -> Database:
     return both_databases
 
 
-def _client(session: Session) -> Client:
-    client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url="https://a.example/cb")
-    session.add(client)
-    session.flush()
-    return client
-
-
 def _task(session: Session, client: Client, correlation_id: str, **columns: Any) -> ExternalTask:
-    task = ExternalTask(correlation_id=correlation_id, client_id=client.id, provider="sim", input={}, **columns)
-    session.add(task)
-    session.flush()
-    return task
+    return add_task(session, client, correlation_id=correlation_id, **columns)
 
 
 def test_find_names_the_client(db: Database):
     with db.transaction() as session:
-        mine, theirs = _client(session), _client(session)
+        mine, theirs = add_client(session), add_client(session)
         task = _task(session, mine, "order-1")
         _task(session, theirs, "order-1")  # another tenant's task of the same name
         submissions = db.store.submissions
         found = submissions.find(session, mine.id, "order-1")
         assert found is not None and found.id == task.id
         assert submissions.find(session, mine.id, "order-2") is None
-        assert submissions.find(session, _client(session).id, "order-1") is None
+        assert submissions.find(session, add_client(session).id, "order-1") is None
 
 
 def test_earlier_finds_a_request_by_its_key_or_its_correlation_id(db: Database):
     with db.transaction() as session:
-        client, other = _client(session), _client(session)
+        client, other = add_client(session), add_client(session)
         by_key = _task(session, client, "a", idempotency_key="k-1")
         by_name = _task(session, client, "b")
         _task(session, other, "b", idempotency_key="k-1")  # another client's: never found

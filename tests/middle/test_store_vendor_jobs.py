@@ -7,7 +7,7 @@ where it is absent its half skips (and fails under CI, which must start it).
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,10 +18,9 @@ from core.states import State
 from models.attention import OrphanEvent
 from models.client import Client
 from models.db import Database
-from models.messages import OutboxKind, OutboxMessage
+from models.messages import OutboxKind
 from models.task import ExternalTask
-
-NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+from tests.middle.builders import NOW, add_client, add_outbox_row, add_task
 
 
 @pytest.fixture(scope="module")
@@ -34,41 +33,14 @@ def _provider() -> str:
     return f"p-{uuid.uuid4().hex[:10]}"
 
 
-def _client(session: Session) -> Client:
-    client = Client(name=f"c-{uuid.uuid4().hex[:10]}", callback_secrets=["s"], callback_url="https://a.example/cb")
-    session.add(client)
-    session.flush()
-    return client
-
-
 def _task(session: Session, client: Client, provider: str, **columns: Any) -> ExternalTask:
-    task = ExternalTask(
-        correlation_id=f"t-{uuid.uuid4().hex[:10]}", client_id=client.id, provider=provider, input={}, **columns
-    )
-    session.add(task)
-    session.flush()
-    return task
-
-
-def _outbox(session: Session, task: ExternalTask, kind: str, **columns: Any) -> OutboxMessage:
-    row = OutboxMessage(
-        message_id=f"msg_{uuid.uuid4().hex}",
-        kind=kind,
-        task_id=task.id,
-        correlation_id=task.correlation_id,
-        payload={},
-        created_at=NOW,
-        **columns,
-    )
-    session.add(row)
-    session.flush()
-    return row
+    return add_task(session, client, provider=provider, **columns)
 
 
 def test_claim_due_polls_takes_every_clients_first_before_anyones_second(db: Database):
     provider = _provider()
     with db.transaction() as session:
-        busy, quiet = _client(session), _client(session)
+        busy, quiet = add_client(session), add_client(session)
         at_vendor = {"state": State.SUBMITTED.value}
         b1 = _task(session, busy, provider, poll_due_at=NOW - timedelta(minutes=3), **at_vendor)
         b2 = _task(session, busy, provider, poll_due_at=NOW - timedelta(minutes=2), **at_vendor)
@@ -77,7 +49,7 @@ def test_claim_due_polls_takes_every_clients_first_before_anyones_second(db: Dat
         _task(session, busy, provider, poll_due_at=NOW - timedelta(minutes=9))  # requested: not at the vendor
         _task(session, busy, _provider(), poll_due_at=NOW - timedelta(minutes=9), **at_vendor)  # another vendor's
         checking = _task(session, quiet, provider, poll_due_at=NOW - timedelta(minutes=9), **at_vendor)
-        _outbox(session, checking, OutboxKind.CHECK)  # its check is pending: it stays due
+        add_outbox_row(session, checking, OutboxKind.CHECK)  # its check is pending: it stays due
         claimed = db.store.vendor_jobs.claim_due_polls(session, provider, NOW, 10)
         assert [t.id for t in claimed] == [b1.id, q1.id, b2.id]
         assert [t.id for t in db.store.vendor_jobs.claim_due_polls(session, provider, NOW, 2)] == [b1.id, q1.id]
@@ -87,7 +59,7 @@ def test_claim_due_polls_takes_every_clients_first_before_anyones_second(db: Dat
 def test_claim_quiet_takes_tasks_at_the_vendor_with_no_news_oldest_first(db: Database):
     provider = _provider()
     with db.transaction() as session:
-        client = _client(session)
+        client = add_client(session)
         older = _task(session, client, provider, state=State.ACCEPTED.value, checked_at=NOW - timedelta(hours=2))
         old = _task(session, client, provider, state=State.SUBMITTED.value, checked_at=NOW - timedelta(hours=1))
         _task(session, client, provider, state=State.SUBMITTED.value, checked_at=NOW)  # heard from just now
@@ -102,7 +74,7 @@ def test_claim_unsubmitted_takes_released_tasks_stuck_and_their_open_submit_rows
     provider = _provider()
     quiet = NOW - timedelta(hours=1)
     with db.transaction() as session:
-        client = _client(session)
+        client = add_client(session)
         stuck = _task(session, client, provider, checked_at=quiet, dispatched_at=quiet)
         _task(session, client, provider, checked_at=quiet)  # queued: waits for its turn, not stuck
         recent = _task(session, client, provider, checked_at=NOW, dispatched_at=NOW)
@@ -111,19 +83,19 @@ def test_claim_unsubmitted_takes_released_tasks_stuck_and_their_open_submit_rows
         assert stuck.id in [t.id for t in found] and recent.id not in [t.id for t in found]
         assert all(t.state == State.REQUESTED.value and t.dispatched_at is not None for t in found)
 
-        submit = _outbox(session, stuck, OutboxKind.SUBMIT)
-        _outbox(session, stuck, OutboxKind.SUBMIT, done_at=NOW)  # done
-        _outbox(session, stuck, OutboxKind.SUBMIT, parked_reason="queued")  # queued
-        _outbox(session, stuck, OutboxKind.SUBMIT, next_attempt_at=NOW)  # a retry scheduled: not stuck
-        _outbox(session, stuck, OutboxKind.CANCEL)  # not a submission
-        _outbox(session, recent, OutboxKind.SUBMIT)  # not asked for
+        submit = add_outbox_row(session, stuck, OutboxKind.SUBMIT)
+        add_outbox_row(session, stuck, OutboxKind.SUBMIT, done_at=NOW)  # done
+        add_outbox_row(session, stuck, OutboxKind.SUBMIT, parked_reason="queued")  # queued
+        add_outbox_row(session, stuck, OutboxKind.SUBMIT, next_attempt_at=NOW)  # a retry scheduled: not stuck
+        add_outbox_row(session, stuck, OutboxKind.CANCEL)  # not a submission
+        add_outbox_row(session, recent, OutboxKind.SUBMIT)  # not asked for
         assert [row.id for row in vendor_jobs.open_submits(session, [stuck.id])] == [submit.id]
 
 
 def test_a_lost_submission_goes_back_to_its_queue(db: Database):
     provider = _provider()
     with db.transaction() as session:
-        client = _client(session)
+        client = add_client(session)
         released = _task(session, client, provider, dispatched_at=NOW)
         queued = _task(session, client, provider)  # not released
         submitted = _task(session, client, provider, state=State.SUBMITTED.value, dispatched_at=NOW)
@@ -139,7 +111,7 @@ def test_a_lost_submission_goes_back_to_its_queue(db: Database):
 def test_note_rate_limited_says_so_once_while_requested(db: Database):
     provider = _provider()
     with db.transaction() as session:
-        client = _client(session)
+        client = add_client(session)
         task = _task(session, client, provider, dispatched_at=NOW)
         done = _task(session, client, provider, state=State.SUBMITTED.value, dispatched_at=NOW)
     with db.transaction() as session:
@@ -154,7 +126,7 @@ def test_note_rate_limited_says_so_once_while_requested(db: Database):
 def test_job_of_reference_tells_no_task_from_no_job_yet(db: Database):
     provider = _provider()
     with db.transaction() as session:
-        client = _client(session)
+        client = add_client(session)
         waiting = _task(session, client, provider)
         known = _task(session, client, provider, vendor_job_id="job-1")
         vendor_jobs = db.store.vendor_jobs
