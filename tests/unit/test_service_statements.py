@@ -1,4 +1,4 @@
-""""service/ holds no select, update or text, and no database checks" (docs/architecture.md "The
+""" "service/ holds no select, update or text, and no database checks" (docs/architecture.md "The
 store"): the statements the use cases, the runtime and the worker edge build themselves, counted.
 
 Each count was a ratchet while the statements moved behind the store's verbs (``models/store``);
