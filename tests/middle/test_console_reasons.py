@@ -25,7 +25,7 @@ from models.task import ExternalTask
 from service.dead_letters import dead_letter
 from service.vendor_events import receive_event
 from tests.middle.builders import at_vendor, new_client, submit
-from tests.middle.test_console import TOKEN, _ctx, app, browser, signed_in  # noqa: F401 (fixtures)
+from tests.middle.test_console import TOKEN, _ctx, app, browser, module_app, signed_in  # noqa: F401 (fixtures)
 from webhooks.events import VendorEvent
 
 ISO_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

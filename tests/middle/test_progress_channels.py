@@ -112,8 +112,9 @@ def one_body_per_message_id(w: Ways) -> None:
     bodies: dict[str, dict[str, Any]] = {}
     for body in w.received["relay"] + w.received["channel"]:
         assert bodies.setdefault(body["message_id"], body) == body, f"{body['message_id']}: two bodies"
-    relays = {r.message_id: dict(r.payload, message_id=r.message_id) for r in w.rows(OutboxKind.RELAY)}
-    for channel in w.rows(OutboxKind.CHANNEL):
+    rows = outbox_rows(w.session, w.task)  # read once, both kinds: this runs after every step
+    relays = {r.message_id: dict(r.payload, message_id=r.message_id) for r in rows if r.kind == OutboxKind.RELAY}
+    for channel in (r for r in rows if r.kind == OutboxKind.CHANNEL):
         assert channel.message_id == row_message_id(channel.payload["message_id"])
         if (relay := relays.get(channel.payload["message_id"])) is not None:
             assert channel.payload == relay
