@@ -18,7 +18,7 @@ columns deferred again and its relationships left to load afresh.
 This is the ORM's own bookkeeping done by hand (``InstanceState``'s attributes, the identity
 map's ``_add_unpresent``, as ``loading._instance`` does it): private API, kept in the store
 (``tests/unit/test_store_boundary.py``), and held to the ORM's own loading by
-``tests/middle/test_store_loaded.py``.
+``tests/middle/test_store_claims.py`` (what the ORM loads, flushes and re-reads, against these).
 """
 
 from __future__ import annotations
